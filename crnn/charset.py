@@ -1,0 +1,151 @@
+"""The alphabet: the one object that maps text to class ids and back.
+
+Class id 0 is the CTC blank; character ``chars[i]`` has id ``i + 1``. The order of
+``chars`` therefore *defines* the classifier's rows, which is why every checkpoint
+stores the charset and refuses to load against a different one.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+BLANK = 0
+
+BUILTIN_CHARSETS = ("alnum36", "alnum62", "ascii94", "ascii95")
+
+
+class UnknownCharacterError(ValueError):
+    """A label holds characters the charset cannot encode."""
+
+    def __init__(self, text: str, unknown: Sequence[str], charset_name: str = "") -> None:
+        self.text = text
+        self.unknown = list(unknown)
+        shown = ", ".join(repr(c) for c in self.unknown)
+        where = f" {charset_name!r}" if charset_name else ""
+        super().__init__(
+            f"label {text!r} has characters outside the charset{where}: {shown}. "
+            "Use a charset that holds them (--set data.charset=ascii94, or a .txt file with "
+            "one character per line), or let training skip such labels "
+            "(--set data.unknown_chars=skip)."
+        )
+
+
+def _read_charset_file(path: Path) -> str:
+    """One character per line; a line holding a single space is the space character."""
+    chars = []
+    for lineno, line in enumerate(path.read_text(encoding="utf-8").split("\n"), start=1):
+        if line.endswith("\r"):
+            line = line[:-1]
+        if line == "":
+            continue
+        if len(line) != 1:
+            raise ValueError(
+                f"{path}:{lineno}: expected one character per line, got {line!r}. "
+                "Write each character of the alphabet on its own line."
+            )
+        chars.append(line)
+    return "".join(chars)
+
+
+@dataclass(frozen=True)
+class Charset:
+    """An ordered alphabet with the CTC blank at id 0.
+
+    Args:
+        chars: the characters in id order (id of ``chars[i]`` is ``i + 1``).
+        case_fold: lower-case text before encoding. ``None`` means "auto": fold when the
+            alphabet has lower-case letters and no upper-case ones (e.g. ``alnum36``).
+        name: where the charset came from, for messages only.
+    """
+
+    chars: str
+    case_fold: bool | None = None
+    name: str = ""
+    _index: dict[str, int] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        chars = unicodedata.normalize("NFC", self.chars)
+        if not chars:
+            raise ValueError("a charset needs at least one character, got an empty one")
+        seen: set[str] = set()
+        dups = sorted({c for c in chars if c in seen or seen.add(c)})  # type: ignore[func-returns-value]
+        if dups:
+            raise ValueError(
+                f"charset {self.name or chars!r} lists characters twice: {dups}. "
+                "Each character may appear once, since its position is its class id."
+            )
+        object.__setattr__(self, "chars", chars)
+        if self.case_fold is None:
+            fold = any(c.islower() for c in chars) and not any(c.isupper() for c in chars)
+            object.__setattr__(self, "case_fold", fold)
+        object.__setattr__(self, "_index", {c: i + 1 for i, c in enumerate(chars)})
+
+    # ---- construction -------------------------------------------------------------
+
+    @classmethod
+    def from_spec(cls, spec: str, case_fold: bool | None = None) -> Charset:
+        """Build from a built-in name (``alnum36``...), a ``.txt`` path, or ``chars:<literal>``."""
+        if spec in BUILTIN_CHARSETS:
+            ref = resources.files("crnn") / "assets" / "charsets" / f"{spec}.txt"
+            return cls(_read_charset_file(Path(str(ref))), case_fold, spec)
+        if spec.startswith("chars:"):
+            return cls(spec[len("chars:") :], case_fold, "literal")
+        path = Path(spec)
+        if path.is_file():
+            return cls(_read_charset_file(path), case_fold, str(path))
+        raise ValueError(
+            f"unknown charset {spec!r}: expected one of the built-in charsets "
+            f"{', '.join(BUILTIN_CHARSETS)}, a path to a .txt file with one character per "
+            "line, or 'chars:' followed by the characters (e.g. 'chars:0123456789')."
+        )
+
+    def to_dict(self) -> dict[str, object]:
+        """Plain types only, so checkpoints stay loadable with ``weights_only=True``."""
+        return {"chars": self.chars, "case_fold": bool(self.case_fold), "name": self.name}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, object]) -> Charset:
+        return cls(str(d["chars"]), bool(d["case_fold"]), str(d.get("name", "")))
+
+    # ---- coding -------------------------------------------------------------------
+
+    @property
+    def num_classes(self) -> int:
+        """Classifier width: the characters plus the blank."""
+        return len(self.chars) + 1
+
+    def __len__(self) -> int:
+        return len(self.chars)
+
+    def normalize(self, text: str) -> str:
+        """The form a label is compared and encoded in (NFC; lower-cased if folding)."""
+        text = unicodedata.normalize("NFC", text)
+        return text.lower() if self.case_fold else text
+
+    def unknown_chars(self, text: str) -> list[str]:
+        """Characters of ``text`` (after normalisation) that have no id, sorted, unique."""
+        return sorted({c for c in self.normalize(text) if c not in self._index})
+
+    def encode(self, text: str) -> list[int]:
+        """Text -> ids (1..len). Raises :class:`UnknownCharacterError`; never drops a character."""
+        text = self.normalize(text)
+        try:
+            return [self._index[c] for c in text]
+        except KeyError:
+            raise UnknownCharacterError(text, self.unknown_chars(text), self.name) from None
+
+    def decode(self, ids: Iterable[int]) -> str:
+        """Ids -> text; blanks are skipped, repeats are kept (see ``crnn.ctc`` for collapsing)."""
+        chars = self.chars
+        return "".join(chars[i - 1] for i in ids if i != BLANK)
+
+    def index(self, char: str) -> int:
+        """The class id of one character."""
+        return self._index[char]
+
+    def __contains__(self, char: object) -> bool:
+        return char in self._index

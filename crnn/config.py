@@ -1,0 +1,327 @@
+"""Typed configuration: nested dataclasses, filled from YAML and checked overrides.
+
+``load_config("configs/x.yaml", ["train.lr=3e-4"])`` starts from the defaults below,
+merges the YAML file, then applies ``key=value`` overrides. Every key is checked
+against the dataclass fields (unknown keys are rejected with a suggestion) and every
+value against the field's type, so a typo fails at start-up, not an hour in.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Union
+
+import yaml
+
+
+class ConfigError(ValueError):
+    """A configuration file or override that does not fit the schema."""
+
+
+@dataclass
+class ModelConfig:
+    # "crnn": Shi, Bai & Yao (2015), 7 conv + 2 BiLSTM (the layout of meijieru/crnn.pytorch).
+    # "vgg": the VGG-BiLSTM-CTC layout of clovaai/deep-text-recognition-benchmark.
+    arch: str = "crnn"
+    # Widths of the 7 conv layers.
+    channels: list[int] = field(default_factory=lambda: [64, 128, 256, 256, 512, 512, 512])
+    # LSTM hidden size per direction.
+    hidden: int = 256
+
+
+@dataclass
+class AugmentConfig:
+    """Training-only augmentations; each has a probability (0 turns it off)."""
+
+    enabled: bool = True
+    affine_p: float = 0.3
+    max_rotate: float = 3.0  # degrees
+    max_shear: float = 8.0  # degrees
+    max_scale: float = 0.08  # fraction
+    perspective_p: float = 0.2
+    perspective_distortion: float = 0.15
+    blur_p: float = 0.15
+    max_blur_sigma: float = 1.2
+    color_p: float = 0.3
+    brightness: float = 0.3
+    contrast: float = 0.3
+    invert_p: float = 0.05
+    noise_p: float = 0.15
+    max_noise_std: float = 0.08  # in [0, 1] pixel units
+
+
+@dataclass
+class SynthConfig:
+    """The synthetic text generator (used when ``data.train`` is empty)."""
+
+    # Fixed synthetic validation set size (rendered once, deterministic).
+    val_size: int = 512
+    # Extra folders of .ttf/.otf fonts on top of the bundled ones.
+    font_dirs: list[str] = field(default_factory=list)
+    # Text sources, relative weights.
+    p_word: float = 0.6
+    p_number: float = 0.1
+    p_date: float = 0.04
+    p_price: float = 0.04
+    p_code: float = 0.07
+    p_random: float = 0.15
+    # Case of dictionary words (only matters for case-sensitive charsets).
+    p_upper: float = 0.25
+    p_title: float = 0.25
+    min_length: int = 1
+    max_length: int = 20
+    # Appearance effects (probabilities / ranges); 0 turns an effect off.
+    font_size_min: int = 24
+    font_size_max: int = 44
+    p_gradient_bg: float = 0.25
+    p_noise_bg: float = 0.2
+    p_texture_bg: float = 0.15
+    min_contrast: float = 0.25
+    p_rotate: float = 0.3
+    max_rotate: float = 4.0
+    p_perspective: float = 0.2
+    p_curve: float = 0.1
+    p_blur: float = 0.25
+    p_noise: float = 0.25
+    p_jpeg: float = 0.2
+    p_spacing: float = 0.2
+    pad_min: float = 0.02  # crop margin as a fraction of the text height
+    pad_max: float = 0.25
+
+
+@dataclass
+class DataConfig:
+    # LMDB directories (or folders of LMDBs), or image folders holding a gt.txt.
+    # Empty train -> the synthetic generator; empty val -> a fixed synthetic set.
+    train: list[str] = field(default_factory=list)
+    val: list[str] = field(default_factory=list)
+    # Built-in name (alnum36, alnum62, ascii94, ascii95), a .txt path, or "chars:<literal>".
+    charset: str = "alnum36"
+    # Lower-case labels before encoding; null = auto (fold when the charset has no capitals).
+    case_fold: Union[bool, None] = None  # noqa: UP007 (typing.get_type_hints on py3.10)
+    # A label with characters outside the charset: "skip" (count and report) or "error".
+    unknown_chars: str = "skip"
+    height: int = 32
+    # Resized width is height * aspect, clamped to [min_width, max_width] and rounded up
+    # to a multiple of width_multiple (the CNN's width stride, so no partial time steps).
+    min_width: int = 16
+    max_width: int = 128
+    width_multiple: int = 4
+    rgb: bool = False
+    # Labels longer than this are skipped (0: only the model's output length limits them).
+    max_label_length: int = 0
+    num_workers: int = 2
+    # Group batches by image width so little compute goes into padding.
+    bucketing: bool = True
+    augment: AugmentConfig = field(default_factory=AugmentConfig)
+    synth: SynthConfig = field(default_factory=SynthConfig)
+
+
+@dataclass
+class TrainConfig:
+    output_dir: str = "runs/default"
+    max_steps: int = 2000
+    # Global batch per optimizer step, summed over GPUs and accumulation steps. Each
+    # device processes batch_size / (world_size * accum_steps) images per micro-step, so
+    # changing the number of GPUs keeps the effective batch and the LR schedule.
+    batch_size: int = 64
+    accum_steps: int = 1
+    optimizer: str = "adamw"  # adam | adamw
+    lr: float = 1e-3
+    weight_decay: float = 1e-4
+    betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
+    warmup_steps: int = 200
+    schedule: str = "cosine"  # cosine | linear | constant (after warm-up)
+    min_lr_ratio: float = 0.01
+    # Mixed precision on CUDA: bf16 | fp16 | none. CPU runs always use fp32.
+    amp: str = "bf16"
+    grad_clip: float = 5.0
+    val_every: int = 500
+    log_every: int = 50
+    # Extra "last" checkpoints between validations (0: only at validation).
+    save_every: int = 0
+    # Metric that decides "best": accuracy | alnum_accuracy | cer | ned.
+    best_metric: str = "accuracy"
+    seed: int = 42
+    # Activation checkpointing of the CNN: trade compute for memory.
+    grad_checkpoint: bool = False
+    compile: bool = False
+    channels_last: bool = False
+    # Images logged (with predictions) to TensorBoard at each validation.
+    log_images: int = 16
+    # Initialise weights from a checkpoint (fine-tuning); the charset may differ.
+    init_from: str = ""
+
+
+@dataclass
+class DistConfig:
+    # ddp | dp | none. "none" is one device.
+    strategy: str = "ddp"
+    sync_bn: bool = False
+    backend: str = ""  # "" = nccl on CUDA, gloo on CPU
+    # Seconds a rank waits at a collective before the run is declared hung.
+    timeout_s: int = 600
+
+
+@dataclass
+class Config:
+    model: ModelConfig = field(default_factory=ModelConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    dist: DistConfig = field(default_factory=DistConfig)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def validate(self) -> None:
+        """Cross-field checks with messages that say how to fix the value."""
+        _choice("model.arch", self.model.arch, ("crnn", "vgg"))
+        if len(self.model.channels) != 7:
+            raise ConfigError(
+                f"model.channels needs the 7 conv widths, got {len(self.model.channels)}: "
+                f"{self.model.channels}"
+            )
+        _choice("data.unknown_chars", self.data.unknown_chars, ("skip", "error"))
+        _choice("train.optimizer", self.train.optimizer, ("adam", "adamw"))
+        _choice("train.schedule", self.train.schedule, ("cosine", "linear", "constant"))
+        _choice("train.amp", self.train.amp, ("bf16", "fp16", "none"))
+        _choice("train.best_metric", self.train.best_metric, ("accuracy", "alnum_accuracy", "cer", "ned"))
+        _choice("dist.strategy", self.dist.strategy, ("ddp", "dp", "none"))
+        if self.data.height < 32 or self.data.height % 16:
+            # Heights above 32 leave a feature map taller than 1, which the model
+            # average-pools; the published models use 32.
+            raise ConfigError(
+                f"data.height must be 32 or a larger multiple of 16, got {self.data.height}"
+            )
+        if self.data.min_width > self.data.max_width:
+            raise ConfigError(
+                f"data.min_width ({self.data.min_width}) exceeds data.max_width ({self.data.max_width})"
+            )
+        for name in ("max_steps", "batch_size", "accum_steps", "val_every", "log_every"):
+            if getattr(self.train, name) < 1:
+                raise ConfigError(f"train.{name} must be >= 1, got {getattr(self.train, name)}")
+
+
+def _choice(key: str, value: str, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise ConfigError(f"{key}={value!r} is not valid; choose one of {', '.join(allowed)}")
+
+
+# ---- loading -------------------------------------------------------------------------
+
+
+def _type_name(tp: Any) -> str:
+    if typing.get_origin(tp) in (Union, types.UnionType):
+        return " or ".join("null" if a is type(None) else _type_name(a) for a in typing.get_args(tp))
+    return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
+
+
+def _check_value(key: str, value: Any, tp: Any) -> Any:
+    """Return ``value`` converted to ``tp`` where lossless (int -> float), else raise."""
+    origin = typing.get_origin(tp)
+    if origin in (Union, types.UnionType):
+        for arm in typing.get_args(tp):
+            if arm is type(None):
+                if value is None:
+                    return None
+                continue
+            try:
+                return _check_value(key, value, arm)
+            except ConfigError:
+                pass
+        raise ConfigError(f"{key}: expected {_type_name(tp)}, got {value!r}")
+    if origin is list:
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{key}: expected a list, got {value!r} ({type(value).__name__})")
+        (item_tp,) = typing.get_args(tp)
+        return [_check_value(f"{key}[{i}]", v, item_tp) for i, v in enumerate(value)]
+    if tp is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if tp is float and isinstance(value, str):
+        # YAML 1.1 reads "3e-4" (no dot) as a string; it is a float to anyone writing it.
+        try:
+            return float(value)
+        except ValueError:
+            pass
+    if tp is str and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)
+    if not isinstance(value, tp) or (tp is int and isinstance(value, bool)):
+        raise ConfigError(
+            f"{key}: expected {_type_name(tp)}, got {value!r} ({type(value).__name__})"
+        )
+    return value
+
+
+def _merge(obj: Any, updates: dict[str, Any], prefix: str) -> None:
+    hints = typing.get_type_hints(type(obj))
+    names = [f.name for f in dataclasses.fields(obj)]
+    for k, v in updates.items():
+        key = f"{prefix}{k}"
+        if k not in names:
+            close = difflib.get_close_matches(k, names, n=1)
+            hint = f"; did you mean {prefix}{close[0]}?" if close else ""
+            raise ConfigError(
+                f"unknown config key {key!r}{hint} Valid keys here: {', '.join(names)}"
+            )
+        tp = hints[k]
+        current = getattr(obj, k)
+        if dataclasses.is_dataclass(current):
+            if not isinstance(v, dict):
+                raise ConfigError(f"{key}: expected a mapping of sub-keys, got {v!r}")
+            _merge(current, v, f"{key}.")
+        else:
+            setattr(obj, k, _check_value(key, v, tp))
+
+
+def parse_override(text: str) -> dict[str, Any]:
+    """``"train.lr=3e-4"`` -> ``{"train": {"lr": 0.0003}}``; the value is read as YAML."""
+    if "=" not in text:
+        raise ConfigError(f"override {text!r} must look like section.key=value (e.g. train.lr=3e-4)")
+    key, raw = text.split("=", 1)
+    key = key.strip()
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError as e:
+        raise ConfigError(f"override {text!r}: cannot parse value {raw!r}: {e}") from None
+    out: dict[str, Any] = {}
+    node = out
+    parts = key.split(".")
+    for p in parts[:-1]:
+        node = node.setdefault(p, {})
+    node[parts[-1]] = value
+    return out
+
+
+def config_from_dict(d: dict[str, Any]) -> Config:
+    cfg = Config()
+    _merge(cfg, d, "")
+    return cfg
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> Config:
+    """Defaults <- YAML file <- overrides, then :meth:`Config.validate`."""
+    cfg = Config()
+    if path is not None:
+        path = Path(path)
+        if not path.is_file():
+            raise ConfigError(f"config file {str(path)!r} not found (see configs/ for examples)")
+        try:
+            data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        except yaml.YAMLError as e:
+            raise ConfigError(f"{path}: invalid YAML: {e}") from None
+        if not isinstance(data, dict):
+            raise ConfigError(f"{path}: expected a mapping at the top level, got {type(data).__name__}")
+        _merge(cfg, data, "")
+    for text in overrides or []:
+        _merge(cfg, parse_override(text), "")
+    cfg.validate()
+    return cfg
+
+
+def save_config(cfg: Config, path: str | Path) -> None:
+    Path(path).write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False), encoding="utf-8")

@@ -1,0 +1,245 @@
+"""LMDB datasets in the layout the scene-text community shares.
+
+Keys (1-based): ``num-samples`` -> ASCII int, ``image-%09d`` -> encoded image file bytes,
+``label-%09d`` -> UTF-8 label. This is the layout of clovaai's
+``create_lmdb_dataset.py``, MMOCR and parseq, so their LMDBs read here and ours read
+there. We add one optional key, ``size-%09d`` -> ASCII ``"W H"`` of the stored image,
+so batches can be grouped by width without decoding; other readers ignore it.
+
+The constants below are the single definition of the layout, shared by reader and
+writer.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from types import TracebackType
+
+import lmdb
+
+log = logging.getLogger(__name__)
+
+NUM_SAMPLES_KEY = b"num-samples"
+IMAGE_KEY = "image-%09d"
+LABEL_KEY = "label-%09d"
+SIZE_KEY = "size-%09d"
+
+_INITIAL_MAP_SIZE = 64 * 2**20
+
+
+class LmdbFormatError(RuntimeError):
+    """An LMDB that cannot be read as a text-recognition dataset."""
+
+
+def _key(fmt: str, index0: int) -> bytes:
+    return (fmt % (index0 + 1)).encode("ascii")
+
+
+def is_lmdb_dir(path: str | os.PathLike[str]) -> bool:
+    return (Path(path) / "data.mdb").is_file()
+
+
+def find_lmdb_roots(path: str | os.PathLike[str]) -> list[Path]:
+    """An LMDB directory itself, or every LMDB directory below ``path`` (sorted)."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"dataset path {str(path)!r} does not exist")
+    if is_lmdb_dir(path):
+        return [path]
+    roots = sorted(Path(d) for d, _, files in os.walk(path) if "data.mdb" in files)
+    if not roots:
+        raise LmdbFormatError(
+            f"no LMDB found at or below {str(path)!r} (looked for folders holding data.mdb). "
+            "Create one with tools/create_lmdb.py, or pass an image folder with a gt.txt."
+        )
+    return roots
+
+
+class LmdbWriter:
+    """Writes samples in the shared layout; the map grows as needed.
+
+    Use as a context manager. ``num-samples`` is written on every commit, so an
+    interrupted writer leaves a smaller but consistent dataset.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        commit_every: int = 1000,
+        overwrite: bool = False,
+    ) -> None:
+        self.path = Path(path)
+        if is_lmdb_dir(self.path) and not overwrite:
+            raise FileExistsError(
+                f"{str(self.path)!r} already holds an LMDB; choose another --out or pass "
+                "--overwrite to replace it"
+            )
+        self.path.mkdir(parents=True, exist_ok=True)
+        if overwrite:
+            for name in ("data.mdb", "lock.mdb"):
+                (self.path / name).unlink(missing_ok=True)
+        self._map_size = _INITIAL_MAP_SIZE
+        self._env = lmdb.open(str(self.path), map_size=self._map_size, subdir=True)
+        self._pending: list[tuple[bytes, bytes]] = []
+        self._commit_every = commit_every
+        self.count = 0
+
+    def add(self, image: bytes, label: str, size: tuple[int, int] | None = None) -> int:
+        """Queue one sample; returns its 0-based index."""
+        i = self.count
+        self._pending.append((_key(IMAGE_KEY, i), image))
+        self._pending.append((_key(LABEL_KEY, i), label.encode("utf-8")))
+        if size is not None:
+            self._pending.append((_key(SIZE_KEY, i), f"{size[0]} {size[1]}".encode("ascii")))
+        self.count += 1
+        if self.count % self._commit_every == 0:
+            self.commit()
+        return i
+
+    def commit(self) -> None:
+        items = self._pending + [(NUM_SAMPLES_KEY, str(self.count).encode("ascii"))]
+        while True:
+            try:
+                with self._env.begin(write=True) as txn:
+                    for k, v in items:
+                        txn.put(k, v)
+                break
+            except lmdb.MapFullError:
+                # The transaction was aborted; grow the map and write the batch again.
+                self._map_size *= 2
+                self._env.set_mapsize(self._map_size)
+        self._pending.clear()
+
+    def close(self) -> None:
+        if self._env is not None:
+            self.commit()
+            self._env.sync()
+            self._env.close()
+            self._env = None  # type: ignore[assignment]
+
+    def __enter__(self) -> LmdbWriter:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class LmdbReader:
+    """Read-only access to one LMDB; opens its environment lazily in each process.
+
+    The constructor opens the LMDB once to validate it and read ``num-samples``, then
+    closes it, so the object can be pickled into DataLoader workers; each worker opens
+    its own read-only, lock-free handle on first access (LMDB handles must not cross
+    ``fork``).
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self._env: lmdb.Environment | None = None
+        self._pid: int | None = None
+        with self._open() as env, env.begin() as txn:
+            raw = txn.get(NUM_SAMPLES_KEY)
+            if raw is None:
+                raise LmdbFormatError(
+                    f"{str(self.path)!r} has no 'num-samples' key: it is not a text-recognition "
+                    "LMDB, or its writer was interrupted before the first commit. Expected the "
+                    "keys num-samples, image-%09d, label-%09d (1-based)."
+                )
+            try:
+                self._len = int(raw.decode("ascii").strip())
+            except (UnicodeDecodeError, ValueError):
+                raise LmdbFormatError(
+                    f"{str(self.path)!r}: 'num-samples' should be an ASCII integer, got {raw[:40]!r}"
+                ) from None
+            self.has_sizes = self._len > 0 and txn.get(_key(SIZE_KEY, 0)) is not None
+
+    def _open(self) -> lmdb.Environment:
+        if not is_lmdb_dir(self.path):
+            raise LmdbFormatError(f"{str(self.path)!r} is not an LMDB directory (no data.mdb)")
+        try:
+            return lmdb.open(
+                str(self.path),
+                readonly=True,
+                lock=False,
+                readahead=False,
+                meminit=False,
+                max_readers=1,
+            )
+        except lmdb.Error as e:
+            raise LmdbFormatError(
+                f"cannot open LMDB {str(self.path)!r}: {e}. The file is corrupt or not an "
+                "LMDB; recreate it with tools/create_lmdb.py."
+            ) from e
+
+    @property
+    def env(self) -> lmdb.Environment:
+        if self._env is None or self._pid != os.getpid():
+            self._env = self._open()
+            self._pid = os.getpid()
+        return self._env
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __getstate__(self) -> dict[str, object]:
+        state = self.__dict__.copy()
+        state["_env"] = None
+        state["_pid"] = None
+        return state
+
+    def _get(self, fmt: str, index0: int) -> bytes:
+        if not 0 <= index0 < self._len:
+            raise IndexError(f"index {index0} out of range for {self._len} samples")
+        try:
+            with self.env.begin() as txn:
+                value = txn.get(_key(fmt, index0))
+        except lmdb.Error as e:
+            raise LmdbFormatError(f"{str(self.path)!r}: reading sample {index0 + 1}: {e}") from e
+        if value is None:
+            raise LmdbFormatError(
+                f"{str(self.path)!r}: key {(fmt % (index0 + 1))!r} is missing although "
+                f"num-samples is {self._len}; the LMDB is incomplete or corrupt"
+            )
+        return bytes(value)
+
+    def image_bytes(self, index0: int) -> bytes:
+        return self._get(IMAGE_KEY, index0)
+
+    def label(self, index0: int) -> str:
+        return self._get(LABEL_KEY, index0).decode("utf-8", errors="replace")
+
+    def labels(self) -> list[str]:
+        """Every label, in order (one transaction; used to filter before training)."""
+        return [label for label, _ in self._scan(LABEL_KEY)]
+
+    def sizes(self) -> list[tuple[int, int]] | None:
+        """Stored ``(width, height)`` of every image, or None if this LMDB has no sizes."""
+        if not self.has_sizes:
+            return None
+        out = []
+        for raw, i in self._scan(SIZE_KEY):
+            w, h = raw.split()
+            out.append((int(w), int(h)))
+        return out
+
+    def _scan(self, fmt: str) -> Iterator[tuple[str, int]]:
+        try:
+            with self.env.begin() as txn:
+                for i in range(self._len):
+                    value = txn.get(_key(fmt, i))
+                    if value is None:
+                        raise LmdbFormatError(
+                            f"{str(self.path)!r}: key {(fmt % (i + 1))!r} is missing although "
+                            f"num-samples is {self._len}; the LMDB is incomplete or corrupt"
+                        )
+                    yield bytes(value).decode("utf-8", errors="replace"), i
+        except lmdb.Error as e:
+            raise LmdbFormatError(f"{str(self.path)!r}: {e}") from e

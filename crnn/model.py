@@ -1,0 +1,198 @@
+"""The CRNN network: images ``(B, C, H, W)`` -> logits ``(B, T, K)``, batch first, always.
+
+No loss and no decoding live here (see ``crnn.ctc``): DataParallel scatters inputs
+and gathers outputs along dim 0, so a batch-first output is the only layout that
+comes back from several GPUs in the right order.
+
+Two layouts:
+
+* ``crnn`` -- Shi, Bai & Yao (2015), as in meijieru/crnn.pytorch: 7 conv layers
+  (BatchNorm after conv 2, 4, 6), two BiLSTMs each followed by a linear layer, the
+  second of which is the classifier. ~8.3 M parameters for 37 classes.
+* ``vgg`` -- clovaai/deep-text-recognition-benchmark's None-VGG-BiLSTM-CTC: the same
+  widths with BatchNorm (bias-free convs) at conv 4 and 5, height average-pooled,
+  two BiLSTM+linear blocks, then a separate linear classifier ``fc``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import torch
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+# (kind, out_index or kernel, ...) per layer, in order; "conv" entries are
+# (name index, kernel, padding, batchnorm, bias) and "pool" entries are (kernel, stride, padding).
+_CRNN_LAYOUT: list[tuple[Any, ...]] = [
+    ("conv", 0, 3, 1, False, True), ("pool", (2, 2), (2, 2), (0, 0)),
+    ("conv", 1, 3, 1, False, True), ("pool", (2, 2), (2, 2), (0, 0)),
+    ("conv", 2, 3, 1, True, True), ("conv", 3, 3, 1, False, True), ("pool", (2, 2), (2, 1), (0, 1)),
+    ("conv", 4, 3, 1, True, True), ("conv", 5, 3, 1, False, True), ("pool", (2, 2), (2, 1), (0, 1)),
+    ("conv", 6, 2, 0, True, True),
+]  # fmt: skip
+_VGG_LAYOUT: list[tuple[Any, ...]] = [
+    ("conv", 0, 3, 1, False, True), ("pool", (2, 2), (2, 2), (0, 0)),
+    ("conv", 1, 3, 1, False, True), ("pool", (2, 2), (2, 2), (0, 0)),
+    ("conv", 2, 3, 1, False, True), ("conv", 3, 3, 1, False, True), ("pool", (2, 1), (2, 1), (0, 0)),
+    ("conv", 4, 3, 1, True, False), ("conv", 5, 3, 1, True, False), ("pool", (2, 1), (2, 1), (0, 0)),
+    ("conv", 6, 2, 0, False, True),
+]  # fmt: skip
+LAYOUTS = {"crnn": _CRNN_LAYOUT, "vgg": _VGG_LAYOUT}
+
+
+class BiLSTM(nn.Module):
+    """A bidirectional LSTM followed by a linear projection; batch first."""
+
+    def __init__(self, in_features: int, hidden: int, out_features: int) -> None:
+        super().__init__()
+        self.lstm = nn.LSTM(in_features, hidden, bidirectional=True, batch_first=True)
+        self.proj = nn.Linear(2 * hidden, out_features)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``(B, T, in)`` -> ``(B, T, out)``."""
+        y, _ = self.lstm(x)
+        return self.proj(y)
+
+
+@contextlib.contextmanager
+def _frozen_bn_stats(module: nn.Module) -> Iterator[None]:
+    """Recompute a checkpointed segment without updating BatchNorm running statistics
+    a second time (momentum 0 leaves them unchanged; batch statistics are unaffected)."""
+    saved = [(m, m.momentum) for m in module.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+    for m, _ in saved:
+        m.momentum = 0.0
+    try:
+        yield
+    finally:
+        for m, momentum in saved:
+            m.momentum = momentum
+
+
+class CRNN(nn.Module):
+    """Convolutional recurrent network for line/word recognition.
+
+    Args:
+        num_classes: classifier width, the charset's characters plus the CTC blank.
+        in_channels: 1 for grayscale, 3 for RGB input.
+        channels: the 7 conv widths.
+        hidden: LSTM hidden size per direction.
+        arch: ``"crnn"`` or ``"vgg"`` (see the module docstring).
+
+    ``forward`` takes normalised images ``(B, C, H, W)`` (H a multiple of 16, >= 32)
+    and returns logits ``(B, T, num_classes)`` with ``T = output_length(W)``.
+    """
+
+    def __init__(
+        self,
+        num_classes: int,
+        in_channels: int = 1,
+        channels: Sequence[int] = (64, 128, 256, 256, 512, 512, 512),
+        hidden: int = 256,
+        arch: str = "crnn",
+    ) -> None:
+        super().__init__()
+        if arch not in LAYOUTS:
+            raise ValueError(f"unknown arch {arch!r}; expected one of {', '.join(LAYOUTS)}")
+        if len(channels) != 7:
+            raise ValueError(f"channels needs 7 conv widths, got {list(channels)}")
+        self.arch = arch
+        self.num_classes = num_classes
+        self.grad_checkpoint = False
+        # Segments end at each pooling layer: the unit of activation checkpointing.
+        segments: list[nn.Sequential] = []
+        current = nn.Sequential()
+        c_in = in_channels
+        for layer in LAYOUTS[arch]:
+            if layer[0] == "conv":
+                _, i, k, p, bn, bias = layer
+                current.add_module(f"conv{i}", nn.Conv2d(c_in, channels[i], k, 1, p, bias=bias))
+                if bn:
+                    current.add_module(f"bn{i}", nn.BatchNorm2d(channels[i]))
+                current.add_module(f"relu{i}", nn.ReLU(inplace=True))
+                c_in = channels[i]
+            else:
+                _, k, s, p = layer
+                current.add_module(f"pool{len(segments)}", nn.MaxPool2d(k, s, p))
+                segments.append(current)
+                current = nn.Sequential()
+        segments.append(current)
+        # One flat Sequential keeps state_dict keys simple (cnn.conv0.weight, cnn.bn2.weight...).
+        self.cnn = nn.Sequential()
+        self._segment_names: list[list[str]] = []
+        for seg in segments:
+            self._segment_names.append([])
+            for name, m in seg.named_children():
+                self.cnn.add_module(name, m)
+                self._segment_names[-1].append(name)
+        if arch == "crnn":
+            self.rnn = nn.Sequential(BiLSTM(c_in, hidden, hidden), BiLSTM(hidden, hidden, num_classes))
+            self.fc: nn.Module | None = None
+        else:
+            self.rnn = nn.Sequential(BiLSTM(c_in, hidden, hidden), BiLSTM(hidden, hidden, hidden))
+            self.fc = nn.Linear(hidden, num_classes)
+
+    def _run_segment(self, names: list[str], x: torch.Tensor) -> torch.Tensor:
+        for n in names:
+            x = self.cnn._modules[n](x)  # type: ignore[misc]
+        return x
+
+    def features(self, images: torch.Tensor) -> torch.Tensor:
+        """``(B, C, H, W)`` -> conv features ``(B, T, C')``."""
+        x = images
+        for names in self._segment_names:
+            if self.grad_checkpoint and self.training and torch.is_grad_enabled():
+                seg = nn.Sequential(*(self.cnn._modules[n] for n in names))  # type: ignore[misc]
+                x = checkpoint(
+                    self._run_segment,
+                    names,
+                    x,
+                    use_reentrant=False,
+                    context_fn=lambda seg=seg: (contextlib.nullcontext(), _frozen_bn_stats(seg)),
+                )
+            else:
+                x = self._run_segment(names, x)
+        # Height is 1 at H=32; taller inputs are averaged over height.
+        x = x.squeeze(2) if x.shape[2] == 1 else x.mean(dim=2)
+        return x.transpose(1, 2)
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        """``(B, C, H, W)`` float -> logits ``(B, T, num_classes)``."""
+        x = self.rnn(self.features(images))
+        if self.fc is not None:
+            x = self.fc(x)
+        return x
+
+    def output_length(self, width: int | torch.Tensor) -> int | torch.Tensor:
+        """Time steps ``T`` produced for an input (or a real, unpadded) width."""
+        w = width
+        for m in self.cnn.children():
+            if isinstance(m, (nn.Conv2d, nn.MaxPool2d)):
+                k, s, p = (_pair(v)[1] for v in (m.kernel_size, m.stride, m.padding))
+                w = (w + 2 * p - k) // s + 1
+        return w
+
+    def min_width_for(self, steps: int, multiple: int = 1) -> int:
+        """The smallest input width (a multiple of ``multiple``) giving ``>= steps`` time steps."""
+        w = multiple
+        while self.output_length(w) < steps:
+            w += multiple
+        return w
+
+
+def _pair(v: int | tuple[int, ...]) -> tuple[int, int]:
+    return (v, v) if isinstance(v, int) else (int(v[0]), int(v[1]))
+
+
+def build_model(model_cfg: Any, num_classes: int, in_channels: int) -> CRNN:
+    """A :class:`CRNN` from a ``ModelConfig`` (or a dict with the same keys)."""
+    get = model_cfg.get if isinstance(model_cfg, dict) else lambda k: getattr(model_cfg, k)
+    return CRNN(
+        num_classes=num_classes,
+        in_channels=in_channels,
+        channels=list(get("channels")),
+        hidden=int(get("hidden")),
+        arch=str(get("arch")),
+    )
