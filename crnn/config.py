@@ -190,7 +190,11 @@ class Config:
         _choice("train.optimizer", self.train.optimizer, ("adam", "adamw"))
         _choice("train.schedule", self.train.schedule, ("cosine", "linear", "constant"))
         _choice("train.amp", self.train.amp, ("bf16", "fp16", "none"))
-        _choice("train.best_metric", self.train.best_metric, ("accuracy", "alnum_accuracy", "cer", "ned"))
+        _choice(
+            "train.best_metric",
+            self.train.best_metric,
+            ("accuracy", "alnum_accuracy", "cer", "ned"),
+        )
         _choice("dist.strategy", self.dist.strategy, ("ddp", "dp", "none"))
         if self.data.height < 32 or self.data.height % 16:
             # Heights above 32 leave a feature map taller than 1, which the model
@@ -217,7 +221,9 @@ def _choice(key: str, value: str, allowed: tuple[str, ...]) -> None:
 
 def _type_name(tp: Any) -> str:
     if typing.get_origin(tp) in (Union, types.UnionType):
-        return " or ".join("null" if a is type(None) else _type_name(a) for a in typing.get_args(tp))
+        return " or ".join(
+            "null" if a is type(None) else _type_name(a) for a in typing.get_args(tp)
+        )
     return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
 
 
@@ -281,7 +287,9 @@ def _merge(obj: Any, updates: dict[str, Any], prefix: str) -> None:
 def parse_override(text: str) -> dict[str, Any]:
     """``"train.lr=3e-4"`` -> ``{"train": {"lr": 0.0003}}``; the value is read as YAML."""
     if "=" not in text:
-        raise ConfigError(f"override {text!r} must look like section.key=value (e.g. train.lr=3e-4)")
+        raise ConfigError(
+            f"override {text!r} must look like section.key=value (e.g. train.lr=3e-4)"
+        )
     key, raw = text.split("=", 1)
     key = key.strip()
     try:
@@ -303,6 +311,14 @@ def config_from_dict(d: dict[str, Any]) -> Config:
     return cfg
 
 
+def apply_overrides(cfg: Config, overrides: list[str]) -> Config:
+    """Apply ``key=value`` overrides in place, then validate."""
+    for text in overrides:
+        _merge(cfg, parse_override(text), "")
+    cfg.validate()
+    return cfg
+
+
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> Config:
     """Defaults <- YAML file <- overrides, then :meth:`Config.validate`."""
     cfg = Config()
@@ -315,12 +331,11 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
         except yaml.YAMLError as e:
             raise ConfigError(f"{path}: invalid YAML: {e}") from None
         if not isinstance(data, dict):
-            raise ConfigError(f"{path}: expected a mapping at the top level, got {type(data).__name__}")
+            raise ConfigError(
+                f"{path}: expected a mapping at the top level, got {type(data).__name__}"
+            )
         _merge(cfg, data, "")
-    for text in overrides or []:
-        _merge(cfg, parse_override(text), "")
-    cfg.validate()
-    return cfg
+    return apply_overrides(cfg, overrides or [])
 
 
 def save_config(cfg: Config, path: str | Path) -> None:

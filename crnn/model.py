@@ -61,7 +61,9 @@ class BiLSTM(nn.Module):
 def _frozen_bn_stats(module: nn.Module) -> Iterator[None]:
     """Recompute a checkpointed segment without updating BatchNorm running statistics
     a second time (momentum 0 leaves them unchanged; batch statistics are unaffected)."""
-    saved = [(m, m.momentum) for m in module.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+    saved = [
+        (m, m.momentum) for m in module.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)
+    ]
     for m, _ in saved:
         m.momentum = 0.0
     try:
@@ -100,6 +102,14 @@ class CRNN(nn.Module):
             raise ValueError(f"channels needs 7 conv widths, got {list(channels)}")
         self.arch = arch
         self.num_classes = num_classes
+        # Plain-typed hyper-parameters: enough to rebuild this network from a checkpoint.
+        self.hparams: dict[str, Any] = {
+            "arch": arch,
+            "channels": [int(c) for c in channels],
+            "hidden": int(hidden),
+            "in_channels": int(in_channels),
+            "num_classes": int(num_classes),
+        }
         self.grad_checkpoint = False
         # Segments end at each pooling layer: the unit of activation checkpointing.
         segments: list[nn.Sequential] = []
@@ -128,7 +138,9 @@ class CRNN(nn.Module):
                 self.cnn.add_module(name, m)
                 self._segment_names[-1].append(name)
         if arch == "crnn":
-            self.rnn = nn.Sequential(BiLSTM(c_in, hidden, hidden), BiLSTM(hidden, hidden, num_classes))
+            self.rnn = nn.Sequential(
+                BiLSTM(c_in, hidden, hidden), BiLSTM(hidden, hidden, num_classes)
+            )
             self.fc: nn.Module | None = None
         else:
             self.rnn = nn.Sequential(BiLSTM(c_in, hidden, hidden), BiLSTM(hidden, hidden, hidden))
@@ -187,7 +199,7 @@ def _pair(v: int | tuple[int, ...]) -> tuple[int, int]:
 
 
 def build_model(model_cfg: Any, num_classes: int, in_channels: int) -> CRNN:
-    """A :class:`CRNN` from a ``ModelConfig`` (or a dict with the same keys)."""
+    """A :class:`CRNN` from a ``ModelConfig`` or a dict with its keys (``CRNN.hparams``)."""
     get = model_cfg.get if isinstance(model_cfg, dict) else lambda k: getattr(model_cfg, k)
     return CRNN(
         num_classes=num_classes,

@@ -132,68 +132,80 @@ class LmdbWriter:
         self.close()
 
 
-class LmdbReader:
-    """Read-only access to one LMDB; opens its environment lazily in each process.
+# One read-only environment per LMDB per process. LMDB (and py-lmdb's guard) forbid
+# opening the same files twice in a process, and an environment must not be used
+# across fork(): a DataLoader worker closes what it inherited and opens its own.
+_ENVS: dict[str, tuple[int, lmdb.Environment]] = {}
 
-    The constructor opens the LMDB once to validate it and read ``num-samples``, then
-    closes it, so the object can be pickled into DataLoader workers; each worker opens
-    its own read-only, lock-free handle on first access (LMDB handles must not cross
-    ``fork``).
-    """
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        self.path = Path(path)
-        self._env: lmdb.Environment | None = None
-        self._pid: int | None = None
-        with self._open() as env, env.begin() as txn:
-            raw = txn.get(NUM_SAMPLES_KEY)
-            if raw is None:
-                raise LmdbFormatError(
-                    f"{str(self.path)!r} has no 'num-samples' key: it is not a text-recognition "
-                    "LMDB, or its writer was interrupted before the first commit. Expected the "
-                    "keys num-samples, image-%09d, label-%09d (1-based)."
-                )
-            try:
-                self._len = int(raw.decode("ascii").strip())
-            except (UnicodeDecodeError, ValueError):
-                raise LmdbFormatError(
-                    f"{str(self.path)!r}: 'num-samples' should be an ASCII integer, got {raw[:40]!r}"
-                ) from None
-            self.has_sizes = self._len > 0 and txn.get(_key(SIZE_KEY, 0)) is not None
-
-    def _open(self) -> lmdb.Environment:
-        if not is_lmdb_dir(self.path):
-            raise LmdbFormatError(f"{str(self.path)!r} is not an LMDB directory (no data.mdb)")
+def _shared_env(path: Path) -> lmdb.Environment:
+    pid = os.getpid()
+    stale = [k for k, (p, _) in _ENVS.items() if p != pid]
+    for k in stale:  # inherited from the parent process
         try:
-            return lmdb.open(
-                str(self.path),
+            _ENVS.pop(k)[1].close()
+        except lmdb.Error:
+            pass
+    if not is_lmdb_dir(path):
+        raise LmdbFormatError(f"{str(path)!r} is not an LMDB directory (no data.mdb)")
+    # Keyed by the data file's inode too: an LMDB re-created at the same path is new.
+    key = f"{path.resolve()}:{(path / 'data.mdb').stat().st_ino}"
+    if key not in _ENVS:
+        try:
+            env = lmdb.open(
+                str(path),
                 readonly=True,
                 lock=False,
                 readahead=False,
                 meminit=False,
-                max_readers=1,
+                max_readers=4,
             )
         except lmdb.Error as e:
             raise LmdbFormatError(
-                f"cannot open LMDB {str(self.path)!r}: {e}. The file is corrupt or not an "
+                f"cannot open LMDB {str(path)!r}: {e}. The file is corrupt or not an "
                 "LMDB; recreate it with tools/create_lmdb.py."
             ) from e
+        _ENVS[key] = (pid, env)
+    return _ENVS[key][1]
+
+
+class LmdbReader:
+    """Read-only access to one LMDB; opens its environment lazily in each process.
+
+    The object holds only a path, so it pickles into DataLoader workers; every process
+    opens its own read-only, lock-free environment on first access and shares it
+    between readers of the same LMDB (LMDB handles must not cross ``fork``).
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        try:
+            with self.env.begin() as txn:
+                raw = txn.get(NUM_SAMPLES_KEY)
+                has_size = txn.get(_key(SIZE_KEY, 0)) is not None
+        except lmdb.Error as e:
+            raise LmdbFormatError(f"cannot read LMDB {str(self.path)!r}: {e}") from e
+        if raw is None:
+            raise LmdbFormatError(
+                f"{str(self.path)!r} has no 'num-samples' key: it is not a text-recognition "
+                "LMDB, or its writer was interrupted before the first commit. Expected the "
+                "keys num-samples, image-%09d, label-%09d (1-based)."
+            )
+        try:
+            self._len = int(bytes(raw).decode("ascii").strip())
+        except (UnicodeDecodeError, ValueError):
+            raise LmdbFormatError(
+                f"{str(self.path)!r}: 'num-samples' should be an ASCII integer, got {bytes(raw)[:40]!r}"
+            ) from None
+        self.has_sizes = self._len > 0 and has_size
 
     @property
     def env(self) -> lmdb.Environment:
-        if self._env is None or self._pid != os.getpid():
-            self._env = self._open()
-            self._pid = os.getpid()
-        return self._env
+        """This process's environment for the LMDB (opened on first use)."""
+        return _shared_env(self.path)
 
     def __len__(self) -> int:
         return self._len
-
-    def __getstate__(self) -> dict[str, object]:
-        state = self.__dict__.copy()
-        state["_env"] = None
-        state["_pid"] = None
-        return state
 
     def _get(self, fmt: str, index0: int) -> bytes:
         if not 0 <= index0 < self._len:
@@ -225,7 +237,7 @@ class LmdbReader:
         if not self.has_sizes:
             return None
         out = []
-        for raw, i in self._scan(SIZE_KEY):
+        for raw, _ in self._scan(SIZE_KEY):
             w, h = raw.split()
             out.append((int(w), int(h)))
         return out

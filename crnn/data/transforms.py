@@ -61,7 +61,9 @@ class ImageSpec:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ImageSpec:
-        return cls(**{k: d[k] for k in ("height", "min_width", "max_width", "width_multiple", "rgb")})
+        return cls(
+            **{k: d[k] for k in ("height", "min_width", "max_width", "width_multiple", "rgb")}
+        )
 
 
 def resized_width(width: int, height: int, spec: ImageSpec, min_width: int = 0) -> int:
@@ -101,12 +103,16 @@ def load_image(source: ImageSource, rgb: bool = False) -> Image.Image:
             arr = source.detach().cpu().numpy() if isinstance(source, torch.Tensor) else source
             if arr.dtype != np.uint8:
                 if not np.issubdtype(arr.dtype, np.floating):
-                    raise ImageDecodeError(f"array of dtype {arr.dtype}: expected uint8 or float in [0, 1]")
+                    raise ImageDecodeError(
+                        f"array of dtype {arr.dtype}: expected uint8 or float in [0, 1]"
+                    )
                 arr = (np.clip(arr, 0, 1) * 255 + 0.5).astype(np.uint8)
             if arr.ndim == 3 and arr.shape[2] == 1:
                 arr = arr[:, :, 0]
             if arr.ndim not in (2, 3) or (arr.ndim == 3 and arr.shape[2] not in (3, 4)):
-                raise ImageDecodeError(f"array of shape {arr.shape}: expected (H, W) or (H, W, 3|4)")
+                raise ImageDecodeError(
+                    f"array of shape {arr.shape}: expected (H, W) or (H, W, 3|4)"
+                )
             img = Image.fromarray(arr)
         else:
             raise ImageDecodeError(
@@ -141,12 +147,10 @@ def resize(img: Image.Image, spec: ImageSpec, min_width: int = 0) -> Image.Image
 
 def to_tensor(img: Image.Image) -> torch.Tensor:
     """PIL -> ``(C, H, W)`` uint8 tensor."""
-    arr = np.asarray(img, dtype=np.uint8)
+    arr = np.array(img, dtype=np.uint8)  # a writable copy (PIL's buffer is read-only)
     if arr.ndim == 2:
-        arr = arr[None]
-    else:
-        arr = arr.transpose(2, 0, 1)
-    return torch.from_numpy(np.ascontiguousarray(arr))
+        return torch.from_numpy(arr[None])
+    return torch.from_numpy(np.ascontiguousarray(arr.transpose(2, 0, 1)))
 
 
 def preprocess(source: ImageSource, spec: ImageSpec, min_width: int = 0) -> torch.Tensor:
@@ -180,17 +184,17 @@ def pad_batch(images: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
 class TrainAugment:
     """Mild photometric and geometric augmentations, applied to the resized image.
 
-    Each effect is drawn with its own probability from ``AugmentConfig``. Geometric
-    effects keep the canvas size and fill with the image's median grey, so text is not
-    pushed out of the frame at these magnitudes.
+    Each effect is drawn with its own probability from ``AugmentConfig``, using the
+    ``random.Random`` passed per call (the dataset seeds it per sample, so a resumed run
+    sees the same augmentations). Geometric effects keep the canvas size and fill with
+    the image's median grey; at these magnitudes text stays inside the frame.
     """
 
-    def __init__(self, cfg: Any, seed: int | None = None) -> None:
+    def __init__(self, cfg: Any) -> None:
         self.cfg = cfg
-        self.rng = random.Random(seed)
 
-    def __call__(self, img: Image.Image) -> Image.Image:
-        c, r = self.cfg, self.rng
+    def __call__(self, img: Image.Image, r: random.Random) -> Image.Image:
+        c = self.cfg
         if not c.enabled:
             return img
         fill = _median_fill(img)
@@ -247,7 +251,9 @@ def _perspective(img: Image.Image, r: random.Random, distortion: float, fill: An
     return img.transform(img.size, Image.PERSPECTIVE, coeffs, Image.BILINEAR, fillcolor=fill)
 
 
-def _perspective_coeffs(dst: list[tuple[float, float]], src: list[tuple[float, float]]) -> tuple[float, ...]:
+def _perspective_coeffs(
+    dst: list[tuple[float, float]], src: list[tuple[float, float]]
+) -> tuple[float, ...]:
     """Coefficients mapping output points ``dst`` to input points ``src`` (PIL's convention)."""
     rows = []
     rhs = []

@@ -1,0 +1,146 @@
+"""Read text from word or line images.
+
+Prints one line per image: ``path<TAB>text<TAB>confidence`` (or JSON with --json).
+Folders are searched recursively for images. Unreadable files are reported on stderr,
+the rest are still predicted, and the exit code is then 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from crnn.cli import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, setup_logging
+
+log = logging.getLogger("crnn.predict")
+
+IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp", ".gif", ".pgm", ".ppm"}
+# Images decoded and predicted per round: bounds memory on very large folders.
+_CHUNK = 1024
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="predict.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument(
+        "inputs", nargs="+", metavar="IMAGE_OR_FOLDER", help="image files and/or folders"
+    )
+    p.add_argument(
+        "-c",
+        "--checkpoint",
+        help="a checkpoint, run directory or release file (default: the bundled English model)",
+    )
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print a JSON list of {path, text, confidence, char_confidences}",
+    )
+    p.add_argument(
+        "--batch-size", type=int, default=64, help="images per forward pass (default 64)"
+    )
+    p.add_argument(
+        "--device", default=None, help="cpu, cuda or cuda:N (default: cuda if available)"
+    )
+    p.add_argument(
+        "--threads", type=int, default=None, help="CPU threads for inference (default: all cores)"
+    )
+    p.add_argument("-v", "--verbose", action="store_true")
+    return p
+
+
+def expand_inputs(inputs: list[str]) -> tuple[list[str], list[tuple[str, str]]]:
+    """Files as given, folders expanded to their images (sorted); plus (path, error) pairs."""
+    files: list[str] = []
+    errors: list[tuple[str, str]] = []
+    for item in inputs:
+        p = Path(item)
+        if p.is_dir():
+            found = sorted(
+                str(f) for f in p.rglob("*") if f.is_file() and f.suffix.lower() in IMAGE_SUFFIXES
+            )
+            if not found:
+                errors.append((item, f"folder has no images ({', '.join(sorted(IMAGE_SUFFIXES))})"))
+            files.extend(found)
+        elif p.exists():
+            files.append(item)
+        else:
+            errors.append((item, "no such file or folder"))
+    return files, errors
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    setup_logging(args.verbose)
+    files, errors = expand_inputs(args.inputs)
+    import torch
+
+    from crnn.data.transforms import ImageDecodeError
+    from crnn.engine.checkpoint import CheckpointError
+    from crnn.inference import Recognizer, default_checkpoint
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    results: list[dict[str, object]] = []
+    try:
+        ckpt = args.checkpoint or default_checkpoint()
+        rec = Recognizer.from_checkpoint(ckpt, device=args.device, batch_size=args.batch_size)
+    except (CheckpointError, FileNotFoundError, RuntimeError) as e:
+        log.error("%s", e)
+        return EXIT_USAGE
+    n_inputs = len(files) + len(errors)
+    for path, why in errors:
+        print(f"error: {path}: {why}", file=sys.stderr)
+        if args.json:
+            results.append({"path": path, "error": why})
+
+    def load(path: str) -> torch.Tensor | ImageDecodeError:
+        try:
+            return rec.preprocess(path)
+        except ImageDecodeError as e:
+            return e
+
+    # PIL releases the GIL while decoding, so threads overlap file reads and decodes.
+    with ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1)) as pool:
+        for k in range(0, len(files), _CHUNK):
+            chunk = files[k : k + _CHUNK]
+            loaded = list(pool.map(load, chunk))
+            good = [(f, t) for f, t in zip(chunk, loaded) if isinstance(t, torch.Tensor)]
+            preds = rec.predict_tensors([t for _, t in good])
+            by_path = {f: p for (f, _), p in zip(good, preds)}
+            for f, t in zip(chunk, loaded):
+                if isinstance(t, ImageDecodeError):
+                    errors.append((f, str(t)))
+                    print(f"error: {t}", file=sys.stderr)
+                    if args.json:
+                        results.append({"path": f, "error": str(t)})
+                    continue
+                p = by_path[f]
+                if args.json:
+                    results.append(
+                        {
+                            "path": f,
+                            "text": p.text,
+                            "confidence": round(p.confidence, 6),
+                            "char_confidences": [round(c, 6) for c in p.char_confidences],
+                        }
+                    )
+                else:
+                    print(f"{f}\t{p.text}\t{p.confidence:.4f}", flush=False)
+    if args.json:
+        json.dump(results, sys.stdout, ensure_ascii=False, indent=1)
+        print()
+    sys.stdout.flush()
+    if errors:
+        log.warning("%d of %d inputs could not be read", len(errors), n_inputs)
+        return EXIT_FAILURE
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,140 @@
+"""Train a CRNN.
+
+With no arguments it trains on the built-in synthetic text generator and validates
+on a fixed synthetic set, on the first GPU if there is one, else on the CPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+
+from crnn.cli import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, setup_logging
+from crnn.config import Config, ConfigError, apply_overrides, config_from_dict, load_config
+from crnn.engine.checkpoint import CheckpointError, load_checkpoint
+from crnn.engine.distributed import env_rank
+from crnn.engine.launch import LaunchError, parse_gpus, run_training
+
+log = logging.getLogger("crnn.train")
+
+EPILOG = """\
+batch size: train.batch_size is the GLOBAL batch per optimizer step, summed over all
+GPUs and accumulation steps. Each device processes
+batch_size / (number of GPUs x train.accum_steps) images per micro-step, so adding GPUs
+keeps the effective batch and the learning-rate schedule unchanged (and makes each step
+faster).
+
+examples:
+  tools/train.py                                    # synthetic data, defaults
+  tools/train.py --config configs/quickstart.yaml   # the README's quick start
+  tools/train.py --train data/lmdb/train --val data/lmdb/val --set train.lr=5e-4
+  tools/train.py --gpus 0,1                         # DDP on GPUs 0 and 1
+  tools/train.py --gpus 0,1 --strategy dp           # DataParallel in one process
+  tools/train.py --gpus cpu --nproc 2               # 2-process DDP on the CPU (gloo)
+  tools/train.py --resume runs/default              # continue exactly where it stopped
+  torchrun --nproc-per-node 8 tools/train.py ...    # join a torchrun launch (multi-node too)
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="train.py",
+        description=__doc__,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--config", help="YAML config (see configs/); defaults apply to anything it leaves out"
+    )
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="extend",
+        nargs="+",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override config values, e.g. --set train.lr=3e-4 data.num_workers=4 (types are checked)",
+    )
+    p.add_argument(
+        "--train",
+        nargs="+",
+        metavar="PATH",
+        help="training data: LMDB dirs or image folders with gt.txt (= data.train)",
+    )
+    p.add_argument("--val", nargs="+", metavar="PATH", help="validation data (= data.val)")
+    p.add_argument(
+        "--output-dir", help="run directory for checkpoints and logs (= train.output_dir)"
+    )
+    p.add_argument(
+        "--resume",
+        metavar="RUN_OR_CKPT",
+        help="continue a run from its last.pt (or a given checkpoint); --set still applies",
+    )
+    p.add_argument(
+        "--gpus",
+        default=None,
+        help="GPUs to use, e.g. 0 or 0,1 (indices among CUDA_VISIBLE_DEVICES), 'all', or 'cpu'. "
+        "Default: GPU 0 if there is one, else the CPU",
+    )
+    p.add_argument(
+        "--strategy",
+        choices=("ddp", "dp", "none"),
+        help="multi-GPU strategy (= dist.strategy, default ddp)",
+    )
+    p.add_argument(
+        "--nproc",
+        type=int,
+        default=None,
+        help="processes for --gpus cpu (DDP over gloo); default 1",
+    )
+    p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    return p
+
+
+def resolve_config(args: argparse.Namespace) -> tuple[Config, str | None]:
+    """The run's config and the checkpoint to resume from (or None)."""
+    overrides = list(args.overrides)
+    if args.train:
+        overrides.append("data.train=" + json.dumps(args.train))
+    if args.val:
+        overrides.append("data.val=" + json.dumps(args.val))
+    if args.output_dir:
+        overrides.append(f"train.output_dir={args.output_dir}")
+    if args.strategy:
+        overrides.append(f"dist.strategy={args.strategy}")
+    if not args.resume:
+        return load_config(args.config, overrides), None
+    if args.config:
+        raise ConfigError(
+            "--resume uses the checkpoint's own config; change settings with --set, not --config"
+        )
+    path = Path(args.resume)
+    if path.is_dir():
+        path = path / "last.pt"
+    state = load_checkpoint(path)
+    if "config" not in state:
+        raise ConfigError(f"{path} holds no run config; it is not a training checkpoint")
+    return apply_overrides(config_from_dict(state["config"]), overrides), str(path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    ranks = env_rank()
+    setup_logging(args.verbose, rank=ranks[0] if ranks else 0)
+    try:
+        cfg, resume = resolve_config(args)
+        devices = parse_gpus(args.gpus, args.nproc)
+        result = run_training(
+            cfg, devices, resume=resume, argv=sys.argv[1:] if argv is None else argv
+        )
+    except (ConfigError, CheckpointError, LaunchError, FileNotFoundError) as e:
+        log.error("%s", e)
+        return EXIT_USAGE
+    return EXIT_INTERRUPTED if result.interrupted else EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

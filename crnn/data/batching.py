@@ -1,0 +1,219 @@
+"""Batches: collation with real widths, and rank-aware samplers.
+
+The unit of sampling is the *global batch*: ``batch_size`` samples per optimizer
+step, summed over ranks and gradient-accumulation steps. Each global batch is cut into
+``accum_steps * world_size`` micro-batches; rank ``r`` takes micro-batches
+``m * world_size + r`` for ``m = 0 .. accum_steps - 1``. So the samples behind one
+optimizer step are the same whatever the number of GPUs or accumulation steps, which
+is what keeps the effective batch (and the learning-rate schedule) fixed when only the
+hardware changes, and what the DDP-equals-one-process tests rely on.
+
+With bucketing, samples are grouped by width inside windows of many batches before
+the batches are shuffled: micro-batches hold images of similar width (little padding)
+while the epoch order stays random.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils.data import Sampler
+
+from crnn.data.transforms import pad_batch
+
+
+def collate(samples: list[dict[str, Any]]) -> dict[str, Any]:
+    """Stack dataset items into a batch.
+
+    Returns ``images`` ``(B, C, H, W)`` uint8 (right-padded by repeating the last
+    column), ``widths`` ``(B,)`` real widths, ``targets`` ``(B, S)`` ids padded with 0,
+    ``target_lengths`` ``(B,)``, ``labels``/``raw_labels`` lists, and ``errors``: messages
+    for items whose image could not be read (left out of the batch, counted by the
+    trainer). Padded 2-D targets, not a concatenated 1-D one, so DataParallel can
+    scatter every tensor along dim 0.
+    """
+    good = [s for s in samples if "error" not in s]
+    errors = [s["error"] for s in samples if "error" in s]
+    if not good:
+        return {"images": None, "widths": None, "targets": None, "target_lengths": None,
+                "labels": [], "raw_labels": [], "errors": errors}  # fmt: skip
+    images, widths = pad_batch([s["image"] for s in good])
+    lengths = torch.tensor([len(s["target"]) for s in good], dtype=torch.long)
+    targets = torch.zeros((len(good), max(int(lengths.max()), 1)), dtype=torch.long)
+    for i, s in enumerate(good):
+        targets[i, : len(s["target"])] = torch.tensor(s["target"], dtype=torch.long)
+    return {
+        "images": images,
+        "widths": widths,
+        "targets": targets,
+        "target_lengths": lengths,
+        "labels": [s["label"] for s in good],
+        "raw_labels": [s["raw_label"] for s in good],
+        "errors": errors,
+    }
+
+
+def _check_divisible(batch_size: int, world_size: int, accum_steps: int) -> int:
+    parts = world_size * accum_steps
+    if batch_size % parts:
+        raise ValueError(
+            f"train.batch_size={batch_size} (the global batch per optimizer step) must be "
+            f"divisible by world_size x accum_steps = {world_size} x {accum_steps} = {parts}; "
+            f"try batch_size={max(parts, batch_size // parts * parts)}"
+        )
+    return batch_size // parts
+
+
+class _MicroBatches:
+    """Shared by the samplers: cut global batches into this rank's micro-batches."""
+
+    def __init__(self, batch_size: int, world_size: int, rank: int, accum_steps: int) -> None:
+        if not 0 <= rank < world_size:
+            raise ValueError(f"rank {rank} outside world of size {world_size}")
+        self.batch_size = batch_size
+        self.world_size = world_size
+        self.rank = rank
+        self.accum_steps = accum_steps
+        self.micro_batch_size = _check_divisible(batch_size, world_size, accum_steps)
+
+    def split(self, global_batch: Sequence[Any]) -> Iterator[list[Any]]:
+        b = self.micro_batch_size
+        for m in range(self.accum_steps):
+            j = m * self.world_size + self.rank
+            yield list(global_batch[j * b : (j + 1) * b])
+
+
+class BucketBatchSampler(_MicroBatches, Sampler[list[tuple[int, int]]]):
+    """Epoch-based sampler over a finite dataset; yields this rank's micro-batches.
+
+    Items are ``(index, seed)`` pairs; ``seed`` differs per sample and epoch and seeds
+    that sample's augmentation, so augmentations do not depend on which worker loads
+    the sample and a resumed run repeats them exactly.
+
+    Args:
+        widths: per-sample widths for bucketing (None disables bucketing).
+        num_samples: dataset size.
+        batch_size: global batch per optimizer step.
+        bucket_window: number of global batches sorted together by width.
+    """
+
+    def __init__(
+        self,
+        num_samples: int,
+        batch_size: int,
+        *,
+        widths: Sequence[int] | np.ndarray | None = None,
+        world_size: int = 1,
+        rank: int = 0,
+        accum_steps: int = 1,
+        shuffle: bool = True,
+        seed: int = 0,
+        bucket_window: int = 50,
+    ) -> None:
+        _MicroBatches.__init__(self, batch_size, world_size, rank, accum_steps)
+        if num_samples < batch_size:
+            raise ValueError(
+                f"the training set has {num_samples} usable samples, fewer than one global "
+                f"batch of {batch_size}; lower train.batch_size or add data"
+            )
+        self.num_samples = num_samples
+        self.widths = None if widths is None else np.asarray(widths)
+        self.shuffle = shuffle
+        self.seed = seed
+        self.bucket_window = bucket_window
+        self.epoch = 0
+        self.start_step = 0
+
+    @property
+    def steps_per_epoch(self) -> int:
+        """Optimizer steps (global batches) per epoch; the incomplete last batch is dropped."""
+        return self.num_samples // self.batch_size
+
+    def set_epoch(self, epoch: int, start_step: int = 0) -> None:
+        """Select the epoch's order; skip its first ``start_step`` global batches (resume)."""
+        self.epoch = epoch
+        self.start_step = start_step
+
+    def global_batches(self) -> list[np.ndarray]:
+        g = np.random.default_rng([self.seed, self.epoch])
+        order = g.permutation(self.num_samples) if self.shuffle else np.arange(self.num_samples)
+        order = order[: self.steps_per_epoch * self.batch_size]
+        if self.widths is not None:
+            win = self.bucket_window * self.batch_size
+            chunks = [order[i : i + win] for i in range(0, len(order), win)]
+            order = np.concatenate([c[np.argsort(self.widths[c], kind="stable")] for c in chunks])
+        batches = [order[i : i + self.batch_size] for i in range(0, len(order), self.batch_size)]
+        if self.shuffle and self.widths is not None:
+            batches = [batches[i] for i in g.permutation(len(batches))]
+        return batches
+
+    def __iter__(self) -> Iterator[list[tuple[int, int]]]:
+        base = (self.seed * 1_000_003 + self.epoch) * self.num_samples
+        for gb in self.global_batches()[self.start_step :]:
+            items = [(int(i), int(base + i) % 2**63) for i in gb]
+            yield from self.split(items)
+
+    def __len__(self) -> int:
+        return (self.steps_per_epoch - self.start_step) * self.accum_steps
+
+
+class StreamBatchSampler(_MicroBatches, Sampler[list[tuple[int, int]]]):
+    """Endless sampler for on-the-fly data: global batch ``s`` is indices
+    ``[s * batch_size, (s + 1) * batch_size)``; resume by starting at step ``s``."""
+
+    def __init__(
+        self,
+        batch_size: int,
+        *,
+        world_size: int = 1,
+        rank: int = 0,
+        accum_steps: int = 1,
+        seed: int = 0,
+    ) -> None:
+        _MicroBatches.__init__(self, batch_size, world_size, rank, accum_steps)
+        self.seed = seed
+        self.epoch = 0
+        self.start_step = 0
+        self.steps_per_epoch = 0  # endless
+
+    def set_epoch(self, epoch: int, start_step: int = 0) -> None:
+        self.epoch = epoch
+        self.start_step = start_step
+
+    def __iter__(self) -> Iterator[list[tuple[int, int]]]:
+        for s in itertools.count(self.start_step):
+            lo = s * self.batch_size
+            items = [
+                (i, (self.seed * 1_000_003 + i) % 2**63) for i in range(lo, lo + self.batch_size)
+            ]
+            yield from self.split(items)
+
+
+class EvalBatchSampler(Sampler[list[int]]):
+    """Every sample once, sorted by width (least padding), batches dealt round-robin to
+    ranks. No padding samples are added, so all-reduced metrics count each sample once."""
+
+    def __init__(
+        self,
+        num_samples: int,
+        batch_size: int,
+        *,
+        widths: Sequence[int] | np.ndarray | None = None,
+        world_size: int = 1,
+        rank: int = 0,
+    ) -> None:
+        order = np.arange(num_samples)
+        if widths is not None:
+            order = np.argsort(np.asarray(widths), kind="stable")
+        batches = [order[i : i + batch_size].tolist() for i in range(0, num_samples, batch_size)]
+        self.batches = batches[rank::world_size]
+
+    def __iter__(self) -> Iterator[list[int]]:
+        return iter(self.batches)
+
+    def __len__(self) -> int:
+        return len(self.batches)

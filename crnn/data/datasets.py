@@ -1,0 +1,389 @@
+"""Datasets: where samples come from, which are usable, and how one becomes a tensor.
+
+A *source* is a random-access store of ``(image bytes, label)``: an LMDB
+(:class:`~crnn.data.lmdb.LmdbReader`) or an image folder with a ``gt.txt``
+(:class:`FolderSource`). :class:`RecognitionDataset` combines sources, filters
+labels the model cannot learn (counting each reason and saying so), and turns a
+sample into a ``uint8`` image tensor and its target ids. :class:`SynthDataset` does
+the same for the on-the-fly synthetic generator.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import random
+from collections import Counter, defaultdict
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+from PIL import Image
+from torch.utils.data import Dataset
+
+from crnn.charset import Charset, UnknownCharacterError
+from crnn.data.lmdb import LmdbReader, find_lmdb_roots, is_lmdb_dir
+from crnn.data.transforms import (
+    ImageDecodeError,
+    ImageSpec,
+    TrainAugment,
+    load_image,
+    resize,
+    resized_width,
+    to_tensor,
+)
+
+log = logging.getLogger(__name__)
+
+GT_NAME = "gt.txt"
+# Datasets up to this size without stored image sizes get their headers scanned for
+# width bucketing; larger ones estimate widths from label lengths.
+_MAX_HEADER_SCAN = 200_000
+# Skip reasons, in the order they are reported.
+SKIP_REASONS = ("empty", "unknown_chars", "too_long")
+
+
+class Source(Protocol):
+    name: str
+
+    def __len__(self) -> int: ...
+    def image_bytes(self, index0: int) -> bytes: ...
+    def label(self, index0: int) -> str: ...
+    def labels(self) -> list[str]: ...
+    def sizes(self) -> list[tuple[int, int]] | None: ...
+
+
+class FolderSource:
+    """Images under ``root`` listed in ``root/gt.txt`` as ``relative/path<TAB>label``.
+
+    Lines without a label or whose image file is missing are reported by line number
+    (``self.bad_lines``) and left out; the rest load normally.
+    """
+
+    def __init__(self, root: str | os.PathLike[str], gt_name: str = GT_NAME) -> None:
+        self.root = Path(root)
+        self.name = self.root.name
+        gt = self.root / gt_name
+        if not gt.is_file():
+            raise FileNotFoundError(
+                f"{str(self.root)!r} has no {gt_name}: expected lines 'relative/path<TAB>label'"
+            )
+        self.paths: list[Path] = []
+        self._labels: list[str] = []
+        self.bad_lines: list[tuple[int, str]] = []
+        text = gt.read_text(encoding="utf-8-sig", errors="replace")
+        for lineno, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            rel, sep, label = line.partition("\t")
+            if not sep:  # some tools separate with a space
+                rel, sep, label = line.partition(" ")
+            if not sep or not label:
+                self.bad_lines.append((lineno, f"no label in {line[:80]!r}"))
+                continue
+            path = self.root / rel
+            if not path.is_file():
+                self.bad_lines.append((lineno, f"image {rel!r} not found"))
+                continue
+            self.paths.append(path)
+            self._labels.append(label)
+        if self.bad_lines:
+            shown = "; ".join(f"line {n}: {why}" for n, why in self.bad_lines[:5])
+            log.warning(
+                "%s: %d bad lines in %s left out (%s)", self.name, len(self.bad_lines), gt, shown
+            )
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def image_bytes(self, index0: int) -> bytes:
+        return self.paths[index0].read_bytes()
+
+    def label(self, index0: int) -> str:
+        return self._labels[index0]
+
+    def labels(self) -> list[str]:
+        return list(self._labels)
+
+    def sizes(self) -> list[tuple[int, int]] | None:
+        return None
+
+    def describe(self, index0: int) -> str:
+        return str(self.paths[index0])
+
+
+class _LmdbSource(LmdbReader):
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    def describe(self, index0: int) -> str:
+        return f"{self.path}#{index0 + 1}"
+
+
+def open_sources(paths: Sequence[str | os.PathLike[str]]) -> list[Source]:
+    """LMDB directories, folders holding LMDBs, or image folders with a ``gt.txt``."""
+    sources: list[Source] = []
+    for p in paths:
+        path = Path(p)
+        if path.is_file() and path.name.endswith(".txt"):
+            sources.append(FolderSource(path.parent, path.name))
+        elif (path / GT_NAME).is_file() and not is_lmdb_dir(path):
+            sources.append(FolderSource(path))
+        else:
+            sources.extend(_LmdbSource(root) for root in find_lmdb_roots(path))
+    return sources
+
+
+def _header_sizes(source: Source) -> list[tuple[int, int]]:
+    sizes = []
+    for i in range(len(source)):
+        try:
+            with Image.open(io.BytesIO(source.image_bytes(i))) as im:
+                sizes.append(im.size)
+        except Exception:  # noqa: BLE001 -- unreadable images are reported when loaded
+            sizes.append((0, 0))
+    return sizes
+
+
+def ctc_steps_needed(ids: Sequence[int]) -> int:
+    """Frames CTC needs for a label: one per character plus a blank between repeats."""
+    return len(ids) + sum(1 for a, b in zip(ids, ids[1:]) if a == b)
+
+
+class LabelWidth:
+    """The narrowest input width (a multiple of ``multiple``) whose output fits a label."""
+
+    def __init__(self, output_length: Callable[[int], int], multiple: int) -> None:
+        self.output_length = output_length
+        self.multiple = multiple
+        self._cache: dict[int, int] = {}
+
+    def __call__(self, target: Sequence[int]) -> int:
+        steps = ctc_steps_needed(target)
+        if steps not in self._cache:
+            w = self.multiple
+            while self.output_length(w) < steps:
+                w += self.multiple
+            self._cache[steps] = w
+        return self._cache[steps]
+
+
+class RecognitionDataset(Dataset):
+    """Samples from one or more sources, filtered and preprocessed.
+
+    Args:
+        sources: from :func:`open_sources`.
+        charset: labels are normalised and encoded with it.
+        spec: image preprocessing.
+        output_length: ``width -> time steps`` of the model (``CRNN.output_length``):
+            labels longer than the widest image can hold are skipped, and narrower
+            images are widened so their label fits.
+        unknown_chars: ``"skip"`` (count) or ``"error"`` (raise) for labels with
+            characters outside the charset.
+        max_label_length: skip longer labels (0: no limit but the model's).
+        augment: training augmentations, or None for evaluation.
+        evaluation: keep labels with unknown characters or too long for the model
+            (they count as errors, as they should in a benchmark); only empty labels
+            are skipped.
+
+    ``self.skipped`` counts samples left out by reason; ``self.widths`` holds each kept
+    sample's resized width (exact when the source stores sizes, else estimated) for
+    width-bucketed batching. Items are dicts (see :meth:`__getitem__`).
+    """
+
+    def __init__(
+        self,
+        sources: Sequence[Source],
+        charset: Charset,
+        spec: ImageSpec,
+        output_length: Callable[[int], int],
+        unknown_chars: str = "skip",
+        max_label_length: int = 0,
+        augment: TrainAugment | None = None,
+        evaluation: bool = False,
+    ) -> None:
+        self.sources = list(sources)
+        self.evaluation = evaluation
+        self.charset = charset
+        self.spec = spec
+        self.augment = augment
+        self.min_width = LabelWidth(output_length, spec.width_multiple)
+        self._unknown = unknown_chars
+        max_steps = output_length(spec.max_width // spec.width_multiple * spec.width_multiple)
+        src_ids: list[int] = []
+        indices: list[int] = []
+        targets: list[int] = []
+        offsets = [0]
+        widths: list[int] = []
+        eval_labels: list[str] = []
+        self.skipped: Counter[str] = Counter()
+        self.skip_examples: dict[str, list[str]] = defaultdict(list)
+        for s_id, src in enumerate(self.sources):
+            labels = src.labels()
+            sizes = src.sizes()
+            if sizes is None and len(src) <= _MAX_HEADER_SCAN:
+                sizes = _header_sizes(src)
+            before = Counter(self.skipped)
+            for i, raw in enumerate(labels):
+                reason, ids = self._check_label(raw, max_steps, max_label_length, src, i)
+                if reason:
+                    self.skipped[reason] += 1
+                    if len(self.skip_examples[reason]) < 3:
+                        self.skip_examples[reason].append(f"{raw!r} ({src.describe(i)})")  # type: ignore[attr-defined]
+                    continue
+                src_ids.append(s_id)
+                indices.append(i)
+                if self.evaluation:
+                    eval_labels.append(self.charset.normalize(raw))
+                targets.extend(ids)
+                offsets.append(len(targets))
+                if sizes is not None and sizes[i][0] > 0:
+                    widths.append(resized_width(sizes[i][0], sizes[i][1], spec))
+                else:  # no size known: about 0.6 height per character
+                    widths.append(
+                        resized_width(int(0.6 * spec.height * len(ids)) + 1, spec.height, spec)
+                    )
+            dropped = self.skipped - before
+            kept = len(labels) - sum(dropped.values())
+            msg = f"{src.name}: {kept} of {len(labels)} samples kept"
+            if dropped:
+                msg += (
+                    " (skipped "
+                    + ", ".join(f"{r.replace('_', ' ')}: {n}" for r, n in dropped.items())
+                    + ")"
+                )
+            log.info(msg)
+        if self.skipped:
+            for reason in SKIP_REASONS:
+                if self.skipped[reason]:
+                    log.warning(
+                        "skipped %d labels (%s), e.g. %s%s",
+                        self.skipped[reason],
+                        reason.replace("_", " "),
+                        ", ".join(self.skip_examples[reason]),
+                        _SKIP_HINTS[reason],
+                    )
+        id_dtype = np.int16 if charset.num_classes < 2**15 else np.int32
+        self._src = np.asarray(src_ids, dtype=np.int32)
+        self._idx = np.asarray(indices, dtype=np.int64)
+        self._targets = np.asarray(targets, dtype=id_dtype)
+        self._offsets = np.asarray(offsets, dtype=np.int64)
+        self.widths = np.asarray(widths, dtype=np.int32)
+        self._eval_labels = eval_labels
+
+    def _check_label(
+        self, raw: str, max_steps: int, max_len: int, src: Source, i: int
+    ) -> tuple[str, list[int]]:
+        text = self.charset.normalize(raw)
+        if not text.strip():
+            return "empty", []
+        if self.evaluation:
+            # The label as the model would have to write it; characters it cannot write
+            # are left out of the width computation only.
+            return "", [self.charset.index(c) for c in text if c in self.charset]
+        try:
+            ids = self.charset.encode(text)
+        except UnknownCharacterError as e:
+            if self._unknown == "error":
+                raise UnknownCharacterError(
+                    raw, e.unknown, f"{self.charset.name} ({src.describe(i)})"
+                ) from None  # type: ignore[attr-defined]
+            return "unknown_chars", []
+        if ctc_steps_needed(ids) > max_steps or (max_len and len(ids) > max_len):
+            return "too_long", []
+        return "", ids
+
+    def __len__(self) -> int:
+        return len(self._idx)
+
+    def target(self, i: int) -> list[int]:
+        return self._targets[self._offsets[i] : self._offsets[i + 1]].tolist()
+
+    def label(self, i: int) -> str:
+        """The text the model should output for sample ``i`` (charset-normalised)."""
+        if self.evaluation:
+            return self._eval_labels[i]
+        return self.charset.decode(self.target(i))
+
+    def __getitem__(self, key: int | tuple[int, int]) -> dict[str, Any]:
+        """``key`` is an index, or ``(index, seed)`` to seed this sample's augmentation.
+
+        Returns ``{"image": (C, H, W) uint8, "target": list[int], "label": str,
+        "raw_label": str}``, or ``{"error": message}`` for an image that won't decode
+        (the collate function drops and counts those).
+        """
+        i, seed = key if isinstance(key, tuple) else (key, key)
+        src = self.sources[int(self._src[i])]
+        j = int(self._idx[i])
+        target = self.target(i)
+        try:
+            img = load_image(src.image_bytes(j), self.spec.rgb)
+        except ImageDecodeError as e:
+            return {"error": f"{src.describe(j)}: {e}"}  # type: ignore[attr-defined]
+        min_width = min(self.min_width(target), self.spec.max_width)
+        img = resize(img, self.spec, min_width)
+        if self.augment is not None:
+            img = self.augment(img, random.Random(seed))
+        return {
+            "image": to_tensor(img),
+            "target": target,
+            "label": self.label(i),
+            "raw_label": src.label(j),
+        }
+
+
+_SKIP_HINTS = {
+    "empty": ". Empty labels teach nothing; fix the ground truth or leave them out.",
+    "unknown_chars": (
+        ". Choose a charset that holds them (--set data.charset=ascii94 or a .txt file), "
+        "or --set data.unknown_chars=error to stop on them."
+    ),
+    "too_long": (
+        ". They need more CTC frames than the widest image gives; raise data.max_width "
+        "(or data.max_label_length if you set it)."
+    ),
+}
+
+
+class SynthDataset(Dataset):
+    """Synthetic samples rendered on the fly: item ``i`` is ``generator.render(offset + i)``.
+
+    Deterministic in the index, so DDP ranks and DataLoader workers, which are given
+    disjoint indices by the sampler, never see the same stream, and a resumed run sees
+    the same images.
+    """
+
+    def __init__(
+        self,
+        generator: Any,
+        charset: Charset,
+        spec: ImageSpec,
+        output_length: Callable[[int], int],
+        length: int = 2**62,
+        offset: int = 0,
+        augment: TrainAugment | None = None,
+    ) -> None:
+        self.generator = generator
+        self.charset = charset
+        self.spec = spec
+        self.length = length
+        self.offset = offset
+        self.augment = augment
+        self.min_width = LabelWidth(output_length, spec.width_multiple)
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __getitem__(self, key: int | tuple[int, int]) -> dict[str, Any]:
+        i, seed = key if isinstance(key, tuple) else (key, key)
+        img, text = self.generator.render(self.offset + i)
+        target = self.charset.encode(text)
+        img = load_image(img, self.spec.rgb)
+        img = resize(img, self.spec, self.min_width(target))
+        if self.augment is not None:
+            img = self.augment(img, random.Random(seed))
+        label = self.charset.decode(target)
+        return {"image": to_tensor(img), "target": target, "label": label, "raw_label": label}

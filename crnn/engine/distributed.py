@@ -1,0 +1,133 @@
+"""Who am I in a (possibly distributed) run: data, not globals.
+
+``torchrun`` (and the launcher in :mod:`crnn.engine.launch`) set ``RANK``,
+``LOCAL_RANK`` and ``WORLD_SIZE``; :func:`init_distributed` reads them, selects this
+process's device *before* any CUDA work, joins the process group and returns a frozen
+:class:`DistInfo`. Global rank (which shard of data, who logs) and local rank (which GPU
+on this machine) are different numbers and are never mixed up.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class DistInfo:
+    rank: int = 0
+    local_rank: int = 0
+    world_size: int = 1
+    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
+    backend: str = ""  # "" when not distributed
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def distributed(self) -> bool:
+        return self.world_size > 1
+
+
+def env_rank() -> tuple[int, int, int] | None:
+    """``(rank, local_rank, world_size)`` from a launcher's environment, or None."""
+    if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
+        return None
+    rank = int(os.environ["RANK"])
+    world = int(os.environ["WORLD_SIZE"])
+    local = int(os.environ.get("LOCAL_RANK", rank))
+    return rank, local, world
+
+
+def init_distributed(
+    devices: list[torch.device] | None = None,
+    backend: str = "",
+    timeout_s: int = 600,
+) -> DistInfo:
+    """Set up this process: pick its device and, when launched with several ranks,
+    join the process group.
+
+    Args:
+        devices: the devices of this machine, indexed by local rank (default: every
+            visible GPU, or the CPU when there is none).
+        backend: ``nccl``/``gloo``; default nccl on CUDA, gloo on CPU.
+        timeout_s: how long a collective may wait before the run is declared hung.
+    """
+    if devices is None:
+        n = torch.cuda.device_count()
+        devices = [torch.device("cuda", i) for i in range(n)] or [torch.device("cpu")]
+    ranks = env_rank()
+    if ranks is None or ranks[2] == 1:
+        device = devices[0]
+        if device.type == "cuda":
+            torch.cuda.set_device(device)
+        return DistInfo(device=device)
+    rank, local_rank, world = ranks
+    if devices[0].type == "cpu":
+        device = torch.device("cpu")
+    else:
+        if local_rank >= len(devices):
+            raise RuntimeError(
+                f"local rank {local_rank} has no GPU: this machine offers {len(devices)} "
+                f"({', '.join(str(d) for d in devices)}); start at most that many processes per node"
+            )
+        device = devices[local_rank]
+        # Before any CUDA work: otherwise every rank creates a context on GPU 0.
+        torch.cuda.set_device(device)
+    backend = backend or ("nccl" if device.type == "cuda" else "gloo")
+    if not dist.is_initialized():
+        kwargs: dict[str, Any] = {}
+        if device.type == "cuda":
+            kwargs["device_id"] = device
+        dist.init_process_group(
+            backend=backend,
+            rank=rank,
+            world_size=world,
+            timeout=datetime.timedelta(seconds=timeout_s),
+            **kwargs,
+        )
+    log.debug("rank %d/%d (local %d) on %s via %s", rank, world, local_rank, device, backend)
+    return DistInfo(
+        rank=rank, local_rank=local_rank, world_size=world, device=device, backend=backend
+    )
+
+
+def cleanup() -> None:
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def barrier(info: DistInfo) -> None:
+    if info.distributed:
+        if info.device.type == "cuda":
+            dist.barrier(device_ids=[info.device.index])
+        else:
+            dist.barrier()
+
+
+def all_reduce_sum(t: torch.Tensor, info: DistInfo) -> torch.Tensor:
+    """Sum a tensor over ranks (returns a new tensor on the original device)."""
+    if not info.distributed:
+        return t
+    orig = t.device
+    # Metrics are float64 on the CPU; NCCL needs them on the GPU.
+    work = t.to(info.device) if info.backend == "nccl" else t.clone()
+    dist.all_reduce(work, op=dist.ReduceOp.SUM)
+    return work.to(orig)
+
+
+def any_rank(flag: bool, info: DistInfo) -> bool:
+    """True on every rank if ``flag`` is true on any rank."""
+    if not info.distributed:
+        return flag
+    t = torch.tensor([1.0 if flag else 0.0], dtype=torch.float64)
+    return bool(all_reduce_sum(t, info).item() > 0)

@@ -1,0 +1,135 @@
+"""Wrapping a model for one device, DataParallel or DDP, and unwrapping it again.
+
+The module that gets wrapped is :class:`CTCTrainModule`: it normalises the uint8
+batch, runs the CRNN under autocast and computes the per-sample CTC loss *inside*
+the replica. Under DataParallel each GPU then returns ``(B_i,)`` losses instead of
+``(B_i, T, K)`` logits, so nothing large is gathered on GPU 0 (the usual DP memory
+imbalance). Every tensor argument is batch first, so DP's dim-0 scatter splits them
+consistently (targets are padded ``(B, S)``, not concatenated).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from typing import Any
+
+import torch
+from torch import nn
+
+from crnn.ctc import ctc_loss_per_sample
+from crnn.data.transforms import normalize
+from crnn.model import CRNN
+
+log = logging.getLogger(__name__)
+
+AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def autocast_for(device: torch.device, amp: str) -> contextlib.AbstractContextManager[Any]:
+    """Mixed precision on CUDA (``amp`` in bf16/fp16); a no-op elsewhere or for "none"."""
+    if device.type != "cuda" or amp not in AMP_DTYPES:
+        return contextlib.nullcontext()
+    return torch.autocast("cuda", dtype=AMP_DTYPES[amp])
+
+
+class CTCTrainModule(nn.Module):
+    """``(images uint8, widths, targets, target_lengths) -> per-sample loss (B,)``.
+
+    Args:
+        model: the CRNN (possibly ``torch.compile``-d) that maps ``(B, C, H, W)`` to
+            ``(B, T, K)``.
+        output_length: maps real widths to valid frames (``CRNN.output_length``).
+        amp: ``bf16``, ``fp16`` or ``none``; autocast is entered here, inside each
+            replica, and the loss itself is computed in fp32.
+    """
+
+    def __init__(
+        self, model: nn.Module, output_length: Any, amp: str = "none", channels_last: bool = False
+    ) -> None:
+        super().__init__()
+        self.model = model
+        self.output_length = output_length
+        self.amp = amp
+        self.channels_last = channels_last
+
+    def forward(
+        self,
+        images: torch.Tensor,
+        widths: torch.Tensor,
+        targets: torch.Tensor,
+        target_lengths: torch.Tensor,
+    ) -> torch.Tensor:
+        x = normalize(images)
+        if self.channels_last:
+            x = x.contiguous(memory_format=torch.channels_last)
+        with autocast_for(x.device, self.amp):
+            logits = self.model(x)
+        input_lengths = self.output_length(widths).clamp(max=logits.shape[1])
+        return ctc_loss_per_sample(logits, targets, input_lengths, target_lengths)
+
+
+def unwrap(module: nn.Module) -> nn.Module:
+    """Peel DDP/DP (``.module``), ``torch.compile`` (``._orig_mod``) and
+    :class:`CTCTrainModule` (``.model``) in any order, down to the bare network."""
+    while True:
+        if isinstance(module, (nn.parallel.DistributedDataParallel, nn.DataParallel)):
+            module = module.module
+        elif hasattr(module, "_orig_mod"):
+            module = module._orig_mod  # type: ignore[assignment]
+        elif isinstance(module, CTCTrainModule):
+            module = module.model
+        else:
+            return module
+
+
+def wrap(
+    model: CRNN,
+    *,
+    strategy: str,
+    device: torch.device,
+    device_ids: list[int] | None = None,
+    distributed: bool = False,
+    amp: str = "none",
+    sync_bn: bool = False,
+    compile: bool = False,
+    channels_last: bool = False,
+    grad_checkpoint: bool = False,
+) -> tuple[nn.Module, CRNN]:
+    """Prepare ``model`` for training; returns ``(train_module, bare_model)``.
+
+    ``train_module`` computes per-sample losses (see :class:`CTCTrainModule`);
+    ``bare_model`` is the plain CRNN to save, evaluate and export.
+
+    Args:
+        strategy: ``none`` (one device), ``dp`` (DataParallel over ``device_ids``,
+            parameters on ``device_ids[0]``) or ``ddp`` (one process per device).
+        distributed: a process group is initialised (required for ``ddp``).
+    """
+    bare = model
+    bare.grad_checkpoint = grad_checkpoint
+    if strategy == "ddp" and distributed and sync_bn:
+        bare = nn.SyncBatchNorm.convert_sync_batchnorm(bare)  # type: ignore[assignment]
+    if strategy == "dp":
+        if not device_ids:
+            raise ValueError("DataParallel needs device_ids (the GPUs to use)")
+        # DataParallel requires the parameters on device_ids[0].
+        device = torch.device("cuda", device_ids[0])
+    bare.to(device)
+    if channels_last:
+        bare.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
+    net: nn.Module = torch.compile(bare) if compile else bare  # type: ignore[assignment]
+    train_module: nn.Module = CTCTrainModule(net, bare.output_length, amp, channels_last)
+    if strategy == "dp":
+        train_module = nn.DataParallel(
+            train_module, device_ids=device_ids, output_device=device_ids[0]
+        )
+    elif strategy == "ddp" and distributed:
+        train_module = nn.parallel.DistributedDataParallel(
+            train_module,
+            device_ids=[device.index] if device.type == "cuda" else None,
+            # Each sample's loss uses every parameter; no unused-parameter search.
+            find_unused_parameters=False,
+            gradient_as_bucket_view=True,
+        )
+    return train_module, bare

@@ -1,0 +1,86 @@
+"""Recognition metrics, kept as sums so they can be all-reduced across ranks.
+
+* ``accuracy``: exact match of the prediction with the label as the charset normalises
+  it (lower-cased for case-folding charsets).
+* ``alnum_accuracy``: the field's convention for IIIT5K/SVT/IC13/IC15 tables: lower-case
+  both sides, drop everything but ``0-9a-z``, exact match.
+* ``cer``: character error rate, total edit distance / total label characters.
+* ``ned``: mean normalised edit distance, ``ed / max(len(pred), len(label))`` per sample
+  (0 is perfect; ``1 - ned`` is the ICDAR-2019 "1-N.E.D." score).
+"""
+
+from __future__ import annotations
+
+import re
+
+import editdistance
+import torch
+
+_NON_ALNUM = re.compile(r"[^0-9a-z]")
+
+# Order of the fields in the tensor used for all-reduce.
+_FIELDS = ("count", "correct", "correct_alnum", "edits", "chars", "ned_sum")
+
+
+def alnum_normalize(text: str) -> str:
+    """Lower-case, keep ``0-9a-z`` only (the convention for reporting benchmark accuracy)."""
+    return _NON_ALNUM.sub("", text.lower())
+
+
+class TextMetrics:
+    """Accumulates predictions against labels; :meth:`compute` gives the rates."""
+
+    def __init__(self) -> None:
+        self.sums = dict.fromkeys(_FIELDS, 0.0)
+
+    def update(
+        self, preds: list[str], labels: list[str], raw_labels: list[str] | None = None
+    ) -> None:
+        """Add a batch.
+
+        Args:
+            preds: decoded texts.
+            labels: labels in the charset's normal form (what the model can output).
+            raw_labels: labels as published, for ``alnum_accuracy``; defaults to ``labels``.
+        """
+        if len(preds) != len(labels):
+            raise ValueError(f"{len(preds)} predictions for {len(labels)} labels")
+        raw_labels = raw_labels if raw_labels is not None else labels
+        s = self.sums
+        for p, gt, raw in zip(preds, labels, raw_labels):
+            ed = editdistance.eval(p, gt)
+            s["count"] += 1
+            s["correct"] += p == gt
+            s["correct_alnum"] += alnum_normalize(p) == alnum_normalize(raw)
+            s["edits"] += ed
+            s["chars"] += len(gt)
+            s["ned_sum"] += ed / max(len(p), len(gt), 1)
+
+    def add(self, other: TextMetrics) -> None:
+        """Pool another set of counts into this one."""
+        for k in _FIELDS:
+            self.sums[k] += other.sums[k]
+
+    def to_tensor(self) -> torch.Tensor:
+        return torch.tensor([self.sums[k] for k in _FIELDS], dtype=torch.float64)
+
+    @classmethod
+    def from_tensor(cls, t: torch.Tensor) -> TextMetrics:
+        m = cls()
+        m.sums = {k: float(v) for k, v in zip(_FIELDS, t.tolist())}
+        return m
+
+    def compute(self) -> dict[str, float]:
+        s = self.sums
+        n = max(s["count"], 1.0)
+        return {
+            "count": s["count"],
+            "accuracy": s["correct"] / n,
+            "alnum_accuracy": s["correct_alnum"] / n,
+            "cer": s["edits"] / max(s["chars"], 1.0),
+            "ned": s["ned_sum"] / n,
+        }
+
+
+# For choosing the best checkpoint: True when larger is better.
+HIGHER_IS_BETTER = {"accuracy": True, "alnum_accuracy": True, "cer": False, "ned": False}
