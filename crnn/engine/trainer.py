@@ -463,7 +463,7 @@ class Trainer:
         interrupted = False
         run_loss = torch.zeros((), device=self.device)
         run_n = 0
-        t_log = time.perf_counter()
+        self._t_log = time.perf_counter()
         self.grad_norm = torch.zeros(())
         self.train_module.train()
         try:
@@ -475,7 +475,7 @@ class Trainer:
                     bar.update(1)
                     last = self.step >= tc.max_steps
                     if self.step % tc.log_every == 0 or last:
-                        t_log = self._log_train(run_loss, run_n, t_log, bar)
+                        self._log_train(run_loss, run_n, bar)
                         run_loss.zero_()
                         run_n = 0
                     if self.step % tc.val_every == 0 or last:
@@ -502,9 +502,10 @@ class Trainer:
             return "none yet"
         return f"{self.best['metric']} {self.best['value']:.4f} at step {self.best['step']} ({self.out / 'best.pt'})"
 
-    def _log_train(self, run_loss: torch.Tensor, run_n: int, t_log: float, bar: tqdm) -> float:
+    def _log_train(self, run_loss: torch.Tensor, run_n: int, bar: tqdm) -> None:
         now = time.perf_counter()
-        elapsed = max(now - t_log, 1e-9)
+        elapsed = max(now - self._t_log, 1e-9)
+        self._t_log = now
         sums = torch.tensor([run_loss.item(), float(run_n)], dtype=torch.float64)
         per_rank = torch.zeros((self.world, 2), dtype=torch.float64)
         mem = memory_stats(self.device)
@@ -537,7 +538,6 @@ class Trainer:
                 values[f"memory/{k}"] = v
         self.logger.scalars(values, self.step)
         bar.set_postfix(loss=f"{loss:.3f}", lr=f"{lr:.2e}", img_s=f"{ips:.0f}")
-        return now
 
     def _validate_and_save(self) -> None:
         combined, results = self.validate()
@@ -568,3 +568,4 @@ class Trainer:
         if better:
             self.best = {"metric": metric, "value": value, "step": self.step}
         self.save(is_best=better)
+        self._t_log = time.perf_counter()  # keep validation time out of images/s
