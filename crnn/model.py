@@ -59,18 +59,23 @@ class BiLSTM(nn.Module):
 
 @contextlib.contextmanager
 def _frozen_bn_stats(module: nn.Module) -> Iterator[None]:
-    """Recompute a checkpointed segment without updating BatchNorm running statistics
-    a second time (momentum 0 leaves them unchanged; batch statistics are unaffected)."""
+    """Recompute a checkpointed segment without updating BatchNorm statistics a second
+    time: momentum 0 leaves the running mean/var as they are, and the batch counter is
+    put back afterwards. The batch statistics used for the output are unaffected."""
+    bns = [m for m in module.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
     saved = [
-        (m, m.momentum) for m in module.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)
+        (m.momentum, None if m.num_batches_tracked is None else m.num_batches_tracked.clone())
+        for m in bns
     ]
-    for m, _ in saved:
+    for m in bns:
         m.momentum = 0.0
     try:
         yield
     finally:
-        for m, momentum in saved:
+        for m, (momentum, count) in zip(bns, saved):
             m.momentum = momentum
+            if count is not None:
+                m.num_batches_tracked.copy_(count)
 
 
 class CRNN(nn.Module):

@@ -82,15 +82,21 @@ def parse_gpus(spec: str | None, nproc: int | None = None) -> Devices:
 
 
 def run_training(
-    cfg: Config, devices: Devices, resume: str | None = None, argv: list[str] | None = None
+    cfg: Config,
+    devices: Devices,
+    resume: str | None = None,
+    argv: list[str] | None = None,
+    **fit_kwargs: Any,
 ) -> Any:
-    """Train with ``cfg`` on ``devices``; returns the trainer's ``FitResult``."""
+    """Train with ``cfg`` on ``devices``; returns the trainer's ``FitResult``.
+
+    ``fit_kwargs`` go to :meth:`Trainer.fit` (``stop_at_step``, ``time_limit_s``)."""
     from crnn.engine.trainer import Trainer
 
     if env_rank() is not None:  # inside torchrun or our own launch
         info = init_distributed(devices.torch_devices(), cfg.dist.backend, cfg.dist.timeout_s)
         try:
-            return Trainer(cfg, info, resume=resume).fit()
+            return Trainer(cfg, info, resume=resume).fit(**fit_kwargs)
         finally:
             cleanup()
     n_procs = devices.nproc if devices.kind == "cpu" else len(devices.ids)
@@ -98,7 +104,7 @@ def run_training(
         return launch_processes(n_procs, argv if argv is not None else sys.argv[1:])
     info = init_distributed(devices.torch_devices())
     device_ids = devices.ids if devices.kind == "cuda" and cfg.dist.strategy == "dp" else None
-    return Trainer(cfg, info, resume=resume, device_ids=device_ids).fit()
+    return Trainer(cfg, info, resume=resume, device_ids=device_ids).fit(**fit_kwargs)
 
 
 @dataclass

@@ -439,8 +439,16 @@ class Trainer:
             pooled.add(res.sums)
         return pooled.compute(), results
 
-    def fit(self) -> FitResult:
+    def fit(self, stop_at_step: int | None = None, time_limit_s: float | None = None) -> FitResult:
+        """Train until ``train.max_steps``.
+
+        Args:
+            stop_at_step: save and stop after this step, leaving the schedule (defined by
+                ``max_steps``) unchanged: for training in chunks that resume exactly.
+            time_limit_s: likewise, after the step during which this many seconds passed.
+        """
         tc = self.cfg.train
+        t_start = time.monotonic()
         if self.info.is_main:
             self.out.mkdir(parents=True, exist_ok=True)
             save_config(self.cfg, self.out / "config.yaml")
@@ -486,6 +494,17 @@ class Trainer:
                     check = not self.info.distributed or self.step % tc.log_every == 0
                     if check and any_rank(stop.requested, self.info) and not last:
                         interrupted = True
+                        self.save()
+                        break
+                    out_of_time = (
+                        time_limit_s is not None and time.monotonic() - t_start > time_limit_s
+                    )
+                    if not last and (self.step == stop_at_step or any_rank(out_of_time, self.info)):
+                        log.info(
+                            "stopping at step %d as asked; resume with --resume %s",
+                            self.step,
+                            self.out,
+                        )
                         self.save()
                         break
         finally:

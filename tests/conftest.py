@@ -1,0 +1,132 @@
+"""Shared fixtures: tiny word images rendered with Pillow's bundled font, as an image
+folder with gt.txt and as an LMDB, and a tiny model config that trains in seconds."""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from PIL import Image, ImageDraw, ImageFont
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATA = ROOT.parent / "shared" / "data"
+
+# Keep tests on the CPU and light on threads (CI has 2 cores).
+torch.set_num_threads(1)
+os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
+
+WORDS = [
+    "cat",
+    "dog",
+    "tree",
+    "house",
+    "river",
+    "stone",
+    "light",
+    "moon",
+    "sun",
+    "road",
+    "lamp",
+    "door",
+]
+
+# A model small enough to train a few steps per test in well under a second.
+TINY_MODEL = ["model.channels=[8,16,16,32,32,32,32]", "model.hidden=16"]
+
+
+def render_word(text: str, height: int = 32, seed: int = 0) -> Image.Image:
+    """Dark text on a light background with Pillow's own font (no font files needed)."""
+    rng = random.Random(seed)
+    font = ImageFont.load_default(size=24)
+    left, top, right, bottom = font.getbbox(text)
+    w, h = right - left + 8, bottom - top + 8
+    bg = rng.randint(200, 255)
+    img = Image.new("L", (w, h), bg)
+    ImageDraw.Draw(img).text((4 - left, 4 - top), text, fill=rng.randint(0, 60), font=font)
+    return img.resize((max(8, round(w * height / h)), height))
+
+
+def write_folder(root: Path, labels: list[str], seed: int = 0) -> Path:
+    """``root/images/*.png`` and ``root/gt.txt``."""
+    (root / "images").mkdir(parents=True, exist_ok=True)
+    lines = []
+    for i, label in enumerate(labels):
+        name = f"images/{i:04d}.png"
+        render_word(label, seed=seed + i).save(root / name)
+        lines.append(f"{name}\t{label}")
+    (root / "gt.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return root
+
+
+def word_labels(n: int, seed: int = 0) -> list[str]:
+    rng = random.Random(seed)
+    return [rng.choice(WORDS) for _ in range(n)]
+
+
+@pytest.fixture(scope="session")
+def word_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """64 rendered words as an image folder with gt.txt."""
+    return write_folder(tmp_path_factory.mktemp("words"), word_labels(64))
+
+
+@pytest.fixture(scope="session")
+def word_lmdb(tmp_path_factory: pytest.TempPathFactory, word_folder: Path) -> Path:
+    """The same 64 words as an LMDB in the shared layout."""
+    from crnn.data.lmdb import LmdbWriter
+
+    out = tmp_path_factory.mktemp("lmdb") / "words"
+    with LmdbWriter(out) as w:
+        for line in (word_folder / "gt.txt").read_text().splitlines():
+            rel, label = line.split("\t")
+            with Image.open(word_folder / rel) as im:
+                size = im.size
+            w.add((word_folder / rel).read_bytes(), label, size)
+    return out
+
+
+@pytest.fixture
+def tiny_overrides(tmp_path: Path, word_lmdb: Path) -> list[str]:
+    """Config overrides for a seconds-long CPU run on ``word_lmdb``."""
+    return [
+        *TINY_MODEL,
+        f'data.train=["{word_lmdb}"]',
+        f'data.val=["{word_lmdb}"]',
+        "data.num_workers=0",
+        "data.augment.enabled=false",
+        "train.batch_size=8",
+        "train.max_steps=6",
+        "train.val_every=3",
+        "train.log_every=1",
+        "train.warmup_steps=2",
+        "train.lr=3e-3",
+        "train.log_images=2",
+        f"train.output_dir={tmp_path / 'run'}",
+    ]
+
+
+def shared_data(*parts: str) -> Path:
+    """A path under ../shared/data, or skip the test when it is absent (a user's clone)."""
+    path = SHARED_DATA.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"{path} not present (development data beside the project)")
+    return path
+
+
+def run_tool(
+    name: str, *args: str, env: dict[str, str] | None = None, timeout: int = 300
+) -> subprocess.CompletedProcess[str]:
+    """Run ``tools/<name>.py`` in a subprocess, as a user would."""
+    full_env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", **(env or {})}
+    return subprocess.run(
+        [sys.executable, str(ROOT / "tools" / f"{name}.py"), *args],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        timeout=timeout,
+        cwd=str(ROOT),
+    )

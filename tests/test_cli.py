@@ -1,0 +1,99 @@
+"""The command-line tools end to end, as a user runs them, bad input included."""
+
+import json
+
+import pytest
+
+from conftest import TINY_MODEL, run_tool, write_folder
+from crnn.data.lmdb import LmdbReader
+
+
+@pytest.fixture(scope="module")
+def trained_run(tmp_path_factory, word_lmdb):
+    out = tmp_path_factory.mktemp("cli") / "run"
+    r = run_tool(
+        "train", "--gpus", "cpu", "--train", str(word_lmdb), "--val", str(word_lmdb), "--output-dir", str(out),
+        "--set", *TINY_MODEL, "train.max_steps=4", "train.val_every=2", "train.batch_size=8",
+        "data.num_workers=0", "train.log_every=2",
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "run directory" in r.stderr and "tensorboard --logdir" in r.stderr
+    return out
+
+
+def test_create_lmdb_reports_bad_lines_and_writes_the_rest(tmp_path):
+    root = write_folder(tmp_path / "imgs", ["one", "two", "three"])
+    (root / "images" / "0001.png").write_bytes(b"not a png")
+    with open(root / "gt.txt", "a") as f:
+        f.write("images/nope.png\tfour\nimages/0002.png\t \n")
+    r = run_tool("create_lmdb", "--root", str(root), "--out", str(tmp_path / "db"))
+    assert r.returncode == 1, r.stderr
+    assert "gt.txt:2: image 'images/0001.png' cannot be decoded" in r.stderr
+    assert "gt.txt:4: image 'images/nope.png' not found" in r.stderr
+    assert "gt.txt:5: empty label" in r.stderr
+    assert "wrote 2 samples" in r.stderr
+    reader = LmdbReader(tmp_path / "db")
+    assert reader.labels() == ["one", "three"] and reader.sizes() is not None
+    again = run_tool("create_lmdb", "--root", str(root), "--out", str(tmp_path / "db"))
+    assert again.returncode == 2 and "--overwrite" in again.stderr
+
+
+def test_create_lmdb_usage_errors(tmp_path):
+    r = run_tool("create_lmdb", "--root", str(tmp_path / "missing"), "--out", str(tmp_path / "db"))
+    assert r.returncode == 2 and "is not a folder" in r.stderr
+
+
+def test_train_rejects_bad_config_before_doing_anything(tmp_path):
+    r = run_tool("train", "--gpus", "cpu", "--set", "train.lrr=1", "--output-dir", str(tmp_path / "x"))
+    assert r.returncode == 2 and "did you mean train.lr" in r.stderr
+    assert not (tmp_path / "x").exists()
+    r = run_tool("train", "--gpus", "7")
+    assert r.returncode == 2 and "no CUDA GPU is visible" in r.stderr
+    r = run_tool("train", "--resume", str(tmp_path / "nothing"))
+    assert r.returncode == 2 and "not found" in r.stderr
+
+
+def test_train_then_resume_from_the_run_directory(trained_run):
+    r = run_tool("train", "--gpus", "cpu", "--resume", str(trained_run), "--set", "train.max_steps=6")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "resumed at step 4" in r.stderr and "finished 6 steps" in r.stderr
+
+
+def test_eval_prints_a_table_per_dataset(trained_run, word_lmdb, word_folder, tmp_path):
+    out_json = tmp_path / "eval.json"
+    r = run_tool("eval", str(trained_run / "best.pt"), str(word_lmdb), str(word_folder), "--json", str(out_json), "--workers", "0")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.strip().splitlines()
+    assert lines[0].split()[:5] == ["dataset", "n", "acc", "alnum", "CER"]
+    assert len(lines) == 4  # header, rule, two datasets
+    rows = json.loads(out_json.read_text())
+    assert [row["count"] for row in rows] == [64, 64]
+    assert rows[0]["accuracy"] == pytest.approx(rows[1]["accuracy"])  # same images, two formats
+    bad = run_tool("eval", str(trained_run / "best.pt"), str(tmp_path / "nope"))
+    assert bad.returncode == 1 and "does not exist" in bad.stderr
+
+
+def test_predict_tsv_json_and_bad_files(trained_run, word_folder, tmp_path):
+    img = word_folder / "images" / "0000.png"
+    bad = tmp_path / "bad.png"
+    bad.write_bytes(b"\x89PNG but not really")
+    r = run_tool("predict", "-c", str(trained_run), str(img), str(bad), str(tmp_path / "missing.png"))
+    assert r.returncode == 1
+    fields = r.stdout.strip().split("\t")
+    assert fields[0] == str(img) and len(fields) == 3 and 0.0 <= float(fields[2]) <= 1.0
+    assert "bad.png" in r.stderr and "missing.png: no such file" in r.stderr
+    r = run_tool("predict", "-c", str(trained_run / "last.pt"), "--json", str(word_folder / "images"))
+    assert r.returncode == 0, r.stderr
+    results = json.loads(r.stdout)
+    assert len(results) == 64 and {"path", "text", "confidence", "char_confidences"} <= set(results[0])
+    assert len(results[0]["char_confidences"]) == len(results[0]["text"])
+
+
+def test_predict_with_a_missing_checkpoint_is_a_usage_error(tmp_path, word_folder):
+    r = run_tool("predict", "-c", str(tmp_path / "none.pt"), str(word_folder / "images" / "0000.png"))
+    assert r.returncode == 2 and "not found" in r.stderr
+
+
+def test_help_explains_the_batch_size():
+    r = run_tool("train", "--help")
+    assert r.returncode == 0 and "GLOBAL batch" in r.stdout

@@ -1,0 +1,65 @@
+import pytest
+
+from crnn.config import ConfigError, load_config, save_config
+
+
+def test_defaults_and_typed_overrides():
+    cfg = load_config(
+        None,
+        [
+            "train.lr=3e-4",
+            "data.case_fold=true",
+            "model.channels=[1,2,3,4,5,6,7]",
+            "train.max_steps=10",
+        ],
+    )
+    assert cfg.train.lr == pytest.approx(3e-4) and isinstance(cfg.train.lr, float)
+    assert cfg.data.case_fold is True
+    assert cfg.model.channels == [1, 2, 3, 4, 5, 6, 7]
+    assert cfg.train.max_steps == 10
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("train.lrr=1", "did you mean train.lr"),
+        ("trian.lr=1", "unknown config key 'trian'"),
+        ("train.lr=abc", "expected float"),
+        ("train.max_steps=1.5", "expected int"),
+        ("data.case_fold=3", "expected bool or null"),
+        ("train.amp=fp8", "choose one of"),
+        ("model.channels=[1,2]", "7 conv widths"),
+        ("train.lr", "section.key=value"),
+    ],
+)
+def test_bad_overrides_are_rejected(override, message):
+    with pytest.raises(ConfigError, match=message):
+        load_config(None, [override])
+
+
+def test_yaml_file_merges_over_defaults_and_round_trips(tmp_path):
+    f = tmp_path / "c.yaml"
+    f.write_text("train:\n  lr: 5e-4\n  max_steps: 7\ndata:\n  charset: alnum62\n")
+    cfg = load_config(f, ["train.max_steps=9"])
+    assert cfg.train.lr == pytest.approx(5e-4)
+    assert cfg.train.max_steps == 9  # overrides win over the file
+    assert cfg.data.charset == "alnum62"
+    assert cfg.train.batch_size == 64  # untouched default
+    save_config(cfg, tmp_path / "out.yaml")
+    assert load_config(tmp_path / "out.yaml") == cfg
+
+
+def test_missing_or_bad_file(tmp_path):
+    with pytest.raises(ConfigError, match="not found"):
+        load_config(tmp_path / "nope.yaml")
+    f = tmp_path / "bad.yaml"
+    f.write_text("train: [1, 2\n")
+    with pytest.raises(ConfigError, match="invalid YAML"):
+        load_config(f)
+
+
+def test_shipped_configs_load():
+    from pathlib import Path
+
+    for f in sorted((Path(__file__).parents[1] / "configs").glob("*.yaml")):
+        load_config(f)

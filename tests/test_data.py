@@ -1,0 +1,179 @@
+import numpy as np
+import pytest
+import torch
+from conftest import write_folder
+
+from crnn.charset import Charset, UnknownCharacterError
+from crnn.data.batching import BucketBatchSampler, EvalBatchSampler, StreamBatchSampler, collate
+from crnn.data.datasets import FolderSource, RecognitionDataset, ctc_steps_needed, open_sources
+from crnn.data.transforms import ImageSpec
+from crnn.model import CRNN
+
+T = CRNN(37).output_length
+ALNUM = Charset.from_spec("alnum36")
+
+
+def test_filtering_counts_every_reason(tmp_path):
+    labels = ["good", "ba-d", "   ", "x" * 40, "aaaaaaaaaaaaaaaaa", "Fine"]
+    root = write_folder(tmp_path / "d", labels)
+    spec = ImageSpec(max_width=64)  # 17 frames: 40 chars don't fit, 17 repeated 'a' need 33
+    ds = RecognitionDataset(open_sources([root]), ALNUM, spec, T)
+    assert [ds.label(i) for i in range(len(ds))] == ["good", "fine"]
+    assert ds.skipped == {"unknown_chars": 1, "empty": 1, "too_long": 2}
+    assert any("ba-d" in e for e in ds.skip_examples["unknown_chars"])
+
+
+def test_unknown_characters_can_be_an_error(tmp_path):
+    root = write_folder(tmp_path / "d", ["ok", "no!"])
+    with pytest.raises(UnknownCharacterError, match="'!'"):
+        RecognitionDataset(open_sources([root]), ALNUM, ImageSpec(), T, unknown_chars="error")
+
+
+def test_evaluation_keeps_what_training_skips(tmp_path):
+    root = write_folder(tmp_path / "d", ["ok", "no!", "   "])
+    ds = RecognitionDataset(open_sources([root]), ALNUM, ImageSpec(), T, evaluation=True)
+    assert [ds[i]["label"] for i in range(len(ds))] == ["ok", "no!"]
+    assert ds[1]["raw_label"] == "no!" and ds.skipped == {"empty": 1}
+
+
+def test_images_are_widened_so_the_label_fits(tmp_path):
+    from PIL import Image
+
+    root = write_folder(tmp_path / "d", ["abababababab"])
+    Image.new("L", (20, 32), 255).save(root / "images" / "0000.png")  # far too narrow
+    ds = RecognitionDataset(open_sources([root]), ALNUM, ImageSpec(), T)
+    item = ds[0]
+    assert item["image"].shape[-1] > 20
+    assert T(item["image"].shape[-1]) >= ctc_steps_needed(item["target"])
+
+
+def test_folder_source_reports_bad_lines(tmp_path):
+    root = write_folder(tmp_path / "d", ["one", "two"])
+    with open(root / "gt.txt", "a") as f:
+        f.write("images/missing.png\tthree\nimages/0000.png\n")
+    src = FolderSource(root)
+    assert len(src) == 2
+    assert [n for n, _ in src.bad_lines] == [3, 4]
+    assert "not found" in src.bad_lines[0][1] and "no label" in src.bad_lines[1][1]
+
+
+def test_unreadable_image_becomes_a_counted_error(tmp_path):
+    root = write_folder(tmp_path / "d", ["one", "two"])
+    (root / "images" / "0001.png").write_bytes(b"garbage")
+    ds = RecognitionDataset(open_sources([root]), ALNUM, ImageSpec(), T)
+    batch = collate([ds[0], ds[1]])
+    assert (
+        batch["labels"] == ["one"]
+        and len(batch["errors"]) == 1
+        and "0001.png" in batch["errors"][0]
+    )
+
+
+def test_collate_pads_targets_2d_for_dim0_scatter():
+    items = [
+        {
+            "image": torch.zeros(1, 32, 12, dtype=torch.uint8),
+            "target": [1, 2, 3],
+            "label": "abc",
+            "raw_label": "abc",
+        },
+        {
+            "image": torch.zeros(1, 32, 20, dtype=torch.uint8),
+            "target": [4],
+            "label": "d",
+            "raw_label": "d",
+        },
+    ]
+    b = collate(items)
+    assert b["images"].shape == (2, 1, 32, 20)
+    assert b["widths"].tolist() == [12, 20]
+    assert b["targets"].tolist() == [[1, 2, 3], [4, 0, 0]]
+    assert b["target_lengths"].tolist() == [3, 1]
+
+
+def _all_indices(sampler):
+    return [i for batch in sampler for i, _ in batch]
+
+
+@pytest.mark.parametrize("bucketing", [True, False])
+def test_bucket_sampler_loses_nothing_and_splits_ranks_disjointly(bucketing):
+    n, bs = 103, 8
+    widths = np.random.default_rng(0).integers(16, 128, n)
+    kw = {"widths": widths if bucketing else None, "seed": 3}
+    single = _all_indices(BucketBatchSampler(n, bs, **kw))
+    assert len(single) == (n // bs) * bs and len(set(single)) == len(single)
+    ranks = [_all_indices(BucketBatchSampler(n, bs, world_size=2, rank=r, **kw)) for r in (0, 1)]
+    assert not set(ranks[0]) & set(ranks[1])
+    assert sorted(ranks[0] + ranks[1]) == sorted(single)
+    assert len(ranks[0]) == len(ranks[1])
+
+
+def test_bucket_sampler_groups_similar_widths():
+    n, bs = 800, 16
+    widths = np.random.default_rng(1).integers(16, 400, n)
+    s = BucketBatchSampler(n, bs, widths=widths, seed=0)
+    pad_bucketed = np.mean(
+        [widths[[i for i, _ in b]].max() - widths[[i for i, _ in b]].mean() for b in s]
+    )
+    s2 = BucketBatchSampler(n, bs, widths=None, seed=0)
+    pad_random = np.mean(
+        [widths[[i for i, _ in b]].max() - widths[[i for i, _ in b]].mean() for b in s2]
+    )
+    assert pad_bucketed < pad_random / 5
+
+
+def test_new_order_each_epoch_and_exact_resume():
+    s = BucketBatchSampler(64, 8, widths=np.arange(64), seed=1)
+    e0 = list(s)
+    s.set_epoch(1)
+    e1 = list(s)
+    assert [i for b in e0 for i, _ in b] != [i for b in e1 for i, _ in b]
+    s.set_epoch(1, start_step=3)
+    assert list(s) == e1[3:]
+    assert len(s) == len(e1) - 3
+
+
+def test_global_batch_is_the_same_for_any_world_size_and_accumulation():
+    n, bs = 96, 16
+    widths = np.random.default_rng(2).integers(16, 128, n)
+    ref = BucketBatchSampler(n, bs, widths=widths, seed=5).global_batches()
+    for world, accum in ((2, 1), (1, 4), (2, 2)):
+        parts = [
+            list(
+                BucketBatchSampler(
+                    n, bs, widths=widths, seed=5, world_size=world, rank=r, accum_steps=accum
+                )
+            )
+            for r in range(world)
+        ]
+        for step, gb in enumerate(ref):
+            got = sorted(
+                i
+                for r in range(world)
+                for mb in parts[r][step * accum : (step + 1) * accum]
+                for i, _ in mb
+            )
+            assert got == sorted(gb.tolist())
+
+
+def test_batch_size_must_split_evenly():
+    with pytest.raises(ValueError, match="divisible by world_size x accum_steps = 2 x 3"):
+        BucketBatchSampler(100, 8, world_size=2, accum_steps=3)
+
+
+def test_stream_sampler_is_disjoint_across_ranks_and_resumable():
+    r0 = StreamBatchSampler(8, world_size=2, rank=0)
+    r1 = StreamBatchSampler(8, world_size=2, rank=1)
+    it0, it1 = iter(r0), iter(r1)
+    a = [i for _ in range(3) for i, _ in next(it0)]
+    b = [i for _ in range(3) for i, _ in next(it1)]
+    assert not set(a) & set(b) and sorted(a + b) == list(range(24))
+    r0.set_epoch(0, start_step=2)
+    assert [i for i, _ in next(iter(r0))] == a[8:12]
+
+
+def test_eval_sampler_covers_every_sample_once_across_ranks():
+    widths = np.random.default_rng(3).integers(16, 128, 37)
+    parts = [list(EvalBatchSampler(37, 5, widths=widths, world_size=2, rank=r)) for r in (0, 1)]
+    flat = [i for p in parts for b in p for i in b]
+    assert sorted(flat) == list(range(37))

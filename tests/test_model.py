@@ -1,0 +1,73 @@
+import pytest
+import torch
+
+from crnn.model import CRNN, build_model
+
+
+def test_classic_crnn_has_the_published_size():
+    n = sum(p.numel() for p in CRNN(37).parameters())
+    assert 8.2e6 < n < 8.4e6
+
+
+@pytest.mark.parametrize("arch", ["crnn", "vgg"])
+@pytest.mark.parametrize("width", [16, 32, 100, 128, 400])
+def test_output_is_batch_first_for_any_width(arch, width):
+    m = CRNN(11, channels=[4, 8, 8, 8, 16, 16, 16], hidden=8, arch=arch).eval()
+    y = m(torch.randn(3, 1, 32, width))
+    assert y.shape == (3, m.output_length(width), 11)
+    assert m.output_length(torch.tensor([width])).item() == y.shape[1]
+
+
+def test_taller_inputs_and_rgb():
+    m = CRNN(5, in_channels=3, channels=[4, 8, 8, 8, 16, 16, 16], hidden=8).eval()
+    assert m(torch.randn(2, 3, 64, 100)).shape == (2, m.output_length(100), 5)
+
+
+def test_dataparallel_contract_batch_equals_concatenated_chunks():
+    """DataParallel scatters the batch along dim 0 and concatenates the replica
+    outputs along dim 0: that equals the whole batch only for a batch-first output."""
+    torch.manual_seed(0)
+    m = CRNN(37, channels=[8, 16, 16, 32, 32, 32, 32], hidden=16).eval()
+    x = torch.randn(6, 1, 32, 64)
+    whole = m(x)
+    chunks = torch.cat([m(c) for c in x.chunk(2, dim=0)], dim=0)
+    torch.testing.assert_close(chunks, whole, rtol=1e-5, atol=1e-5)
+    # A time-first output would have come back as (2T, B/2, C):
+    t_first = torch.cat([m(c).transpose(0, 1) for c in x.chunk(2, dim=0)], dim=0)
+    assert t_first.shape == (2 * whole.shape[1], 3, 37)
+
+
+def test_activation_checkpointing_gives_the_same_gradients_and_bn_statistics():
+    torch.manual_seed(0)
+    a = CRNN(9, channels=[8, 16, 16, 32, 32, 32, 32], hidden=8)
+    b = CRNN(9, channels=[8, 16, 16, 32, 32, 32, 32], hidden=8)
+    b.load_state_dict(a.state_dict())
+    b.grad_checkpoint = True
+    x = torch.randn(4, 1, 32, 48)
+    for m in (a, b):
+        m.train()
+        m(x).square().mean().backward()
+    for (name, pa), pb in zip(a.named_parameters(), b.parameters()):
+        torch.testing.assert_close(pa.grad, pb.grad, rtol=1e-5, atol=1e-6, msg=name)
+    for (name, ba), bb in zip(a.named_buffers(), b.buffers()):
+        torch.testing.assert_close(ba, bb, msg=name)  # running stats updated once, not twice
+
+
+def test_build_from_hparams_round_trips():
+    m = CRNN(20, channels=[4, 8, 8, 8, 16, 16, 16], hidden=8, arch="vgg")
+    m2 = build_model(m.hparams, m.hparams["num_classes"], m.hparams["in_channels"])
+    m2.load_state_dict(m.state_dict())
+    assert m2.hparams == m.hparams
+
+
+def test_min_width_for_steps():
+    m = CRNN(5)
+    for steps in (1, 5, 26, 40):
+        w = m.min_width_for(steps, multiple=4)
+        assert m.output_length(w) >= steps
+        assert w == 4 or m.output_length(w - 4) < steps
+
+
+def test_unknown_arch_is_rejected():
+    with pytest.raises(ValueError, match="unknown arch"):
+        CRNN(5, arch="resnet")

@@ -1,0 +1,146 @@
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+from conftest import ROOT
+
+from crnn.config import load_config
+from crnn.engine.checkpoint import load_checkpoint, model_from_checkpoint
+from crnn.engine.distributed import DistInfo
+from crnn.engine.trainer import Trainer, lr_factor
+
+
+def _train(overrides, resume=None):
+    cfg = load_config(None, overrides)
+    return Trainer(cfg, DistInfo(), resume=resume)
+
+
+def test_tiny_run_learns_and_writes_self_describing_checkpoints(tiny_overrides):
+    t = _train(
+        [*tiny_overrides, "train.max_steps=40", "train.val_every=40", "train.warmup_steps=5"]
+    )
+    losses = []
+    batches = t._batches()
+    for _ in range(40):
+        loss_sum, n = t.train_step(batches)
+        losses.append(loss_sum.item() / n)
+    assert all(torch.isfinite(torch.tensor(losses)))
+    assert sum(losses[-5:]) / 5 < 0.7 * sum(losses[:5]) / 5
+    res = _train(tiny_overrides).fit()
+    out = res.output_dir
+    assert (
+        (out / "last.pt").is_file()
+        and (out / "best.pt").is_file()
+        and (out / "config.yaml").is_file()
+    )
+    assert any(p.name.startswith("events.out.tfevents") for p in (out / "tb").iterdir())
+    ckpt = load_checkpoint(out / "last.pt")
+    assert ckpt["step"] == 6 and ckpt["charset"]["chars"].startswith("0123")
+    assert ckpt["image"]["height"] == 32 and ckpt["model_config"]["hidden"] == 16
+    assert not any(k.startswith(("module.", "_orig_mod.")) for k in ckpt["model"])
+    assert {"optimizer", "scheduler", "rng", "best", "config"} <= set(ckpt)
+
+
+def test_checkpoint_reload_gives_identical_outputs(tiny_overrides):
+    t = _train(tiny_overrides)
+    t.fit()
+    model, charset, spec = model_from_checkpoint(load_checkpoint(t.out / "last.pt"))
+    x = torch.randn(2, 1, 32, 64)
+    t.model.eval()
+    model.eval()
+    with torch.no_grad():
+        torch.testing.assert_close(model(x), t.model(x), rtol=0, atol=0)
+    assert charset == t.charset and spec == t.spec
+
+
+def test_resume_continues_exactly(tiny_overrides, tmp_path):
+    # Augmentation on, so the per-sample seeds are exercised too.
+    base = [
+        *tiny_overrides,
+        "data.augment.enabled=true",
+        "train.val_every=100",
+        "train.save_every=3",
+        "train.max_steps=6",
+    ]
+    full = _train([*base, f"train.output_dir={tmp_path / 'full'}"])
+    full.fit()
+    part = _train([*base, f"train.output_dir={tmp_path / 'part'}"])
+    assert part.fit(stop_at_step=3).step == 3
+    resumed = _train(
+        [*base, f"train.output_dir={tmp_path / 'part'}"], resume=tmp_path / "part" / "last.pt"
+    )
+    assert resumed.step == 3
+    assert resumed.scheduler.get_last_lr() == pytest.approx(
+        [3e-3 * lr_factor(3, resumed.cfg.train)] * 2
+    )
+    resumed.fit()
+    assert resumed.step == 6
+    for (name, a), b in zip(full.model.state_dict().items(), resumed.model.state_dict().values()):
+        torch.testing.assert_close(a, b, rtol=0, atol=0, msg=name)
+
+
+def test_resume_refuses_another_charset(tiny_overrides):
+    t = _train(tiny_overrides)
+    t.fit()
+    from crnn.engine.checkpoint import CheckpointError
+
+    with pytest.raises(CheckpointError, match="charset"):
+        _train([*tiny_overrides, "data.charset=alnum62"], resume=t.out / "last.pt")
+
+
+def test_lr_schedule_warms_up_then_decays():
+    cfg = load_config(
+        None, ["train.warmup_steps=10", "train.max_steps=110", "train.min_lr_ratio=0.1"]
+    ).train
+    f = [lr_factor(s, cfg) for s in range(110)]
+    assert f[0] == pytest.approx(0.1) and f[9] == pytest.approx(1.0)
+    assert all(a >= b for a, b in zip(f[10:], f[11:]))
+    assert f[-1] == pytest.approx(0.1, abs=1e-3)
+
+
+def test_sigkill_at_any_moment_leaves_a_loadable_checkpoint(tiny_overrides, tmp_path):
+    """SIGKILL a run that saves after every step, at two moments; what is on disk must
+    load each time, and the second launch must resume from the first one's checkpoint."""
+    out = tmp_path / "killed"
+    args = [
+        a
+        for a in tiny_overrides
+        if not a.startswith(("train.output_dir", "train.max_steps", "train.val_every"))
+    ]
+    args += [
+        f"train.output_dir={out}",
+        "train.max_steps=100000",
+        "train.val_every=100000",
+        "train.save_every=1",
+    ]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    fresh = [sys.executable, str(ROOT / "tools" / "train.py"), "--gpus", "cpu", "--set", *args]
+    resume = [
+        sys.executable,
+        str(ROOT / "tools" / "train.py"),
+        "--gpus",
+        "cpu",
+        "--resume",
+        str(out),
+    ]
+    steps = []
+    for cmd, extra_s in ((fresh, 1.0), (resume, 1.7)):
+        before = (out / "last.pt").stat().st_mtime_ns if (out / "last.pt").exists() else 0
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.time() + 90
+        while time.time() < deadline and not (
+            (out / "last.pt").exists() and (out / "last.pt").stat().st_mtime_ns > before
+        ):
+            time.sleep(0.05)
+        time.sleep(extra_s)  # mid-run, most likely inside a save
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        ckpt = load_checkpoint(out / "last.pt")
+        model_from_checkpoint(ckpt)
+        steps.append(ckpt["step"])
+    assert steps[1] > steps[0] >= 1  # the second launch resumed and went on
+    assert not (out / "last.pt.tmp").exists()
