@@ -94,7 +94,8 @@ class SynthConfig:
     # is set by the crop margins (pad_*), as the output height is fixed.
     render_scale_min: float = 0.9
     render_scale_max: float = 1.4
-    # Extra space between characters, as a fraction of the font size.
+    # Extra space between characters, as a fraction of the font size (at most 0.12 when
+    # the charset has a space, so a letter gap never looks like a word gap).
     p_spacing: float = 0.15
     spacing_min: float = -0.04
     spacing_max: float = 0.4

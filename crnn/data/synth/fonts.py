@@ -210,7 +210,8 @@ class GlyphCache:
 
     def __init__(self) -> None:
         self._fonts: dict[tuple[str, int], ImageFont.FreeTypeFont] = {}
-        self._glyphs: dict[tuple[str, int, str], Glyph] = {}
+        # (font path, pixel size) -> {char: glyph}
+        self._glyphs: dict[tuple[str, int], dict[str, Glyph]] = {}
         self._lines: dict[tuple[str, int], LineBox] = {}
 
     def font(self, path: str, size: int) -> ImageFont.FreeTypeFont:
@@ -224,12 +225,21 @@ class GlyphCache:
         return f
 
     def glyph(self, path: str, size: int, char: str) -> Glyph:
-        key = (path, size, char)
-        g = self._glyphs.get(key)
-        if g is None:
-            g = self._render(path, size, char)
-            self._glyphs[key] = g
-        return g
+        return self.glyphs(path, size, char)[0]
+
+    def glyphs(self, path: str, size: int, text: str) -> list[Glyph]:
+        """The glyphs of ``text``'s characters, rasterising the ones not seen yet."""
+        key = (path, size)
+        table = self._glyphs.get(key)
+        if table is None:
+            table = self._glyphs[key] = {}
+        out = []
+        for ch in text:
+            g = table.get(ch)
+            if g is None:
+                g = table[ch] = self._render(path, size, ch)
+            out.append(g)
+        return out
 
     def _render(self, path: str, size: int, char: str) -> Glyph:
         font = self.font(path, size)
