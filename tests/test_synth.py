@@ -39,6 +39,8 @@ from crnn.data.synth.fonts import GlyphCache
 
 REPO = Path(__file__).resolve().parents[1]
 DIGITS = "0123456789"
+# Glyphs that reach far from the pen: descenders, overhangs, wide and tall shapes.
+_TRICKY = "fjgpQWM@_()[]{}|%y/\\'`~^,$&"
 
 
 def _digest(img: Image.Image) -> str:
@@ -168,7 +170,7 @@ def test_glyph_cache_never_clips_a_glyph() -> None:
     size = 36
     for path in find_font_files([bundled_font_dir()]):
         font = ImageFont.truetype(str(path), size, layout_engine=ImageFont.Layout.BASIC)
-        for ch in "fjgQW@_(}|%y/":
+        for ch in _TRICKY:
             ref = Image.new("L", (6 * size, 6 * size))
             ImageDraw.Draw(ref).text((2 * size, 3 * size), ch, font=font, fill=255, anchor="ls")
             g = cache.glyph(str(path), size, ch)
@@ -394,3 +396,23 @@ def test_cli_empty_font_dir_and_missing_output(
     )
     assert main(["--out", str(tmp_path / "y"), "--count", "3", "--workers", "1"]) == 2
     assert "already holds an LMDB" in capsys.readouterr().err
+
+
+def test_warm_up_caches_every_glyph_render_needs(monkeypatch: pytest.MonkeyPatch) -> None:
+    from crnn.data.synth import render as render_module
+
+    render_module._glyph_cache.cache_clear()  # a fresh process-wide cache
+    fonts = [
+        bundled_font_dir() / "go" / "Go-Italic.ttf",
+        bundled_font_dir() / "dejavu" / "DejaVuSerif.ttf",
+    ]
+    charset = Charset.from_spec("chars:0123456789abcxyz")
+    gen = SynthGenerator(charset, SynthConfig(), seed=11, height=32, font_paths=fonts)
+    assert gen.warm_up() > 0
+
+    def no_new_glyphs(self: GlyphCache, path: str, size: int, char: str) -> None:
+        raise AssertionError(f"glyph {char!r} at {size}px of {path} was not warmed up")
+
+    monkeypatch.setattr(GlyphCache, "_render", no_new_glyphs)
+    for i in range(300):
+        gen.render(i)

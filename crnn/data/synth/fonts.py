@@ -244,14 +244,11 @@ class GlyphCache:
     def _render(self, path: str, size: int, char: str) -> Glyph:
         font = self.font(path, size)
         advance = float(font.getlength(char))
-        left, top, right, bottom = font.getbbox(char, anchor="ls")
-        if right <= left or bottom <= top:
-            return Glyph(None, 0, 0, advance)
-        # getbbox comes from glyph metrics, which can miss an anti-aliased pixel: draw on a
-        # canvas with room to spare and measure the ink itself.
-        m = size // 4 + 2
-        canvas = Image.new("L", (right - left + 2 * m, bottom - top + 2 * m), 0)
-        ox, oy = m - left, m - top
+        # A canvas of 3 em with the pen 1 em from the left and 1 em above the bottom
+        # holds any glyph of a text font; the ink is then measured on the pixels
+        # themselves (metric boxes can miss an anti-aliased pixel).
+        ox, oy = size, 2 * size
+        canvas = Image.new("L", (3 * size, 3 * size), 0)
         ImageDraw.Draw(canvas).text((ox, oy), char, font=font, fill=255, anchor="ls")
         bbox = canvas.getbbox()
         if bbox is None:

@@ -290,6 +290,37 @@ class SynthGenerator:
             )
         self.undrawable = "".join(missing)
 
+    def font_sizes(self, font: FontInfo) -> list[int]:
+        """Every pixel size :meth:`render` can pick for ``font`` under this config."""
+        cfg = self.cfg
+        ratio = _glyph_cache().line_ratio(font.path, font.chars)
+        lo = (
+            self.height
+            * cfg.render_scale_min
+            / (ratio * (1.0 + 2.0 * max(cfg.pad_max, cfg.pad_min)))
+        )
+        hi = self.height * cfg.render_scale_max / ratio
+        first = max(8, _SIZE_STEP * round(lo / _SIZE_STEP))
+        last = max(8, _SIZE_STEP * round(hi / _SIZE_STEP))
+        return list(range(first, last + 1, _SIZE_STEP))
+
+    def warm_up(self) -> int:
+        """Rasterise every glyph :meth:`render` can need, in this process.
+
+        A fresh process renders several times slower until its glyph cache is full
+        (a few thousand images). Call this once in the parent before DataLoader
+        workers fork (they inherit the cache) to skip that. Takes a few seconds;
+        returns the number of glyphs now cached for this generator.
+        """
+        cache = _glyph_cache()
+        total = 0
+        for font in self.fonts:
+            chars = "".join(c for c in self.alphabet if c in font.chars)
+            for size in self.font_sizes(font):
+                cache.line_box(font.path, size, font.chars)
+                total += len(cache.glyphs(font.path, size, chars))
+        return total
+
     def __repr__(self) -> str:
         return (
             f"SynthGenerator(charset={self.charset.name!r}, fonts={len(self.fonts)}, "
