@@ -365,38 +365,41 @@ class SynthGenerator:
             hi = min(cfg.spacing_max, self._max_spacing)
             spacing = size * r.uniform(min(cfg.spacing_min, hi), hi)
             applied.append("spacing")
-        canvas, pts, boxes, text_h = self._compose(font, size, text, spacing, max(pads))
+        lay = self._compose(font, size, text, spacing, max(pads))
+        canvas, text_h = lay.canvas, lay.text_h
 
         # ---- geometry: curvature on the canvas, the rest as one matrix ----
-        warped = False
+        # Without geometry (about half the samples) the extents stay plain floats; with
+        # it, the line box edges and every glyph's ink box are mapped as points.
+        ink = lay.ink
+        line = lay.line
+        h = None
+        bend = None
         if r.random() < cfg.p_curve:
             bend = fx.Curve(canvas.width, r.uniform(-1.0, 1.0) * cfg.max_curve * text_h)
-            canvas, pts, boxes = bend(canvas), bend.points(pts), bend.boxes(boxes)
-            warped = True
             applied.append("curve")
-        h = None
         if r.random() < cfg.p_rotate:
             h = fx.rotation(r.uniform(-cfg.max_rotate, cfg.max_rotate))
             applied.append("rotate")
-        if r.random() < cfg.p_perspective:
-            n = _EDGE_POINTS
-            quad = pts[[0, n - 1, 2 * n - 1, n]]  # line box corners, clockwise from top-left
-            if h is not None:
-                quad = fx.apply_h(h, quad)
-            p = fx.perspective(quad, r, cfg.max_perspective * text_h)
-            h = p if h is None else p @ h
+        perspective = r.random() < cfg.p_perspective
+        if perspective:
             applied.append("perspective")
-        if h is not None:
-            pts = fx.apply_h(h, pts)
-            corners = boxes[:, [0, 1, 2, 1, 2, 3, 0, 3]].reshape(-1, 2)
-            corners = fx.apply_h(h, corners)
-            ink = np.concatenate((corners.min(0), corners.max(0)))
-            warped = True
-        else:
-            ink = np.concatenate((boxes[:, :2].min(0), boxes[:, 2:].max(0)))
-        if warped:
+        if bend is not None or h is not None or perspective:
+            pts, boxes = lay.points(), lay.boxes()
+            if bend is not None:
+                canvas, pts, boxes = bend(canvas), bend.points(pts), bend.boxes(boxes)
+            if perspective:
+                h = self._perspective(r, pts, h, text_h)
+            if h is not None:
+                pts = fx.apply_h(h, pts)
+                corners = fx.apply_h(h, boxes[:, [0, 1, 2, 1, 2, 3, 0, 3]].reshape(-1, 2))
+                lo, hi = corners.min(0), corners.max(0)
+            else:
+                lo, hi = boxes[:, :2].min(0), boxes[:, 2:].max(0)
             # Bilinear sampling spreads ink up to a pixel past its exact extent.
-            ink += (-1.0, -1.0, 1.0, 1.0)
+            ink = (float(lo[0]) - 1.0, float(lo[1]) - 1.0, float(hi[0]) + 1.0, float(hi[1]) + 1.0)
+            plo, phi = pts.min(0), pts.max(0)
+            line = (float(plo[0]), float(plo[1]), float(phi[0]), float(phi[1]))
 
         # ---- crop box (in warped canvas pixels) and output size ----
         if tight and ink[3] - ink[1] >= 0.5 * text_h:
@@ -405,8 +408,12 @@ class SynthGenerator:
         else:
             # Around the line box, so "ace" and "Apple" come out at one letter scale; a
             # glyph reaching past it (accents, brackets) widens the crop.
-            lo, hi = pts.min(0), pts.max(0)
-            box = np.concatenate((np.minimum(ink[:2], lo), np.maximum(ink[2:], hi)))
+            box = (
+                min(ink[0], line[0]),
+                min(ink[1], line[1]),
+                max(ink[2], line[2]),
+                max(ink[3], line[3]),
+            )
         left = box[0] - pads[0] * text_h
         top = box[1] - pads[1] * text_h
         right = box[2] + pads[2] * text_h
@@ -419,20 +426,16 @@ class SynthGenerator:
         cw, ch = canvas.size
         if h is None and left >= 0 and top >= 0 and right <= cw and bottom <= ch:
             # Plain crop + resize: Pillow's resize filters properly when shrinking.
-            alpha_img = canvas.resize(
-                (out_w, out_h), Image.BILINEAR, box=(left, top, right, bottom)
-            )
+            alpha = canvas.resize((out_w, out_h), Image.BILINEAR, box=(left, top, right, bottom))
         else:
             sx, sy = out_w / (right - left), out_h / (bottom - top)
             to_out = np.array([[sx, 0.0, -left * sx], [0.0, sy, -top * sy], [0.0, 0.0, 1.0]])
-            alpha_img = fx.warp(canvas, to_out if h is None else to_out @ h, (out_w, out_h))
-        alpha = np.asarray(alpha_img, dtype=np.float32) * (1.0 / 255.0)
+            alpha = fx.warp(canvas, to_out if h is None else to_out @ h, (out_w, out_h))
 
         # ---- colour and background ----
-        out = self._paint(r, alpha, applied)
+        img = self._paint(r, alpha, applied)
 
         # ---- degradations ----
-        img = Image.fromarray(out, "RGB" if self.rgb else "L")
         if r.random() < cfg.p_blur:
             sigma = r.uniform(0.3, max(0.3, cfg.max_blur))
             # One box-blur pass of the same variance: at these radii it looks like a
@@ -473,25 +476,17 @@ class SynthGenerator:
         n = r.randint(lo, max(lo, min(self.cfg.max_length, 12)))
         return "".join(r.choice(chars) for _ in range(n)), font
 
-    def _compose(
-        self, font: FontInfo, size: int, text: str, spacing: float, pad: float
-    ) -> tuple[Image.Image, np.ndarray, np.ndarray, float]:
+    def _compose(self, font: FontInfo, size: int, text: str, spacing: float, pad: float) -> _Layout:
         """Place the text's cached glyphs on a canvas.
 
         Args:
             spacing: extra advance after each character, in pixels.
             pad: the largest crop margin, as a fraction of the text height; the canvas
                 gets that much room around the text, so a plain crop stays inside it.
-
-        Returns:
-            The ink mask (``L``); points on the top and bottom edges of the line box
-            (advance width by the font's ascender-to-descender height), ``(2 * 9, 2)``;
-            each glyph's ink box ``(N, 4)`` as (x0, y0, x1, y1); the line box height.
-            Coordinates are canvas pixels.
         """
         cache = _glyph_cache()
-        line = cache.line_box(font.path, size, font.chars)
-        text_h = float(line.bottom - line.top)
+        lb = cache.line_box(font.path, size, font.chars)
+        text_h = float(lb.bottom - lb.top)
         pen = 0.0
         placed: list[tuple[int, int, np.ndarray]] = []
         for g in cache.glyphs(font.path, size, text):
@@ -500,12 +495,11 @@ class SynthGenerator:
             pen += g.advance + spacing
         end = max(pen - spacing, 1.0)
         # Plain Python min/max: faster than numpy on a handful of glyphs.
-        boxes_l = [(x, y, x + m.shape[1], y + m.shape[0]) for x, y, m in placed]
-        x0 = min(0, min(b[0] for b in boxes_l))
-        x1 = max(math.ceil(end), max(b[2] for b in boxes_l))
-        y0 = min(line.top, min(b[1] for b in boxes_l))
-        y1 = max(line.bottom, max(b[3] for b in boxes_l))
-        boxes = np.array(boxes_l, dtype=np.float64)
+        boxes = [(x, y, x + m.shape[1], y + m.shape[0]) for x, y, m in placed]
+        ix0, iy0 = min(b[0] for b in boxes), min(b[1] for b in boxes)
+        ix1, iy1 = max(b[2] for b in boxes), max(b[3] for b in boxes)
+        x0, x1 = min(0, ix0), max(math.ceil(end), ix1)
+        y0, y1 = min(lb.top, iy0), max(lb.bottom, iy1)
         mg = _CANVAS_MARGIN + math.ceil(pad * text_h)
         canvas = np.zeros((y1 - y0 + 2 * mg, x1 - x0 + 2 * mg), dtype=np.uint8)
         for x, y, m in placed:
@@ -513,18 +507,30 @@ class SynthGenerator:
             dst = canvas[ys : ys + m.shape[0], xs : xs + m.shape[1]]
             # max, not sum: overlapping glyphs (tight spacing, italics) stay in [0, 255].
             np.maximum(dst, m, out=dst)
-        shift = np.array([mg - x0, mg - y0, mg - x0, mg - y0], dtype=np.float64)
-        boxes += shift
-        pts = np.empty((2 * _EDGE_POINTS, 2), dtype=np.float64)
-        pts[:_EDGE_POINTS, 0] = pts[_EDGE_POINTS:, 0] = _EDGE_T * end + (mg - x0)
-        pts[:_EDGE_POINTS, 1] = line.top - y0 + mg
-        pts[_EDGE_POINTS:, 1] = line.bottom - y0 + mg
-        return Image.fromarray(canvas, "L"), pts, boxes, text_h
+        dx, dy = mg - x0, mg - y0
+        return _Layout(
+            canvas=Image.fromarray(canvas, "L"),
+            text_h=text_h,
+            ink=(ix0 + dx, iy0 + dy, ix1 + dx, iy1 + dy),
+            line=(dx, lb.top + dy, end + dx, lb.bottom + dy),
+            glyph_boxes=[(a + dx, b + dy, c + dx, d + dy) for a, b, c, d in boxes],
+        )
 
-    def _paint(self, r: random.Random, alpha: np.ndarray, applied: list[str]) -> np.ndarray:
-        """Background and text tones composited through ``alpha`` -> uint8 image."""
+    def _perspective(
+        self, r: random.Random, pts: np.ndarray, h: np.ndarray | None, text_h: float
+    ) -> np.ndarray:
+        """Compose a random perspective of the (possibly rotated) line box onto ``h``."""
+        n = _EDGE_POINTS
+        quad = pts[[0, n - 1, 2 * n - 1, n]]  # line box corners, clockwise from top-left
+        if h is not None:
+            quad = fx.apply_h(h, quad)
+        p = fx.perspective(quad, r, self.cfg.max_perspective * text_h)
+        return p if h is None else p @ h
+
+    def _paint(self, r: random.Random, alpha: Image.Image, applied: list[str]) -> Image.Image:
+        """Background and text tones composited through the ink mask ``alpha``."""
         cfg = self.cfg
-        h, w = alpha.shape
+        w, h = alpha.size
         light = r.random() < cfg.p_light_text
         if light:
             applied.append("light_text")
@@ -545,39 +551,67 @@ class SynthGenerator:
             variation = r.uniform(0.3, 1.0) * cfg.max_bg_variation * 255.0
         paper, ink = fx.pick_tones(r, cfg.min_contrast, variation, light)
 
-        if self.rgb:
-            paper_c = np.full(3, paper, np.float32)
-            ink_c = np.full(3, ink, np.float32)
-            if r.random() < cfg.p_color:
-                p2 = fx.colourise(r, paper, min(paper, 255 - paper, 90.0))
-                i2 = fx.colourise(r, ink, min(ink, 255 - ink, 90.0))
-                # Clipping can shift a colour's luminance: keep the pair only if the
-                # contrast survived.
-                if (
-                    abs(fx.luminance(p2) - fx.luminance(i2))
-                    >= 255 * cfg.min_contrast + variation / 2
-                ):
-                    paper_c, ink_c = p2, i2
-                    applied.append("color")
-            bg = np.empty((h, w, 3), np.float32)
-            bg[:] = paper_c
-            if pattern is not None:
-                bg += (variation * pattern)[:, :, None]
-            a = alpha[:, :, None]
-            fg: np.ndarray | float = ink_c
-        else:
-            bg = np.full((h, w), paper, np.float32)
-            if pattern is not None:
-                bg += variation * pattern
-            a = alpha
-            fg = ink
+        mode = "RGB" if self.rgb else "L"
+        paper_c = np.full(3 if self.rgb else 1, paper, np.float32)
+        ink_c = np.full(3 if self.rgb else 1, ink, np.float32)
+        if self.rgb and r.random() < cfg.p_color:
+            p2 = fx.colourise(r, paper, min(paper, 255 - paper, 90.0))
+            i2 = fx.colourise(r, ink, min(ink, 255 - ink, 90.0))
+            # Clipping can shift a colour's luminance: keep the pair only if the
+            # contrast survived.
+            gap = abs(fx.luminance(p2) - fx.luminance(i2))
+            if gap >= 255 * cfg.min_contrast + variation / 2:
+                paper_c, ink_c = p2, i2
+                applied.append("color")
 
+        if pattern is None:
+            bg = Image.new(mode, (w, h), _pixel(paper_c))
+        else:
+            arr = (
+                (variation * pattern)[:, :, None] + paper_c
+                if self.rgb
+                else variation * pattern + paper
+            )
+            bg = Image.fromarray(np.clip(arr + 0.5, 0, 255).astype(np.uint8), mode)
         if r.random() < cfg.p_shadow:
             dx, dy = r.randint(1, 3), r.randint(1, 3)
-            shadow = np.zeros_like(a)
-            shadow[dy:, dx:] = a[: h - dy, : w - dx]
-            shade = bg + (fg - bg) * 0.45
-            bg = bg + (shade - bg) * shadow
+            shadow = Image.new("L", (w, h), 0)
+            shadow.paste(alpha, (dx, dy))
+            shade = Image.new(mode, (w, h), _pixel(paper_c + (ink_c - paper_c) * 0.45))
+            bg = Image.composite(shade, bg, shadow)
             applied.append("shadow")
-        out = bg + (fg - bg) * a
-        return np.clip(out + 0.5, 0, 255).astype(np.uint8)
+        return Image.composite(Image.new(mode, (w, h), _pixel(ink_c)), bg, alpha)
+
+
+def _pixel(c: np.ndarray) -> int | tuple[int, ...]:
+    """A colour for ``Image.new``: an int for one channel, a tuple for RGB."""
+    v = [min(255, max(0, int(x + 0.5))) for x in c]
+    return v[0] if len(v) == 1 else tuple(v)
+
+
+@dataclass
+class _Layout:
+    """A composed text: its ink mask and extents, in canvas pixels.
+
+    ``ink`` bounds all glyph ink; ``line`` is the line box (pen start to advance end,
+    font ascender line to descender line); ``glyph_boxes`` are each glyph's ink box.
+    """
+
+    canvas: Image.Image
+    text_h: float
+    ink: tuple[float, float, float, float]
+    line: tuple[float, float, float, float]
+    glyph_boxes: list[tuple[int, int, int, int]]
+
+    def points(self) -> np.ndarray:
+        """Points along the top and bottom edges of the line box, ``(2 * 9, 2)``: several
+        per edge so that curvature, which bends edges, is tracked too."""
+        x0, y0, x1, y1 = self.line
+        pts = np.empty((2 * _EDGE_POINTS, 2), dtype=np.float64)
+        pts[:_EDGE_POINTS, 0] = pts[_EDGE_POINTS:, 0] = x0 + _EDGE_T * (x1 - x0)
+        pts[:_EDGE_POINTS, 1] = y0
+        pts[_EDGE_POINTS:, 1] = y1
+        return pts
+
+    def boxes(self) -> np.ndarray:
+        return np.array(self.glyph_boxes, dtype=np.float64)
