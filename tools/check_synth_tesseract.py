@@ -41,9 +41,10 @@ from crnn.data.synth import SynthGenerator, effects_off
 log = logging.getLogger("crnn.check_synth_tesseract")
 
 
-def clean_word_config() -> SynthConfig:
-    """Effects off, dictionary words only (mixed case, no attached punctuation)."""
-    cfg = effects_off(SynthConfig())
+def clean_word_config(effects: bool = False) -> SynthConfig:
+    """Dictionary words only (mixed case, no attached punctuation), effects off unless
+    ``effects``."""
+    cfg = SynthConfig() if effects else effects_off(SynthConfig())
     return dataclasses.replace(
         cfg, p_word=1.0, p_number=0.0, p_date=0.0, p_price=0.0, p_code=0.0, p_random=0.0,
         p_line=0.0, p_punct=0.0,
@@ -78,6 +79,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--min-accuracy", type=float, default=0.95)
     p.add_argument("--keep", help="folder to save the misread images in")
+    p.add_argument(
+        "--with-effects",
+        action="store_true",
+        help="default appearance effects on (for information: a harder set, no threshold "
+        "is meant for it)",
+    )
     args = p.parse_args(argv)
     setup_logging()
 
@@ -87,7 +94,10 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 0
     gen = SynthGenerator(
-        Charset.from_spec(args.charset), clean_word_config(), seed=args.seed, height=args.height
+        Charset.from_spec(args.charset),
+        clean_word_config(args.with_effects),
+        seed=args.seed,
+        height=args.height,
     )
     with tempfile.TemporaryDirectory(prefix="synth-tess-") as tmp:
         work = Path(tmp)
@@ -122,7 +132,8 @@ def main(argv: list[str] | None = None) -> int:
     for i, label, got, font in wrong[:30]:
         print(f"  #{i:<5d} label {label!r:22s} tesseract {got!r:22s} {font}")
     print(
-        f"Tesseract read {len(paths) - len(wrong)}/{len(paths)} clean synthetic words exactly "
+        f"Tesseract read {len(paths) - len(wrong)}/{len(paths)} "
+        f"{'synthetic words with effects' if args.with_effects else 'clean synthetic words'} exactly "
         f"(case-insensitive): {accuracy:.1%} (threshold {args.min_accuracy:.0%}; charset "
         f"{args.charset}, height {args.height}, seed {args.seed}, {len(gen.fonts)} fonts)"
     )
