@@ -227,7 +227,8 @@ class SynthGenerator:
         if height < 8:
             raise ValueError(f"height={height}: expected at least 8 pixels")
         self.charset = charset
-        self.cfg = cfg
+        # A copy: later edits to the caller's config must not change the stream.
+        self.cfg = dataclasses.replace(cfg, font_dirs=list(cfg.font_dirs))
         self.seed = int(seed)
         self.height = int(height)
         self.rgb = bool(rgb)
@@ -251,7 +252,8 @@ class SynthGenerator:
         self.fonts: tuple[FontInfo, ...] = tuple(fonts)
         drawable = frozenset().union(*(f.chars for f in fonts))
         self.alphabet = "".join(c for c in candidates if c in drawable)
-        self._warn_undrawable(drawable)
+        # Charset characters no font can draw (never generated; warned about).
+        self.undrawable = self._warn_undrawable(drawable)
         if not self.alphabet.replace(" ", ""):
             raise FontError(f"the fonts can draw no character of charset {charset.name!r}")
         # With a space in the charset, a letter gap wider than a space would read as one:
@@ -275,7 +277,7 @@ class SynthGenerator:
             self.height,
         )
 
-    def _warn_undrawable(self, drawable: frozenset[str]) -> None:
+    def _warn_undrawable(self, drawable: frozenset[str]) -> str:
         missing = []
         for c in self.charset.chars:
             forms = drawable_alphabet(c, bool(self.charset.case_fold))
@@ -288,7 +290,7 @@ class SynthGenerator:
                 len(missing),
                 "".join(missing),
             )
-        self.undrawable = "".join(missing)
+        return "".join(missing)
 
     def font_sizes(self, font: FontInfo) -> list[int]:
         """Every pixel size :meth:`render` can pick for ``font`` under this config."""
