@@ -57,41 +57,84 @@ class AugmentConfig:
 
 @dataclass
 class SynthConfig:
-    """The synthetic text generator (used when ``data.train`` is empty)."""
+    """The synthetic text generator (used when ``data.train`` is empty).
+
+    Probabilities are per image and 0 turns an effect off; lengths in pixels are
+    measured at the output height unless said otherwise. See docs/synth.md.
+    """
 
     # Fixed synthetic validation set size (rendered once, deterministic).
     val_size: int = 512
-    # Extra folders of .ttf/.otf fonts on top of the bundled ones.
+    # Extra folders of .ttf/.otf fonts (searched recursively) on top of the bundled ones.
     font_dirs: list[str] = field(default_factory=list)
-    # Text sources, relative weights.
-    p_word: float = 0.6
+    # Use the fonts in crnn/assets/fonts; false = only font_dirs.
+    bundled_fonts: bool = True
+    # One word per line (UTF-8); "" = the bundled English list (crnn/assets/words).
+    word_list: str = ""
+    # Text sources, relative weights (need not sum to 1).
+    p_word: float = 0.55
     p_number: float = 0.1
     p_date: float = 0.04
     p_price: float = 0.04
-    p_code: float = 0.07
-    p_random: float = 0.15
+    p_code: float = 0.08
+    p_random: float = 0.12
+    # Lines of several words; only drawn when the charset has a space (ascii95).
+    p_line: float = 0.07
     # Case of dictionary words (only matters for case-sensitive charsets).
-    p_upper: float = 0.25
+    p_upper: float = 0.2
     p_title: float = 0.25
+    # A word gets punctuation attached ("word," "(word)").
+    p_punct: float = 0.1
+    # Label length in characters (after the charset's normalisation).
     min_length: int = 1
     max_length: int = 20
-    # Appearance effects (probabilities / ranges); 0 turns an effect off.
-    font_size_min: int = 24
-    font_size_max: int = 44
-    p_gradient_bg: float = 0.25
-    p_noise_bg: float = 0.2
-    p_texture_bg: float = 0.15
-    min_contrast: float = 0.25
+    # Render resolution relative to the output: text is rasterised so that the crop is
+    # render_scale x the output height, then warped down (or up) to it. Above 1 gives
+    # smoother strokes, below 1 softer, upsampled ones; the letters' size in the output
+    # is set by the crop margins (pad_*), as the output height is fixed.
+    render_scale_min: float = 0.9
+    render_scale_max: float = 1.4
+    # Extra space between characters, as a fraction of the font size (at most 0.12 when
+    # the charset has a space, so a letter gap never looks like a word gap).
+    p_spacing: float = 0.15
+    spacing_min: float = -0.04
+    spacing_max: float = 0.4
+    # Horizontal stretch (condensed/expanded look): width scaled by 1 +- max_stretch.
+    p_stretch: float = 0.2
+    max_stretch: float = 0.2
+    # Colour and contrast: |text - background| >= min_contrast (fraction of 255).
+    min_contrast: float = 0.3
+    p_light_text: float = 0.25  # light text on a dark background
+    p_color: float = 0.5  # coloured text/background (RGB output only)
+    # Backgrounds: flat unless one of these is drawn.
+    p_gradient_bg: float = 0.2
+    p_noise_bg: float = 0.15
+    p_texture_bg: float = 0.2
+    # Background variation (peak to peak), fraction of 255.
+    max_bg_variation: float = 0.3
+    # Drop shadow 1-3 px down-right, between the text and background tones.
+    p_shadow: float = 0.05
+    # Geometry: rotation (degrees), perspective (corner shift, fraction of text
+    # height), curvature (bow height, fraction of text height).
     p_rotate: float = 0.3
     max_rotate: float = 4.0
     p_perspective: float = 0.2
+    max_perspective: float = 0.2
     p_curve: float = 0.1
+    max_curve: float = 0.35
+    # Degradations: Gaussian blur (sigma, px), pixel noise (std, fraction of 255), JPEG.
     p_blur: float = 0.25
+    max_blur: float = 1.0
     p_noise: float = 0.25
+    max_noise: float = 0.06
     p_jpeg: float = 0.2
-    p_spacing: float = 0.2
-    pad_min: float = 0.02  # crop margin as a fraction of the text height
-    pad_max: float = 0.25
+    jpeg_quality_min: int = 20
+    jpeg_quality_max: int = 70
+    # Crop margin on each side, as a fraction of the text height; tight crops cut to
+    # the ink with at most pad_min.
+    pad_min: float = 0.02
+    pad_max: float = 0.3
+    p_tight_crop: float = 0.1
 
 
 @dataclass

@@ -1,0 +1,276 @@
+"""Appearance effects of the synthetic generator, as small pure functions.
+
+Geometric effects act on the text's ink mask (one ``L`` image) and move a set of
+reference points along with it, so the caller knows where the text's line box went.
+Each one grows its canvas to hold the whole transformed input: ink is never pushed out
+of the frame. Photometric effects act on the final image at the output size, where
+they are cheapest.
+
+Randomness comes only from the ``random.Random`` passed in. Noise and texture tiles are
+made once per process from fixed seeds (:class:`Tiles`), and each image takes a window
+at a random offset, which is far cheaper than drawing fresh noise per image and just as
+deterministic.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import random
+
+import numpy as np
+from PIL import Image, ImageFilter
+
+# Tile shape of the precomputed noise and textures, in pixels. Windows wider or taller
+# than a tile wrap around.
+TILE_H = 128
+TILE_W = 1024
+
+_LUMA = np.array([0.299, 0.587, 0.114], dtype=np.float32)
+
+
+class Tiles:
+    """Noise and background textures, built once per process from fixed seeds.
+
+    ``noise`` is standard normal; each texture is zero-mean and scaled to [-0.5, 0.5],
+    so ``amp * texture`` varies by ``amp`` peak to peak.
+    """
+
+    def __init__(self) -> None:
+        rng = np.random.default_rng(20240611)
+        self.noise = rng.standard_normal((TILE_H, TILE_W)).astype(np.float32)
+        self.textures = [
+            _normalise(t)
+            for t in (
+                _clouds(rng),
+                _fibres(rng),
+                _stripes(rng),
+                _speckle(rng),
+                _ruled(rng),
+                _clouds(rng) + 0.3 * _fibres(rng),
+            )
+        ]
+
+
+def _resize_noise(rng: np.random.Generator, gh: int, gw: int) -> np.ndarray:
+    grid = rng.random((gh, gw), dtype=np.float32)
+    img = Image.fromarray(grid, mode="F").resize((TILE_W, TILE_H), Image.BICUBIC)
+    return np.asarray(img, dtype=np.float32)
+
+
+def _clouds(rng: np.random.Generator) -> np.ndarray:
+    out = np.zeros((TILE_H, TILE_W), np.float32)
+    for k, weight in ((4, 1.0), (8, 0.5), (16, 0.25), (32, 0.125)):
+        out += weight * _resize_noise(rng, k, k * TILE_W // TILE_H)
+    return out
+
+
+def _fibres(rng: np.random.Generator) -> np.ndarray:
+    # Streaks: noise much coarser along x than along y, plus fine grain.
+    return _resize_noise(rng, TILE_H // 2, TILE_W // 24) + 0.3 * rng.random(
+        (TILE_H, TILE_W), dtype=np.float32
+    )
+
+
+def _stripes(rng: np.random.Generator) -> np.ndarray:
+    y, x = np.mgrid[0:TILE_H, 0:TILE_W].astype(np.float32)
+    angle = rng.uniform(0, math.pi)
+    period = rng.uniform(6, 24)
+    phase = _resize_noise(rng, 4, 32) * 3.0
+    return np.sin(2 * math.pi * (x * math.cos(angle) + y * math.sin(angle)) / period + phase)
+
+
+def _speckle(rng: np.random.Generator) -> np.ndarray:
+    dots = (rng.random((TILE_H, TILE_W)) < 0.015).astype(np.float32)
+    img = Image.fromarray(dots * 255).convert("L").filter(ImageFilter.GaussianBlur(0.8))
+    return np.asarray(img, dtype=np.float32) + 20 * _resize_noise(rng, 8, 64)
+
+
+def _ruled(rng: np.random.Generator) -> np.ndarray:
+    # Ruled paper / table lines: thin horizontal and vertical lines.
+    out = np.zeros((TILE_H, TILE_W), np.float32)
+    for y in range(int(rng.integers(3, 9)), TILE_H, int(rng.integers(14, 26))):
+        out[y : y + 1] = 1.0
+    for x in range(int(rng.integers(0, 60)), TILE_W, int(rng.integers(60, 200))):
+        out[:, x : x + 1] = 1.0
+    return out
+
+
+def _normalise(t: np.ndarray) -> np.ndarray:
+    t = t - t.mean()
+    span = float(t.max() - t.min()) or 1.0
+    return np.ascontiguousarray(t / span, dtype=np.float32)
+
+
+def window(tile: np.ndarray, h: int, w: int, r: random.Random) -> np.ndarray:
+    """An ``(h, w)`` view of ``tile`` at a random offset (wrapping when larger)."""
+    th, tw = tile.shape
+    if h > th or w > tw:
+        tile = np.tile(tile, (-(-h // th), -(-w // tw)))
+        th, tw = tile.shape
+    y = r.randrange(th - h + 1)
+    x = r.randrange(tw - w + 1)
+    return tile[y : y + h, x : x + w]
+
+
+# ---- colour ---------------------------------------------------------------------------
+
+
+def pick_tones(
+    r: random.Random, min_contrast: float, variation: float, light_text: bool
+) -> tuple[float, float]:
+    """Grey levels ``(paper, ink)`` in [0, 255] with ``|paper - ink| >= 255 * min_contrast``
+    even at the background's extremes (it varies by ``variation`` peak to peak around
+    ``paper``). Dark ink on light paper unless ``light_text``."""
+    half = variation / 2
+    lo = 255.0 * min_contrast + half
+    hi = 255.0 - half
+    # sqrt biases toward high contrast, as in most printed and painted text.
+    gap = lo + (hi - lo) * math.sqrt(r.random()) if hi > lo else lo
+    paper = r.uniform(min(gap, hi), hi) if hi > gap else hi
+    paper = max(paper, half)
+    ink = max(0.0, paper - gap)
+    if light_text:
+        return 255.0 - paper, 255.0 - ink
+    return paper, ink
+
+
+def colourise(r: random.Random, level: float, strength: float) -> np.ndarray:
+    """An RGB colour whose luminance is about ``level``: grey plus a random chroma offset
+    orthogonal to the luminance weights, of up to ``strength`` per channel."""
+    d = np.array([r.gauss(0, 1) for _ in range(3)], dtype=np.float32)
+    d -= _LUMA * float(d @ _LUMA) / float(_LUMA @ _LUMA)
+    n = float(np.abs(d).max()) or 1.0
+    rgb = level + d / n * strength * r.random()
+    return np.clip(rgb, 0, 255).astype(np.float32)
+
+
+def luminance(rgb: np.ndarray) -> float:
+    return float(rgb @ _LUMA)
+
+
+# ---- backgrounds ----------------------------------------------------------------------
+
+
+def gradient(r: random.Random, h: int, w: int) -> np.ndarray:
+    """A linear ramp in a random direction, zero-mean, [-0.5, 0.5] peak to peak."""
+    angle = r.uniform(0, 2 * math.pi)
+    # Weight the direction by the aspect so a wide image still ramps across its width.
+    xs = (np.arange(w, dtype=np.float32) * (1.0 / max(w - 1, 1)) - 0.5) * math.cos(angle)
+    ys = (np.arange(h, dtype=np.float32) * (1.0 / max(h - 1, 1)) - 0.5) * math.sin(angle)
+    g = xs[None, :] + ys[:, None]
+    span = float(g.max() - g.min()) or 1.0
+    return g / span
+
+
+# ---- geometry -------------------------------------------------------------------------
+#
+# The text's ink mask is warped once, straight into the output image: rotation,
+# perspective, the crop and the resize to the output height compose into one 3x3
+# matrix (canvas -> output pixels), which one PIL transform applies to only the
+# output's pixels. Curvature is not a homography; it is applied to the canvas first.
+# Matrices map column vectors (x, y, 1) forward; PIL wants the inverse map.
+
+
+def rotation(degrees: float) -> np.ndarray:
+    """3x3 rotation by ``degrees`` (counter-clockwise on screen) about the origin."""
+    a = math.radians(degrees)
+    c, s = math.cos(a), math.sin(a)
+    return np.array([[c, s, 0.0], [-s, c, 0.0], [0.0, 0.0, 1.0]])
+
+
+def homography(src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+    """3x3 matrix mapping the 4 points ``src`` onto ``dst``."""
+    a = np.zeros((8, 8))
+    a[0::2, 0:2] = src
+    a[0::2, 2] = 1.0
+    a[1::2, 3:5] = src
+    a[1::2, 5] = 1.0
+    a[0::2, 6:8] = -src * dst[:, 0:1]
+    a[1::2, 6:8] = -src * dst[:, 1:2]
+    sol = np.linalg.solve(a, dst.reshape(-1))
+    return np.append(sol, 1.0).reshape(3, 3)
+
+
+def perspective(quad: np.ndarray, r: random.Random, shift: float) -> np.ndarray:
+    """A homography moving each corner of ``quad`` (4x2, clockwise from top-left) by up to
+    ``shift`` pixels in x and y: a keystone or slanted view of the text."""
+    w = float(np.linalg.norm(quad[1] - quad[0]))
+    h = float(np.linalg.norm(quad[3] - quad[0]))
+    # Corners may not cross half-way to their neighbours (that would fold the image).
+    shift = min(shift, 0.25 * w, 0.25 * h)
+    moves = np.array([[r.uniform(-shift, shift), r.uniform(-shift, shift)] for _ in range(4)])
+    return homography(quad, quad + moves)
+
+
+def apply_h(h: np.ndarray, pts: np.ndarray) -> np.ndarray:
+    """Map ``(N, 2)`` points through the 3x3 matrix ``h``."""
+    p = pts @ h[:2, :2].T + h[:2, 2]
+    if h[2, 0] == 0.0 and h[2, 1] == 0.0:
+        return p / h[2, 2]
+    return p / (pts @ h[2, :2] + h[2, 2])[:, None]
+
+
+def warp(img: Image.Image, h: np.ndarray, size: tuple[int, int]) -> Image.Image:
+    """The ``size`` output of mapping ``img`` through ``h`` (input -> output pixels),
+    bilinear; output pixels whose source lies outside ``img`` get 0."""
+    inv = np.linalg.inv(h)
+    inv /= inv[2, 2]
+    if abs(inv[2, 0]) < 1e-12 and abs(inv[2, 1]) < 1e-12:
+        return img.transform(size, Image.AFFINE, tuple(inv[:2].reshape(-1)), Image.BILINEAR)
+    return img.transform(size, Image.PERSPECTIVE, tuple(inv.reshape(-1)[:8]), Image.BILINEAR)
+
+
+class Curve:
+    """A vertical bend: each column moves down by ``s(x)``, a parabola through 0 at the
+    canvas ends and ``sag`` pixels in the middle (negative bows upwards), applied as
+    ``strips`` linear pieces. Points and boxes are mapped with the same piecewise-linear
+    ``s`` that the pixels get, so tracked extents match the drawn ink."""
+
+    def __init__(self, width: int, sag: float, strips: int = 8) -> None:
+        self.off = max(0.0, -sag)
+        self.knots = np.unique(np.linspace(0, width, strips + 1).round())
+        t = 2.0 * self.knots / max(width, 1) - 1.0
+        self.shift = sag * (1.0 - t * t) + self.off
+        self.grow = int(math.ceil(abs(sag))) + 1
+
+    def __call__(self, img: Image.Image) -> Image.Image:
+        w, h = img.size
+        out_h = h + self.grow
+        mesh = []
+        for x0, x1, s0, s1 in zip(
+            self.knots[:-1], self.knots[1:], self.shift[:-1], self.shift[1:], strict=True
+        ):
+            quad = (x0, -s0, x0, out_h - s0, x1, out_h - s1, x1, -s1)
+            mesh.append(((int(x0), 0, int(x1), out_h), quad))
+        return img.transform((w, out_h), Image.MESH, mesh, Image.BILINEAR)
+
+    def points(self, pts: np.ndarray) -> np.ndarray:
+        out = pts.copy()
+        out[:, 1] += np.interp(pts[:, 0], self.knots, self.shift)
+        return out
+
+    def boxes(self, boxes: np.ndarray) -> np.ndarray:
+        """Bounding boxes ``(N, 4)`` (x0, y0, x1, y1) of the bent boxes: the shift over a
+        box's columns is extreme at its ends or at a knot inside it."""
+        ends = np.interp(boxes[:, [0, 2]], self.knots, self.shift)
+        inside = (self.knots[None, :] > boxes[:, 0:1]) & (self.knots[None, :] < boxes[:, 2:3])
+        lo = np.minimum(ends.min(1), np.where(inside, self.shift, np.inf).min(1))
+        hi = np.maximum(ends.max(1), np.where(inside, self.shift, -np.inf).max(1))
+        out = boxes.copy()
+        out[:, 1] += lo
+        out[:, 3] += hi
+        return out
+
+
+# ---- degradations ---------------------------------------------------------------------
+
+
+def jpeg(img: Image.Image, quality: int) -> Image.Image:
+    """A JPEG round trip: blocking and ringing as in photos and scans."""
+    buf = io.BytesIO()
+    img.save(buf, format="JPEG", quality=quality)
+    buf.seek(0)
+    out = Image.open(buf)
+    out.load()
+    return out

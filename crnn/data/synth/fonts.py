@@ -1,0 +1,278 @@
+"""Fonts for the synthetic generator: discovery, glyph coverage and a glyph cache.
+
+Two facts decide whether a font may draw a character: its Unicode ``cmap`` maps the
+character to a real glyph (not ``.notdef``), and that glyph leaves ink (some fonts map
+characters to empty glyphs). A text is only ever rendered with a font that passes both
+checks for every one of its characters, so a label never sits under a tofu box or a
+blank.
+
+Rasterising a word with Pillow costs 0.15-1 ms (FreeType re-renders, and re-hints,
+every glyph on every call), which alone would cap the generator below 1,000 images/s.
+:class:`GlyphCache` therefore rasterises each (font, pixel size, character) once per
+process and words are composed from the cached bitmaps.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+from PIL import Image, ImageDraw, ImageFont
+
+log = logging.getLogger(__name__)
+
+FONT_SUFFIXES = (".ttf", ".otf")
+
+# Pixel size at which coverage is checked: large enough that a real glyph leaves ink.
+_COVERAGE_SIZE = 48
+
+
+class FontError(ValueError):
+    """A font folder or file that cannot be used."""
+
+
+@dataclass(frozen=True)
+class FontInfo:
+    """One usable font file and the characters it can draw.
+
+    Attributes:
+        path: the font file.
+        chars: the characters (of those asked about) that the font maps to a glyph with
+            ink; the space counts when the font maps it.
+    """
+
+    path: str
+    chars: frozenset[str]
+
+    @property
+    def name(self) -> str:
+        return Path(self.path).stem
+
+
+def bundled_font_dir() -> Path:
+    """The fonts that ship inside the package (``crnn/assets/fonts``)."""
+    return Path(str(resources.files("crnn") / "assets" / "fonts"))
+
+
+def find_font_files(dirs: Sequence[str | os.PathLike[str]]) -> list[Path]:
+    """Every ``.ttf``/``.otf`` file below each folder of ``dirs``, recursively.
+
+    Folders keep their order; files within a folder are sorted by path, so every
+    process that lists the same folders gets the same list (and so the same font for
+    the same random draw). A file reached twice is listed once.
+
+    Raises:
+        FontError: a folder is missing, is not a folder, or holds no font file.
+    """
+    out: list[Path] = []
+    seen: set[Path] = set()
+    for d in dirs:
+        folder = Path(d).expanduser()
+        if not folder.is_dir():
+            what = "is not a folder" if folder.exists() else "does not exist"
+            raise FontError(
+                f"font folder {str(d)!r} {what}. Expected a folder holding .ttf/.otf files "
+                "(searched recursively), e.g. --fonts /usr/share/fonts"
+            )
+        files = sorted(
+            (p for p in folder.rglob("*") if p.suffix.lower() in FONT_SUFFIXES and p.is_file()),
+            key=lambda p: str(p),
+        )
+        if not files:
+            raise FontError(
+                f"font folder {str(d)!r} holds no .ttf or .otf file (searched recursively). "
+                "Point --fonts at a folder of TrueType/OpenType fonts, e.g. /usr/share/fonts"
+            )
+        for p in files:
+            real = p.resolve()
+            if real not in seen:
+                seen.add(real)
+                out.append(p)
+    return out
+
+
+# (resolved path, size in bytes, mtime in ns) -> {char: drawable}. Filled on demand, per
+# process, so building several generators over the same fonts checks each glyph once.
+_COVERAGE_CACHE: dict[tuple[str, int, int], dict[str, bool]] = {}
+
+
+def glyph_coverage(path: str | os.PathLike[str], chars: Iterable[str]) -> frozenset[str]:
+    """The characters of ``chars`` that the font at ``path`` can draw.
+
+    A character counts when the font's Unicode cmap maps it to a glyph other than
+    ``.notdef`` and, except for whitespace, that glyph leaves ink when rasterised.
+
+    Raises:
+        FontError: the file is not a readable font or has no Unicode cmap (e.g. a
+            symbol font, whose letters would be drawn as pictures).
+    """
+    path = Path(path)
+    try:
+        st = path.stat()
+    except OSError as e:
+        raise FontError(f"cannot read font {str(path)!r}: {e}") from None
+    key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
+    known = _COVERAGE_CACHE.setdefault(key, {})
+    wanted = list(dict.fromkeys(chars))
+    todo = [c for c in wanted if c not in known]
+    if todo:
+        known.update(_check_glyphs(path, todo))
+    return frozenset(c for c in wanted if known[c])
+
+
+def _check_glyphs(path: Path, chars: list[str]) -> dict[str, bool]:
+    # Imported here: only coverage checks need fontTools, and they run once per font.
+    from fontTools.ttLib import TTFont, TTLibError
+
+    try:
+        with TTFont(str(path), lazy=True) as tt:
+            cmap = tt.getBestCmap()
+    except (TTLibError, OSError, KeyError, AssertionError, ValueError, TypeError) as e:
+        raise FontError(f"{str(path)!r} is not a readable TrueType/OpenType font ({e})") from None
+    if not cmap:
+        raise FontError(
+            f"{str(path)!r} has no Unicode cmap (a symbol or dingbat font?); its glyphs would "
+            "not match the labels"
+        )
+    try:
+        pil = ImageFont.truetype(str(path), _COVERAGE_SIZE, layout_engine=ImageFont.Layout.BASIC)
+    except OSError as e:
+        raise FontError(f"FreeType cannot load {str(path)!r} ({e})") from None
+    out: dict[str, bool] = {}
+    for c in chars:
+        glyph = cmap.get(ord(c)) if len(c) == 1 else None
+        if glyph is None or glyph == ".notdef":
+            out[c] = False
+        elif c.isspace():
+            out[c] = c == " "
+        else:
+            out[c] = pil.getmask(c).getbbox() is not None
+    return out
+
+
+def load_fonts(paths: Sequence[str | os.PathLike[str]], chars: Iterable[str]) -> list[FontInfo]:
+    """Check each font's coverage of ``chars``; unreadable fonts are skipped with a warning.
+
+    Fonts that can draw none of ``chars`` (other than the space) are dropped too. The
+    order of ``paths`` is kept.
+    """
+    wanted = list(dict.fromkeys(chars))
+    fonts = []
+    for p in paths:
+        try:
+            cov = glyph_coverage(p, wanted)
+        except FontError as e:
+            log.warning("skipping font: %s", e)
+            continue
+        if not cov - {" "}:
+            log.warning("skipping font %s: it draws none of the charset's characters", p)
+            continue
+        fonts.append(FontInfo(str(p), cov))
+    return fonts
+
+
+class Glyph(NamedTuple):
+    """A rasterised character.
+
+    ``mask`` is the ink coverage (uint8, 255 = full ink) or None for a glyph without
+    ink (the space); its top-left corner sits ``(dx, dy)`` pixels from the pen position
+    on the baseline (``dy`` is negative above the baseline). ``advance`` is how far the
+    pen moves, in pixels.
+    """
+
+    mask: np.ndarray | None
+    dx: int
+    dy: int
+    advance: float
+
+
+class LineBox(NamedTuple):
+    """Vertical extent of a font's lower-case and capital letters, in pixels from the
+    baseline (``top`` < 0 above it). Crops are made around this box, not around the
+    ink of one word, so "ace" and "Apple" come out at the same letter scale."""
+
+    top: int
+    bottom: int
+
+
+class GlyphCache:
+    """Rasterised glyphs and ``FreeTypeFont`` objects, per (font file, pixel size).
+
+    One instance lives in each process (it is dropped when a generator is pickled);
+    it holds no state that changes what is drawn, only what it costs.
+    """
+
+    def __init__(self) -> None:
+        self._fonts: dict[tuple[str, int], ImageFont.FreeTypeFont] = {}
+        # (font path, pixel size) -> {char: glyph}
+        self._glyphs: dict[tuple[str, int], dict[str, Glyph]] = {}
+        self._lines: dict[tuple[str, int], LineBox] = {}
+
+    def font(self, path: str, size: int) -> ImageFont.FreeTypeFont:
+        key = (path, size)
+        f = self._fonts.get(key)
+        if f is None:
+            # BASIC layout: no ligatures or contextual forms, so every character of the
+            # label is drawn as its own glyph (and it is faster than Raqm).
+            f = ImageFont.truetype(path, size, layout_engine=ImageFont.Layout.BASIC)
+            self._fonts[key] = f
+        return f
+
+    def glyph(self, path: str, size: int, char: str) -> Glyph:
+        return self.glyphs(path, size, char)[0]
+
+    def glyphs(self, path: str, size: int, text: str) -> list[Glyph]:
+        """The glyphs of ``text``'s characters, rasterising the ones not seen yet."""
+        key = (path, size)
+        table = self._glyphs.get(key)
+        if table is None:
+            table = self._glyphs[key] = {}
+        out = []
+        for ch in text:
+            g = table.get(ch)
+            if g is None:
+                g = table[ch] = self._render(path, size, ch)
+            out.append(g)
+        return out
+
+    def _render(self, path: str, size: int, char: str) -> Glyph:
+        font = self.font(path, size)
+        advance = float(font.getlength(char))
+        # A canvas of 3 em with the pen 1 em from the left and 1 em above the bottom
+        # holds any glyph of a text font; the ink is then measured on the pixels
+        # themselves (metric boxes can miss an anti-aliased pixel).
+        ox, oy = size, 2 * size
+        canvas = Image.new("L", (3 * size, 3 * size), 0)
+        ImageDraw.Draw(canvas).text((ox, oy), char, font=font, fill=255, anchor="ls")
+        bbox = canvas.getbbox()
+        if bbox is None:
+            return Glyph(None, 0, 0, advance)
+        mask = np.array(canvas.crop(bbox), dtype=np.uint8)
+        return Glyph(mask, bbox[0] - ox, bbox[1] - oy, advance)
+
+    def line_ratio(self, path: str, chars: frozenset[str]) -> float:
+        """Line box height per pixel of font size (measured at 64 px)."""
+        box = self.line_box(path, 64, chars)
+        return (box.bottom - box.top) / 64.0
+
+    def line_box(self, path: str, size: int, chars: frozenset[str]) -> LineBox:
+        """Ascender-to-descender box from reference letters the font can draw."""
+        key = (path, size)
+        box = self._lines.get(key)
+        if box is None:
+            tops = [self.glyph(path, size, c) for c in "bdhklHT" if c in chars]
+            bottoms = [self.glyph(path, size, c) for c in "gpqy" if c in chars]
+            tops = [g for g in tops if g.mask is not None]
+            bottoms = [g for g in bottoms if g.mask is not None]
+            ascent, descent = self.font(path, size).getmetrics()
+            top = min(g.dy for g in tops) if tops else -ascent
+            bottom = max(g.dy + g.mask.shape[0] for g in bottoms) if bottoms else descent  # type: ignore[union-attr]
+            box = LineBox(top, max(bottom, 1))
+            self._lines[key] = box
+        return box

@@ -1,0 +1,619 @@
+"""The synthetic text image generator.
+
+``SynthGenerator.render(index)`` is a pure function of ``(seed, index)`` (given the
+config, charset and fonts): it seeds its own ``random.Random`` from those two numbers
+and touches no global random state, so any process, in any order, draws the same
+image for the same index. Data-parallel ranks and loader workers get different
+streams simply by asking for different indices, and a resumed run continues exactly.
+
+One image, start to end::
+
+    text + font      TextSampler draws a text; a font that covers all of it is chosen
+    ink mask         cached glyph bitmaps are placed on a canvas with room to spare
+    geometry         rotation, perspective, curvature (canvas grows, ink never leaves)
+    crop             union of the ink and the font's line box, plus random margins
+    resize           to the output height (optionally stretched in width)
+    colour           background (flat, gradient, noise, texture) and text tones with a
+                     minimum contrast; optional drop shadow
+    degradations     blur, noise, JPEG round trip
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import logging
+import math
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from PIL import Image, ImageFilter
+
+from crnn.charset import Charset
+from crnn.config import ConfigError, SynthConfig
+from crnn.data.synth import effects as fx
+from crnn.data.synth.fonts import (
+    FontError,
+    FontInfo,
+    GlyphCache,
+    bundled_font_dir,
+    find_font_files,
+    load_fonts,
+)
+from crnn.data.synth.text import TextSampler, bundled_word_list, drawable_alphabet
+
+log = logging.getLogger(__name__)
+
+# Every probability of SynthConfig that changes how an image looks (not what it says).
+EFFECT_PROBABILITIES = (
+    "p_spacing",
+    "p_stretch",
+    "p_light_text",
+    "p_color",
+    "p_gradient_bg",
+    "p_noise_bg",
+    "p_texture_bg",
+    "p_shadow",
+    "p_rotate",
+    "p_perspective",
+    "p_curve",
+    "p_blur",
+    "p_noise",
+    "p_jpeg",
+    "p_tight_crop",
+)
+
+# Points sampled along the top and bottom edges of the line box; several per edge so
+# the box is tracked through curvature, not just its corners.
+_EDGE_POINTS = 9
+_EDGE_T = np.linspace(0.0, 1.0, _EDGE_POINTS)
+# Largest letter spacing (fraction of the font size) when the charset has a space.
+_MAX_SPACING_WITH_SPACE = 0.12
+# Font sizes are multiples of this (pixels).
+_SIZE_STEP = 4
+# Blank border around the composed ink, in pixels: bilinear warps read one pixel past
+# an edge, so ink never touches the canvas border.
+_CANVAS_MARGIN = 2
+
+
+@dataclass(frozen=True)
+class RenderMeta:
+    """How one sample was made (for tests, debugging and contact sheets).
+
+    Attributes:
+        text: the string drawn on the image (may differ in case from the label).
+        label: ``charset.normalize(text)``.
+        font: path of the font file used.
+        font_size: font size in pixels before the resize to the output height.
+        effects: names of the effects applied, in order.
+    """
+
+    text: str
+    label: str
+    font: str
+    font_size: int
+    effects: tuple[str, ...]
+
+
+def effects_off(cfg: SynthConfig) -> SynthConfig:
+    """A copy of ``cfg`` that draws clean, horizontal, dark-on-light text on a flat
+    background, with fixed spacing and no degradation (text sources are unchanged)."""
+    return dataclasses.replace(
+        cfg, font_dirs=list(cfg.font_dirs), **{name: 0.0 for name in EFFECT_PROBABILITIES}
+    )
+
+
+def validate_synth_config(cfg: SynthConfig) -> None:
+    """Check ranges and probabilities; raise :class:`ConfigError` saying how to fix them."""
+
+    def bad(key: str, value: Any, expected: str) -> ConfigError:
+        return ConfigError(f"data.synth.{key}={value!r} is not valid: expected {expected}")
+
+    for f in dataclasses.fields(cfg):
+        v = getattr(cfg, f.name)
+        if f.name.startswith("p_") and not 0.0 <= v <= 1.0:
+            raise bad(f.name, v, "a probability in [0, 1]")
+    weights = ("p_word", "p_number", "p_date", "p_price", "p_code", "p_random", "p_line")
+    if sum(getattr(cfg, k) for k in weights[:-1]) <= 0:
+        raise ConfigError(
+            "data.synth text weights p_word, p_number, p_date, p_price, p_code, p_random are "
+            "all 0: at least one must be positive (p_line alone needs a space in the charset)"
+        )
+    bg = cfg.p_gradient_bg + cfg.p_noise_bg + cfg.p_texture_bg
+    if bg > 1.0 + 1e-9:
+        raise ConfigError(
+            f"data.synth.p_gradient_bg + p_noise_bg + p_texture_bg = {bg:g}: they are shares of "
+            "one choice (the rest is flat), so their sum must be <= 1"
+        )
+    if cfg.p_upper + cfg.p_title > 1.0 + 1e-9:
+        raise bad("p_upper + p_title", cfg.p_upper + cfg.p_title, "a sum <= 1")
+    if cfg.min_length < 1 or cfg.max_length < cfg.min_length:
+        raise ConfigError(
+            f"data.synth lengths min_length={cfg.min_length}, max_length={cfg.max_length}: "
+            "expected 1 <= min_length <= max_length"
+        )
+    for lo, hi in (
+        ("render_scale_min", "render_scale_max"),
+        ("spacing_min", "spacing_max"),
+        ("pad_min", "pad_max"),
+        ("jpeg_quality_min", "jpeg_quality_max"),
+    ):
+        if getattr(cfg, lo) > getattr(cfg, hi):
+            raise ConfigError(
+                f"data.synth.{lo}={getattr(cfg, lo)!r} exceeds data.synth.{hi}={getattr(cfg, hi)!r}"
+            )
+    if cfg.render_scale_min <= 0:
+        raise bad("render_scale_min", cfg.render_scale_min, "a ratio > 0")
+    if not 0.0 <= cfg.min_contrast <= 0.9:
+        raise bad("min_contrast", cfg.min_contrast, "a fraction of 255 in [0, 0.9]")
+    if not 0.0 <= cfg.max_bg_variation <= 1.0 - cfg.min_contrast:
+        raise bad(
+            "max_bg_variation",
+            cfg.max_bg_variation,
+            f"a value in [0, 1 - min_contrast = {1 - cfg.min_contrast:g}]",
+        )
+    if not 1 <= cfg.jpeg_quality_min <= cfg.jpeg_quality_max <= 95:
+        raise bad(
+            "jpeg_quality_min/max",
+            (cfg.jpeg_quality_min, cfg.jpeg_quality_max),
+            "1 <= min <= max <= 95",
+        )
+    for key in (
+        "max_rotate",
+        "max_perspective",
+        "max_curve",
+        "max_blur",
+        "max_noise",
+        "max_stretch",
+        "pad_min",
+    ):
+        if getattr(cfg, key) < 0:
+            raise bad(key, getattr(cfg, key), "a value >= 0")
+    if cfg.max_stretch >= 1:
+        raise bad("max_stretch", cfg.max_stretch, "a fraction < 1")
+    if cfg.spacing_min <= -0.5:
+        raise bad("spacing_min", cfg.spacing_min, "a fraction of the font size > -0.5")
+
+
+@functools.cache
+def _glyph_cache() -> GlyphCache:
+    # One per process, shared by every generator in it (train and validation streams
+    # draw the same glyphs). After a fork the child works on its own copy.
+    return GlyphCache()
+
+
+@functools.cache
+def _tiles() -> fx.Tiles:
+    return fx.Tiles()
+
+
+class SynthGenerator:
+    """Renders labelled text images on demand.
+
+    Args:
+        charset: labels only hold characters it encodes (after ``charset.normalize``).
+        cfg: the generator's settings (``cfg.data.synth``); defaults when None.
+        seed: with the index, determines every sample.
+        height: output height in pixels; widths follow the text.
+        rgb: return ``RGB`` images (coloured text and backgrounds) instead of ``L``.
+        font_paths: font files to use instead of those named by ``cfg`` (bundled fonts
+            plus ``cfg.font_dirs``); mostly for tests.
+
+    Raises:
+        FontError: a font folder is missing or empty, or no font draws the charset.
+        ConfigError: a setting is out of range.
+        FileNotFoundError: ``cfg.word_list`` names a missing file.
+
+    Fonts are checked (glyph coverage) when the generator is built; ``FreeTypeFont``
+    objects, glyph bitmaps, noise and textures are made lazily in each process, so the
+    object pickles small into DataLoader workers.
+    """
+
+    def __init__(
+        self,
+        charset: Charset,
+        cfg: SynthConfig | None = None,
+        seed: int = 0,
+        height: int = 32,
+        rgb: bool = False,
+        font_paths: Sequence[str | Path] | None = None,
+    ) -> None:
+        cfg = SynthConfig() if cfg is None else cfg
+        validate_synth_config(cfg)
+        if height < 8:
+            raise ValueError(f"height={height}: expected at least 8 pixels")
+        self.charset = charset
+        # A copy: later edits to the caller's config must not change the stream.
+        self.cfg = dataclasses.replace(cfg, font_dirs=list(cfg.font_dirs))
+        self.seed = int(seed)
+        self.height = int(height)
+        self.rgb = bool(rgb)
+
+        if font_paths is None:
+            dirs: list[str | Path] = [bundled_font_dir()] if cfg.bundled_fonts else []
+            dirs += list(cfg.font_dirs)
+            if not dirs:
+                raise FontError(
+                    "no fonts: data.synth.bundled_fonts is false and data.synth.font_dirs is "
+                    "empty. Name a font folder (--fonts DIR) or keep the bundled fonts."
+                )
+            font_paths = find_font_files(dirs)
+        candidates = drawable_alphabet(charset.chars, bool(charset.case_fold))
+        fonts = load_fonts(font_paths, candidates)
+        if not fonts:
+            raise FontError(
+                f"none of the {len(font_paths)} font files can draw charset {charset.name!r} "
+                f"({charset.chars[:40]!r}...): add fonts that cover it (--fonts DIR)"
+            )
+        self.fonts: tuple[FontInfo, ...] = tuple(fonts)
+        drawable = frozenset().union(*(f.chars for f in fonts))
+        self.alphabet = "".join(c for c in candidates if c in drawable)
+        # Charset characters no font can draw (never generated; warned about).
+        self.undrawable = self._warn_undrawable(drawable)
+        if not self.alphabet.replace(" ", ""):
+            raise FontError(f"the fonts can draw no character of charset {charset.name!r}")
+        # With a space in the charset, a letter gap wider than a space would read as one:
+        # keep letter spacing under a typical space width (0.25-0.3 em).
+        self._max_spacing = _MAX_SPACING_WITH_SPACE if " " in self.alphabet else math.inf
+        # Characters every font draws: a text made of them needs no per-font check.
+        self._common = frozenset.intersection(*(f.chars for f in fonts))
+
+        word_list = cfg.word_list or str(bundled_word_list())
+        if not Path(word_list).is_file():
+            raise FileNotFoundError(
+                f"data.synth.word_list={cfg.word_list!r} not found: expected a UTF-8 text file "
+                "with one word per line (or '' for the bundled English list)"
+            )
+        self.text = TextSampler(self.alphabet, cfg, charset.normalize, word_list)
+        log.debug(
+            "synthetic generator: %d fonts, %d drawable characters, seed %d, height %d",
+            len(self.fonts),
+            len(self.alphabet),
+            self.seed,
+            self.height,
+        )
+
+    def _warn_undrawable(self, drawable: frozenset[str]) -> str:
+        missing = []
+        for c in self.charset.chars:
+            forms = drawable_alphabet(c, bool(self.charset.case_fold))
+            if not any(f in drawable for f in forms):
+                missing.append(c)
+        if missing:
+            log.warning(
+                "no font can draw %d charset character(s) %s; synthetic texts will never "
+                "hold them. Add a font that covers them (--fonts DIR).",
+                len(missing),
+                "".join(missing),
+            )
+        return "".join(missing)
+
+    def font_sizes(self, font: FontInfo) -> list[int]:
+        """Every pixel size :meth:`render` can pick for ``font`` under this config."""
+        cfg = self.cfg
+        ratio = _glyph_cache().line_ratio(font.path, font.chars)
+        lo = (
+            self.height
+            * cfg.render_scale_min
+            / (ratio * (1.0 + 2.0 * max(cfg.pad_max, cfg.pad_min)))
+        )
+        hi = self.height * cfg.render_scale_max / ratio
+        first = max(8, _SIZE_STEP * round(lo / _SIZE_STEP))
+        last = max(8, _SIZE_STEP * round(hi / _SIZE_STEP))
+        return list(range(first, last + 1, _SIZE_STEP))
+
+    def warm_up(self) -> int:
+        """Rasterise every glyph :meth:`render` can need, in this process.
+
+        A fresh process renders several times slower until its glyph cache is full
+        (a few thousand images). Call this once in the parent before DataLoader
+        workers fork (they inherit the cache) to skip that. Takes a few seconds;
+        returns the number of glyphs now cached for this generator.
+        """
+        cache = _glyph_cache()
+        total = 0
+        for font in self.fonts:
+            chars = "".join(c for c in self.alphabet if c in font.chars)
+            for size in self.font_sizes(font):
+                cache.line_box(font.path, size, font.chars)
+                total += len(cache.glyphs(font.path, size, chars))
+        return total
+
+    def __repr__(self) -> str:
+        return (
+            f"SynthGenerator(charset={self.charset.name!r}, fonts={len(self.fonts)}, "
+            f"seed={self.seed}, height={self.height}, rgb={self.rgb})"
+        )
+
+    # ---- public -----------------------------------------------------------------------
+
+    def render(self, index: int) -> tuple[Image.Image, str]:
+        """Sample ``index``: an image ``height`` pixels high (mode ``L``, or ``RGB``) and
+        its label, 1..max_length characters the charset encodes."""
+        img, label, _ = self.render_with_meta(index)
+        return img, label
+
+    def render_with_meta(self, index: int) -> tuple[Image.Image, str, RenderMeta]:
+        """Like :meth:`render`, plus how the sample was made (font, text, effects)."""
+        if index < 0:
+            raise ValueError(f"index must be >= 0, got {index}")
+        # A string seed is hashed with SHA-512 by random.Random: stable across processes
+        # and Python versions, and distinct for every (seed, index), negative seeds too.
+        r = random.Random(f"crnn-synth:{self.seed}:{index}")
+        cfg = self.cfg
+        out_h = self.height
+        text, font = self._text_and_font(r)
+        applied: list[str] = []
+
+        # Margins first (fractions of the text height), since they fix the render size.
+        tight = r.random() < cfg.p_tight_crop
+        if tight:
+            pads = [r.uniform(0.0, cfg.pad_min) for _ in range(4)]
+        else:
+            pads = [r.uniform(cfg.pad_min, cfg.pad_max) for _ in range(4)]
+        # Rasterise so the crop comes out about render_scale x the output height. Sizes
+        # sit on a grid of _SIZE_STEP px: the final warp rescales anyway, and fewer sizes
+        # keep the glyph cache small and warm.
+        line_ratio = _glyph_cache().line_ratio(font.path, font.chars)
+        scale = r.uniform(cfg.render_scale_min, cfg.render_scale_max)
+        size = out_h * scale / (line_ratio * (1.0 + pads[1] + pads[3]))
+        size = max(8, _SIZE_STEP * round(size / _SIZE_STEP))
+        spacing = 0.0
+        if r.random() < cfg.p_spacing:
+            hi = min(cfg.spacing_max, self._max_spacing)
+            spacing = size * r.uniform(min(cfg.spacing_min, hi), hi)
+            applied.append("spacing")
+        lay = self._compose(font, size, text, spacing, max(pads))
+        canvas, text_h = lay.canvas, lay.text_h
+
+        # ---- geometry: curvature on the canvas, the rest as one matrix ----
+        # Without geometry (about half the samples) the extents stay plain floats; with
+        # it, the line box edges and every glyph's ink box are mapped as points.
+        ink = lay.ink
+        line = lay.line
+        h = None
+        bend = None
+        if r.random() < cfg.p_curve:
+            bend = fx.Curve(canvas.width, r.uniform(-1.0, 1.0) * cfg.max_curve * text_h)
+            applied.append("curve")
+        if r.random() < cfg.p_rotate:
+            h = fx.rotation(r.uniform(-cfg.max_rotate, cfg.max_rotate))
+            applied.append("rotate")
+        perspective = r.random() < cfg.p_perspective
+        if perspective:
+            applied.append("perspective")
+        if bend is not None or h is not None or perspective:
+            pts, boxes = lay.points(), lay.boxes()
+            if bend is not None:
+                canvas, pts, boxes = bend(canvas), bend.points(pts), bend.boxes(boxes)
+            if perspective:
+                h = self._perspective(r, pts, h, text_h)
+            if h is not None:
+                pts = fx.apply_h(h, pts)
+                corners = fx.apply_h(h, boxes[:, [0, 1, 2, 1, 2, 3, 0, 3]].reshape(-1, 2))
+                lo, hi = corners.min(0), corners.max(0)
+            else:
+                lo, hi = boxes[:, :2].min(0), boxes[:, 2:].max(0)
+            # Bilinear sampling spreads ink up to a pixel past its exact extent.
+            ink = (float(lo[0]) - 1.0, float(lo[1]) - 1.0, float(hi[0]) + 1.0, float(hi[1]) + 1.0)
+            plo, phi = pts.min(0), pts.max(0)
+            line = (float(plo[0]), float(plo[1]), float(phi[0]), float(phi[1]))
+
+        # ---- crop box (in warped canvas pixels) and output size ----
+        if tight and ink[3] - ink[1] >= 0.5 * text_h:
+            box = ink
+            applied.append("tight_crop")
+        else:
+            # Around the line box, so "ace" and "Apple" come out at one letter scale; a
+            # glyph reaching past it (accents, brackets) widens the crop.
+            box = (
+                min(ink[0], line[0]),
+                min(ink[1], line[1]),
+                max(ink[2], line[2]),
+                max(ink[3], line[3]),
+            )
+        left = box[0] - pads[0] * text_h
+        top = box[1] - pads[1] * text_h
+        right = box[2] + pads[2] * text_h
+        bottom = box[3] + pads[3] * text_h
+        stretch = 1.0
+        if r.random() < cfg.p_stretch:
+            stretch = 1.0 + r.uniform(-cfg.max_stretch, cfg.max_stretch)
+            applied.append("stretch")
+        out_w = max(1, round((right - left) * out_h / (bottom - top) * stretch))
+        cw, ch = canvas.size
+        if h is None and left >= 0 and top >= 0 and right <= cw and bottom <= ch:
+            # Plain crop + resize: Pillow's resize filters properly when shrinking.
+            alpha = canvas.resize((out_w, out_h), Image.BILINEAR, box=(left, top, right, bottom))
+        else:
+            sx, sy = out_w / (right - left), out_h / (bottom - top)
+            to_out = np.array([[sx, 0.0, -left * sx], [0.0, sy, -top * sy], [0.0, 0.0, 1.0]])
+            alpha = fx.warp(canvas, to_out if h is None else to_out @ h, (out_w, out_h))
+
+        # ---- colour and background ----
+        img = self._paint(r, alpha, applied)
+
+        # ---- degradations ----
+        if r.random() < cfg.p_blur:
+            sigma = r.uniform(0.3, max(0.3, cfg.max_blur))
+            # One box-blur pass of the same variance: at these radii it looks like a
+            # Gaussian and costs a third of Pillow's GaussianBlur (three passes).
+            radius = (math.sqrt(12.0 * sigma * sigma + 1.0) - 1.0) / 2.0
+            img = img.filter(ImageFilter.BoxBlur(radius))
+            applied.append("blur")
+        if r.random() < cfg.p_noise:
+            std = r.uniform(0.2, 1.0) * cfg.max_noise * 255.0
+            noise = fx.window(_tiles().noise, out_h, out_w, r) * std
+            arr = np.asarray(img, dtype=np.float32)
+            arr = arr + (noise[:, :, None] if self.rgb else noise)
+            img = Image.fromarray(np.clip(arr, 0, 255).astype(np.uint8), img.mode)
+            applied.append("noise")
+        if r.random() < cfg.p_jpeg:
+            img = fx.jpeg(img, r.randint(cfg.jpeg_quality_min, cfg.jpeg_quality_max))
+            applied.append("jpeg")
+
+        label = self.charset.normalize(text)
+        return img, label, RenderMeta(text, label, font.path, size, tuple(applied))
+
+    # ---- steps ------------------------------------------------------------------------
+
+    def _text_and_font(self, r: random.Random) -> tuple[str, FontInfo]:
+        for _ in range(8):
+            text = self.text.sample(r)
+            need = set(text)
+            if need <= self._common:
+                return text, self.fonts[r.randrange(len(self.fonts))]
+            fonts = [f for f in self.fonts if need <= f.chars]
+            if fonts:
+                return text, fonts[r.randrange(len(fonts))]
+        # The texts keep mixing characters that no single font draws: fall back to a
+        # random string from one font's characters, which always fits.
+        font = self.fonts[r.randrange(len(self.fonts))]
+        chars = "".join(c for c in self.alphabet if c in font.chars and c != " ")
+        lo = max(1, self.cfg.min_length)
+        n = r.randint(lo, max(lo, min(self.cfg.max_length, 12)))
+        return "".join(r.choice(chars) for _ in range(n)), font
+
+    def _compose(self, font: FontInfo, size: int, text: str, spacing: float, pad: float) -> _Layout:
+        """Place the text's cached glyphs on a canvas.
+
+        Args:
+            spacing: extra advance after each character, in pixels.
+            pad: the largest crop margin, as a fraction of the text height; the canvas
+                gets that much room around the text, so a plain crop stays inside it.
+        """
+        cache = _glyph_cache()
+        lb = cache.line_box(font.path, size, font.chars)
+        text_h = float(lb.bottom - lb.top)
+        pen = 0.0
+        placed: list[tuple[int, int, np.ndarray]] = []
+        for g in cache.glyphs(font.path, size, text):
+            if g.mask is not None:
+                placed.append((int(round(pen)) + g.dx, g.dy, g.mask))
+            pen += g.advance + spacing
+        end = max(pen - spacing, 1.0)
+        # Plain Python min/max: faster than numpy on a handful of glyphs.
+        boxes = [(x, y, x + m.shape[1], y + m.shape[0]) for x, y, m in placed]
+        ix0, iy0 = min(b[0] for b in boxes), min(b[1] for b in boxes)
+        ix1, iy1 = max(b[2] for b in boxes), max(b[3] for b in boxes)
+        x0, x1 = min(0, ix0), max(math.ceil(end), ix1)
+        y0, y1 = min(lb.top, iy0), max(lb.bottom, iy1)
+        mg = _CANVAS_MARGIN + math.ceil(pad * text_h)
+        canvas = np.zeros((y1 - y0 + 2 * mg, x1 - x0 + 2 * mg), dtype=np.uint8)
+        for x, y, m in placed:
+            ys, xs = y - y0 + mg, x - x0 + mg
+            dst = canvas[ys : ys + m.shape[0], xs : xs + m.shape[1]]
+            # max, not sum: overlapping glyphs (tight spacing, italics) stay in [0, 255].
+            np.maximum(dst, m, out=dst)
+        dx, dy = mg - x0, mg - y0
+        return _Layout(
+            canvas=Image.fromarray(canvas, "L"),
+            text_h=text_h,
+            ink=(ix0 + dx, iy0 + dy, ix1 + dx, iy1 + dy),
+            line=(dx, lb.top + dy, end + dx, lb.bottom + dy),
+            glyph_boxes=[(a + dx, b + dy, c + dx, d + dy) for a, b, c, d in boxes],
+        )
+
+    def _perspective(
+        self, r: random.Random, pts: np.ndarray, h: np.ndarray | None, text_h: float
+    ) -> np.ndarray:
+        """Compose a random perspective of the (possibly rotated) line box onto ``h``."""
+        n = _EDGE_POINTS
+        quad = pts[[0, n - 1, 2 * n - 1, n]]  # line box corners, clockwise from top-left
+        if h is not None:
+            quad = fx.apply_h(h, quad)
+        p = fx.perspective(quad, r, self.cfg.max_perspective * text_h)
+        return p if h is None else p @ h
+
+    def _paint(self, r: random.Random, alpha: Image.Image, applied: list[str]) -> Image.Image:
+        """Background and text tones composited through the ink mask ``alpha``."""
+        cfg = self.cfg
+        w, h = alpha.size
+        light = r.random() < cfg.p_light_text
+        if light:
+            applied.append("light_text")
+        u = r.random()
+        pattern: np.ndarray | None = None
+        if u < cfg.p_gradient_bg:
+            pattern = fx.gradient(r, h, w)
+            applied.append("gradient_bg")
+        elif u < cfg.p_gradient_bg + cfg.p_noise_bg:
+            pattern = np.clip(fx.window(_tiles().noise, h, w, r) * 0.2, -0.5, 0.5)
+            applied.append("noise_bg")
+        elif u < cfg.p_gradient_bg + cfg.p_noise_bg + cfg.p_texture_bg:
+            textures = _tiles().textures
+            pattern = fx.window(textures[r.randrange(len(textures))], h, w, r)
+            applied.append("texture_bg")
+        variation = 0.0
+        if pattern is not None:
+            variation = r.uniform(0.3, 1.0) * cfg.max_bg_variation * 255.0
+        paper, ink = fx.pick_tones(r, cfg.min_contrast, variation, light)
+
+        mode = "RGB" if self.rgb else "L"
+        paper_c = np.full(3 if self.rgb else 1, paper, np.float32)
+        ink_c = np.full(3 if self.rgb else 1, ink, np.float32)
+        if self.rgb and r.random() < cfg.p_color:
+            p2 = fx.colourise(r, paper, min(paper, 255 - paper, 90.0))
+            i2 = fx.colourise(r, ink, min(ink, 255 - ink, 90.0))
+            # Clipping can shift a colour's luminance: keep the pair only if the
+            # contrast survived.
+            gap = abs(fx.luminance(p2) - fx.luminance(i2))
+            if gap >= 255 * cfg.min_contrast + variation / 2:
+                paper_c, ink_c = p2, i2
+                applied.append("color")
+
+        if pattern is None:
+            bg = Image.new(mode, (w, h), _pixel(paper_c))
+        else:
+            arr = (
+                (variation * pattern)[:, :, None] + paper_c
+                if self.rgb
+                else variation * pattern + paper
+            )
+            bg = Image.fromarray(np.clip(arr + 0.5, 0, 255).astype(np.uint8), mode)
+        if r.random() < cfg.p_shadow:
+            dx, dy = r.randint(1, 3), r.randint(1, 3)
+            shadow = Image.new("L", (w, h), 0)
+            shadow.paste(alpha, (dx, dy))
+            shade = Image.new(mode, (w, h), _pixel(paper_c + (ink_c - paper_c) * 0.45))
+            bg = Image.composite(shade, bg, shadow)
+            applied.append("shadow")
+        return Image.composite(Image.new(mode, (w, h), _pixel(ink_c)), bg, alpha)
+
+
+def _pixel(c: np.ndarray) -> int | tuple[int, ...]:
+    """A colour for ``Image.new``: an int for one channel, a tuple for RGB."""
+    v = [min(255, max(0, int(x + 0.5))) for x in c]
+    return v[0] if len(v) == 1 else tuple(v)
+
+
+@dataclass
+class _Layout:
+    """A composed text: its ink mask and extents, in canvas pixels.
+
+    ``ink`` bounds all glyph ink; ``line`` is the line box (pen start to advance end,
+    font ascender line to descender line); ``glyph_boxes`` are each glyph's ink box.
+    """
+
+    canvas: Image.Image
+    text_h: float
+    ink: tuple[float, float, float, float]
+    line: tuple[float, float, float, float]
+    glyph_boxes: list[tuple[int, int, int, int]]
+
+    def points(self) -> np.ndarray:
+        """Points along the top and bottom edges of the line box, ``(2 * 9, 2)``: several
+        per edge so that curvature, which bends edges, is tracked too."""
+        x0, y0, x1, y1 = self.line
+        pts = np.empty((2 * _EDGE_POINTS, 2), dtype=np.float64)
+        pts[:_EDGE_POINTS, 0] = pts[_EDGE_POINTS:, 0] = x0 + _EDGE_T * (x1 - x0)
+        pts[:_EDGE_POINTS, 1] = y0
+        pts[_EDGE_POINTS:, 1] = y1
+        return pts
+
+    def boxes(self) -> np.ndarray:
+        return np.array(self.glyph_boxes, dtype=np.float64)

@@ -1,0 +1,336 @@
+"""Text sources for the synthetic generator: words, numbers, dates, prices, codes,
+random strings and multi-word lines, mixed in the proportions of ``SynthConfig``.
+
+Every source draws from a ``random.Random`` it is handed, so a text is a pure function
+of that generator's state. Texts are returned as they are drawn on the image (mixed
+case included); the label is ``charset.normalize(text)``.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import os
+import random
+from collections.abc import Callable, Sequence
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+_MONTHS = (
+    "January February March April May June July August September October November December"
+).split()
+_WEEKDAYS = "Monday Tuesday Wednesday Thursday Friday Saturday Sunday".split()
+_CURRENCY_PREFIX = ("$", "$", "$", "£", "€", "¥", "USD ", "EUR ", "Rs.", "CHF ")
+_CURRENCY_SUFFIX = ("€", " EUR", " USD", "$", " kr", "p")
+_CODE_PREFIX = ("#", "No.", "NO ", "ID:", "SN ", "REF-", "Ref. ", "P/N ", "Tel. ", "Fig. ", "")
+_UNITS = (
+    "kg",
+    "g",
+    "km",
+    "m",
+    "cm",
+    "mm",
+    "ml",
+    "L",
+    "lb",
+    "oz",
+    "ft",
+    "in",
+    "mph",
+    "km/h",
+    "V",
+    "W",
+)
+_WRAPS = (("(", ")"), ('"', '"'), ("'", "'"), ("[", "]"), ("<", ">"), ("*", "*"), ("{", "}"))
+_TRAILING = ".,;:!?.,"
+_UPPER = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+_LOWER = "abcdefghijklmnopqrstuvwxyz"
+_DIGITS = "0123456789"
+
+
+def bundled_word_list() -> Path:
+    """The English word list that ships inside the package (SCOWL via Debian wamerican)."""
+    return Path(str(resources.files("crnn") / "assets" / "words" / "english.txt"))
+
+
+# (path, allowed characters) -> filtered words; one copy per process.
+_WORDS_CACHE: dict[tuple[str, frozenset[str]], list[str]] = {}
+
+
+def load_words(path: str | os.PathLike[str], allowed: frozenset[str]) -> list[str]:
+    """Words of ``path`` (one per line, UTF-8) whose characters are all in ``allowed``.
+
+    The file order is kept, so every process draws the same word for the same number.
+
+    Raises:
+        FileNotFoundError: with a message saying what was expected.
+    """
+    key = (str(path), allowed)
+    words = _WORDS_CACHE.get(key)
+    if words is None:
+        p = Path(path)
+        if not p.is_file():
+            raise FileNotFoundError(
+                f"word list {str(path)!r} not found: expected a UTF-8 text file with one word "
+                "per line (leave data.synth.word_list empty for the bundled English list)"
+            )
+        lines = p.read_text(encoding="utf-8").split("\n")
+        stripped = (w.strip() for w in lines)
+        words = [w for w in stripped if w and all(c in allowed for c in w)]
+        _WORDS_CACHE[key] = words
+    return words
+
+
+class TextSampler:
+    """Draws the texts to render.
+
+    Args:
+        alphabet: the characters that may appear on an image: those whose normalised
+            form the charset encodes and that at least one font can draw. May hold the
+            space (then multi-word lines are drawn).
+        cfg: a ``SynthConfig`` (weights ``p_word`` ... ``p_line``, case and length).
+        normalize: the charset's ``normalize``; lengths are checked on its output.
+        word_list: one word per line; words with characters outside ``alphabet`` are
+            dropped.
+    """
+
+    def __init__(
+        self,
+        alphabet: str,
+        cfg: Any,
+        normalize: Callable[[str], str],
+        word_list: str | os.PathLike[str],
+    ) -> None:
+        self.alphabet = "".join(sorted(set(alphabet)))
+        self.allowed = frozenset(self.alphabet)
+        self.cfg = cfg
+        self.normalize = normalize
+        self.word_list = str(word_list)
+        # Characters for random strings: no space (it would start or end a label).
+        self.random_chars = self.alphabet.replace(" ", "")
+        self.punct = "".join(c for c in self.random_chars if not c.isalnum())
+        self.has_space = " " in self.allowed
+        self._words: list[str] | None = None
+        sources: list[tuple[float, Callable[[random.Random], str]]] = [
+            (cfg.p_word, self._word),
+            (cfg.p_number, self._number),
+            (cfg.p_date, self._date),
+            (cfg.p_price, self._price),
+            (cfg.p_code, self._code),
+            (cfg.p_random, self._random),
+            (cfg.p_line if self.has_space else 0.0, self._line),
+        ]
+        sources = [(w, f) for w, f in sources if w > 0]
+        total = sum(w for w, _ in sources)
+        acc = 0.0
+        self._cum: list[tuple[float, Callable[[random.Random], str]]] = []
+        for w, f in sources:
+            acc += w / total
+            self._cum.append((acc, f))
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_words"] = None  # reloaded (and cached) in each process
+        return state
+
+    @property
+    def words(self) -> list[str]:
+        if self._words is None:
+            self._words = load_words(self.word_list, self.allowed)
+            if not self._words:
+                log.warning(
+                    "no word of %s can be drawn with this charset and these fonts; "
+                    "word texts fall back to random strings",
+                    self.word_list,
+                )
+        return self._words
+
+    # ---- public -----------------------------------------------------------------------
+
+    def sample(self, r: random.Random) -> str:
+        """A text whose normalised form is 1..max_length characters of the alphabet.
+
+        Sources may produce characters the charset lacks (a "$" for alnum36); those are
+        removed, and a text that ends up empty or too long is drawn again. After a few
+        misses a random string is returned, which always fits.
+        """
+        for _ in range(8):
+            u = r.random()
+            source = self._cum[-1][1]
+            for edge, f in self._cum:
+                if u < edge:
+                    source = f
+                    break
+            text = self._clean(source(r))
+            if self._fits(text):
+                return text
+        return self._random(r)
+
+    def _clean(self, text: str) -> str:
+        allowed = self.allowed
+        if all(c in allowed for c in text):
+            out = text
+        else:
+            out = "".join(c for c in text if c in allowed)
+        if self.has_space:
+            out = " ".join(out.split())
+        return out.strip()
+
+    def _fits(self, text: str) -> bool:
+        n = len(self.normalize(text))
+        return self.cfg.min_length <= n <= self.cfg.max_length and bool(text)
+
+    def _pick(self, r: random.Random, pool: str, fallback: str) -> str:
+        chars = "".join(c for c in pool if c in self.allowed) or fallback
+        return r.choice(chars)
+
+    # ---- sources ----------------------------------------------------------------------
+
+    def _word(self, r: random.Random) -> str:
+        words = self.words
+        if not words:
+            return self._random(r)
+        word = words[r.randrange(len(words))]
+        u = r.random()
+        cased = word
+        if u < self.cfg.p_upper:
+            cased = word.upper()
+        elif u < self.cfg.p_upper + self.cfg.p_title:
+            cased = word[:1].upper() + word[1:]
+        if all(c in self.allowed for c in cased):
+            # A charset without capitals (and no case folding) keeps the word as listed.
+            word = cased
+        if self.punct and r.random() < self.cfg.p_punct:
+            word = self._punctuate(r, word)
+        return word
+
+    def _punctuate(self, r: random.Random, word: str) -> str:
+        if r.random() < 0.6:
+            return word + r.choice(_TRAILING)
+        left, right = r.choice(_WRAPS)
+        if r.random() < 0.5:
+            return left + word + right
+        # Anything from the charset, so rare punctuation is drawn next to letters too.
+        return r.choice(self.punct) + word if r.random() < 0.5 else word + r.choice(self.punct)
+
+    def _digits(self, r: random.Random, n: int) -> str:
+        if n <= 1:
+            return str(r.randrange(10))
+        return str(r.randrange(1, 10)) + "".join(r.choice(_DIGITS) for _ in range(n - 1))
+
+    def _number(self, r: random.Random) -> str:
+        n = min(1 + int(r.expovariate(0.35)), 12)
+        u = r.random()
+        if u < 0.4:
+            return self._digits(r, n)
+        if u < 0.55:
+            return f"{self._digits(r, min(n, 6))}.{self._digits(r, r.randint(1, 3))}"
+        if u < 0.68:
+            return f"{r.randrange(1000, 10 ** r.randint(4, 9)):,}"
+        if u < 0.75:
+            return f"{self._digits(r, r.randint(1, 2))}%"
+        if u < 0.82:
+            return r.choice("-+") + self._digits(r, min(n, 5))
+        if u < 0.9:
+            a, b, c = self._digits(r, 3), self._digits(r, 3), self._digits(r, 4)
+            return r.choice((f"{b}-{c}", f"({a}) {b}-{c}", f"+1 {a} {b} {c}", f"{a}.{b}.{c}"))
+        if u < 0.95:
+            return f"{self._digits(r, r.randint(1, 3))}{r.choice(_UNITS)}"
+        k = r.randrange(1, 100)
+        suffix = "th" if 10 <= k % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(k % 10, "th")
+        return r.choice(
+            (f"{k}{suffix}", f"{k}/{r.randrange(1, 100)}", f"{k}-{k + r.randrange(1, 50)}")
+        )
+
+    def _date(self, r: random.Random) -> str:
+        d = datetime.date(1900, 1, 1) + datetime.timedelta(days=r.randrange(73000))
+        month = _MONTHS[d.month - 1]
+        y2 = d.year % 100
+        forms = (
+            f"{d.year}-{d.month:02d}-{d.day:02d}",
+            f"{d.day:02d}/{d.month:02d}/{d.year}",
+            f"{d.month}/{d.day}/{y2:02d}",
+            f"{d.day:02d}.{d.month:02d}.{d.year}",
+            f"{d.day} {month[:3]} {d.year}",
+            f"{month} {d.day}, {d.year}",
+            f"{month[:3].upper()} {d.day:02d}",
+            f"{_WEEKDAYS[d.weekday()][:3]} {d.day}",
+            f"{r.randrange(24):02d}:{r.randrange(60):02d}",
+            f"{r.randrange(1, 13)}:{r.randrange(60):02d} {r.choice(('AM', 'PM', 'am', 'pm'))}",
+            f"{r.randrange(24):02d}:{r.randrange(60):02d}:{r.randrange(60):02d}",
+            str(d.year),
+        )
+        return r.choice(forms)
+
+    def _price(self, r: random.Random) -> str:
+        whole = r.randrange(1, 10 ** r.randint(1, 5))
+        amount = f"{whole:,}" if r.random() < 0.3 else str(whole)
+        if r.random() < 0.7:
+            amount += f".{r.randrange(100):02d}"
+        u = r.random()
+        if u < 0.65:
+            return r.choice(_CURRENCY_PREFIX) + amount
+        if u < 0.85:
+            return amount + r.choice(_CURRENCY_SUFFIX)
+        return amount
+
+    def _code(self, r: random.Random) -> str:
+        upper = "".join(c for c in _UPPER if c in self.allowed) or _UPPER
+        groups = []
+        for _ in range(r.choice((1, 2, 2, 2, 3))):
+            n = r.randint(1, 5)
+            kind = r.random()
+            if kind < 0.35:
+                groups.append("".join(r.choice(upper) for _ in range(n)))
+            elif kind < 0.65:
+                groups.append("".join(r.choice(_DIGITS) for _ in range(n)))
+            else:
+                groups.append("".join(r.choice(upper + _DIGITS) for _ in range(n)))
+        code = r.choice(("-", "-", " ", "/", ".", "", ":", "_")).join(groups)
+        if r.random() < 0.1:
+            code = code.lower()
+        if r.random() < 0.25:
+            code = r.choice(_CODE_PREFIX) + code
+        return code
+
+    def _random(self, r: random.Random) -> str:
+        lo = max(1, self.cfg.min_length)
+        hi = max(lo, min(self.cfg.max_length, 12))
+        n = r.randint(lo, hi)
+        chars = self.random_chars or self.alphabet
+        return "".join(r.choice(chars) for _ in range(n))
+
+    def _line(self, r: random.Random) -> str:
+        tokens: list[str] = []
+        target = r.randint(2, 5)
+        length = -1
+        while len(tokens) < target:
+            u = r.random()
+            tok = self._word(r) if u < 0.75 else self._number(r) if u < 0.9 else self._code(r)
+            tok = self._clean(tok).replace(" ", "")
+            if not tok:
+                continue
+            if length + 1 + len(tok) > self.cfg.max_length:
+                break
+            tokens.append(tok)
+            length += 1 + len(tok)
+        return " ".join(tokens)
+
+
+def drawable_alphabet(charset_chars: Sequence[str], case_fold: bool) -> list[str]:
+    """Characters that may be drawn for a charset: its own characters, plus, when the
+    charset folds case, the capitals whose lower case it holds (an image may show "Cat"
+    under the label "cat"). Control characters and whitespace other than the space are
+    left out, since they leave no ink to learn from."""
+    out: list[str] = []
+    for c in charset_chars:
+        if c == " " or (c.isprintable() and not c.isspace()):
+            out.append(c)
+        if case_fold:
+            up = c.upper()
+            if len(up) == 1 and up != c and up.lower() == c:
+                out.append(up)
+    return list(dict.fromkeys(out))

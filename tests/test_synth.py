@@ -1,0 +1,418 @@
+"""The synthetic text generator: determinism, labels, glyph coverage, crops, CLI.
+
+Offline and CPU-only; fonts, word lists and LMDBs are made in tmp_path.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import io
+import logging
+import os
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+
+import lmdb
+import numpy as np
+import pytest
+from fontTools import subset
+from fontTools.ttLib import TTFont
+from PIL import Image, ImageDraw, ImageFont
+
+from crnn.charset import Charset
+from crnn.cli.synth import main
+from crnn.config import ConfigError, SynthConfig
+from crnn.data.lmdb import LmdbReader
+from crnn.data.synth import (
+    EFFECT_PROBABILITIES,
+    FontError,
+    SynthGenerator,
+    bundled_font_dir,
+    effects_off,
+    find_font_files,
+    glyph_coverage,
+)
+from crnn.data.synth.fonts import GlyphCache
+
+REPO = Path(__file__).resolve().parents[1]
+DIGITS = "0123456789"
+# Glyphs that reach far from the pen: descenders, overhangs, wide and tall shapes.
+_TRICKY = "fjgpQWM@_()[]{}|%y/\\'`~^,$&"
+
+
+def _digest(img: Image.Image) -> str:
+    return hashlib.sha256(img.mode.encode() + repr(img.size).encode() + img.tobytes()).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def alnum36() -> Charset:
+    return Charset.from_spec("alnum36")
+
+
+@pytest.fixture(scope="module")
+def gen36(alnum36: Charset) -> SynthGenerator:
+    return SynthGenerator(alnum36, SynthConfig(), seed=7, height=32)
+
+
+@pytest.fixture(scope="module")
+def partial_fonts(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder with a digits-only font whose cmap also maps 'A' to the (empty) space
+    glyph, and a file that is not a font at all."""
+    folder = tmp_path_factory.mktemp("fonts")
+    src = bundled_font_dir() / "dejavu" / "DejaVuSans.ttf"
+    font = TTFont(str(src))
+    opts = subset.Options()
+    opts.notdef_outline = True
+    sub = subset.Subsetter(opts)
+    sub.populate(text=DIGITS + " ")
+    sub.subset(font)
+    space = font.getBestCmap()[ord(" ")]
+    for table in font["cmap"].tables:
+        if table.isUnicode():
+            table.cmap[ord("A")] = space
+    font.save(str(folder / "Digits.ttf"))
+    (folder / "broken.ttf").write_bytes(b"this is not a font")
+    return folder
+
+
+# ---- determinism ---------------------------------------------------------------------
+
+
+def test_render_is_a_pure_function_of_seed_and_index(
+    alnum36: Charset, gen36: SynthGenerator
+) -> None:
+    forward = [_digest(gen36.render(i)[0]) for i in range(12)]
+    again = SynthGenerator(alnum36, SynthConfig(), seed=7, height=32)
+    backward = [_digest(again.render(i)[0]) for i in reversed(range(12))][::-1]
+    assert forward == backward
+    assert len(set(forward)) == len(forward), "different indices must give different images"
+    other_seed = SynthGenerator(alnum36, SynthConfig(), seed=8, height=32)
+    assert _digest(other_seed.render(0)[0]) != forward[0]
+
+
+def test_render_is_identical_in_a_fresh_process(gen36: SynthGenerator) -> None:
+    # A different PYTHONHASHSEED catches any dependence on set/dict iteration order.
+    code = (
+        "import hashlib;from crnn.charset import Charset;from crnn.config import SynthConfig;"
+        "from crnn.data.synth import SynthGenerator;"
+        "g=SynthGenerator(Charset.from_spec('alnum36'),SynthConfig(),seed=7,height=32)\n"
+        "for i in (40,3,17,99):\n"
+        " im,l=g.render(i);print(hashlib.sha256(im.mode.encode()+repr(im.size).encode()"
+        "+im.tobytes()).hexdigest(),l)"
+    )
+    env = {**os.environ, "PYTHONHASHSEED": "12345", "PYTHONPATH": str(REPO)}
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    ).stdout.split("\n")
+    expected = [f"{_digest(gen36.render(i)[0])} {gen36.render(i)[1]}" for i in (40, 3, 17, 99)]
+    assert out[:4] == expected
+
+
+def test_generator_pickles_small_and_renders_the_same(gen36: SynthGenerator) -> None:
+    gen36.render(0)  # fill the per-process caches; they must not travel
+    blob = pickle.dumps(gen36)
+    assert len(blob) < 100_000
+    clone = pickle.loads(blob)
+    assert [_digest(clone.render(i)[0]) for i in range(5)] == [
+        _digest(gen36.render(i)[0]) for i in range(5)
+    ]
+
+
+# ---- labels and glyphs ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("spec", ["alnum36", "ascii94", "ascii95"])
+def test_labels_hold_only_charset_characters(spec: str) -> None:
+    charset = Charset.from_spec(spec)
+    cfg = SynthConfig(max_length=12)
+    gen = SynthGenerator(charset, cfg, seed=1, height=32)
+    seen: set[str] = set()
+    for i in range(400):
+        img, label = gen.render(i)
+        assert 1 <= len(label) <= cfg.max_length, label
+        assert charset.unknown_chars(label) == [], label
+        assert charset.normalize(label) == label
+        assert label == label.strip() and "  " not in label, repr(label)
+        assert img.height == 32 and img.mode == "L"
+        seen.update(label)
+    if spec == "alnum36":
+        assert seen == set(charset.chars), "every character should show up in 400 samples"
+    if spec == "ascii95":
+        assert " " in seen, "the space charset should give multi-word lines"
+    if spec == "ascii94":
+        assert sum(not c.isalnum() for c in seen) >= 20, "punctuation should be drawn often"
+
+
+def test_every_drawn_character_has_a_glyph_in_the_chosen_font() -> None:
+    charset = Charset.from_spec("ascii94")
+    gen = SynthGenerator(charset, SynthConfig(p_random=0.5), seed=3, height=32)
+    cmaps: dict[str, dict[int, str]] = {}
+    fonts_used = set()
+    for i in range(400):
+        _, label, meta = gen.render_with_meta(i)
+        assert charset.normalize(meta.text) == label
+        if meta.font not in cmaps:
+            with TTFont(meta.font, lazy=True) as tt:
+                cmaps[meta.font] = dict(tt.getBestCmap())
+        cmap = cmaps[meta.font]
+        for c in meta.text:
+            assert cmap.get(ord(c), ".notdef") != ".notdef", (c, meta.font)
+        fonts_used.add(meta.font)
+    assert len(fonts_used) >= 20
+
+
+def test_glyph_cache_never_clips_a_glyph() -> None:
+    # Each cached glyph must hold exactly the ink Pillow draws for it on a huge canvas.
+    cache = GlyphCache()
+    size = 36
+    for path in find_font_files([bundled_font_dir()]):
+        font = ImageFont.truetype(str(path), size, layout_engine=ImageFont.Layout.BASIC)
+        for ch in _TRICKY:
+            ref = Image.new("L", (6 * size, 6 * size))
+            ImageDraw.Draw(ref).text((2 * size, 3 * size), ch, font=font, fill=255, anchor="ls")
+            g = cache.glyph(str(path), size, ch)
+            total = 0 if g.mask is None else int(g.mask.astype(np.int64).sum())
+            assert total == int(np.asarray(ref, dtype=np.int64).sum()), (path.name, ch)
+
+
+def test_no_ink_is_clipped_by_geometry_or_crop() -> None:
+    cfg = dataclasses.replace(
+        effects_off(SynthConfig()),
+        p_rotate=1.0,
+        max_rotate=12.0,
+        p_perspective=1.0,
+        max_perspective=0.35,
+        p_curve=1.0,
+        max_curve=0.6,
+        p_spacing=1.0,
+        spacing_min=-0.1,
+        p_stretch=1.0,
+        pad_min=0.12,
+        pad_max=0.3,
+    )
+    gen = SynthGenerator(Charset.from_spec("ascii94"), cfg, seed=5, height=32)
+    for i in range(150):
+        img, label, meta = gen.render_with_meta(i)
+        arr = np.asarray(img, dtype=np.int16)
+        paper = int(np.bincount(arr.ravel()).argmax())
+        border = np.concatenate((arr[0], arr[-1], arr[:, 0], arr[:, -1]))
+        assert np.abs(border - paper).max() <= 1, (i, label, meta)
+        assert {"rotate", "perspective", "curve"} <= set(meta.effects)
+        assert (np.abs(arr - paper) > 60).any(), "the text must be visible"
+
+
+@pytest.mark.parametrize("name", [p for p in EFFECT_PROBABILITIES if p != "p_color"])
+def test_each_effect_fires_at_probability_one(name: str, alnum36: Charset) -> None:
+    clean = SynthGenerator(alnum36, effects_off(SynthConfig()), seed=2, height=32)
+    noisy = SynthGenerator(
+        alnum36, dataclasses.replace(effects_off(SynthConfig()), **{name: 1.0}), seed=2, height=32
+    )
+    changed = 0
+    for i in range(12):
+        img, _, meta = noisy.render_with_meta(i)
+        assert clean.render_with_meta(i)[2].effects == ()
+        if name != "p_tight_crop":  # tight crops are skipped for flat texts like "--"
+            assert name[2:] in meta.effects, meta
+        changed += _digest(img) != _digest(clean.render(i)[0])
+    assert changed >= 10
+
+
+def test_rgb_output_and_colour(alnum36: Charset) -> None:
+    gen = SynthGenerator(alnum36, SynthConfig(p_color=1.0), seed=4, height=48, rgb=True)
+    coloured = 0
+    for i in range(30):
+        img, _, meta = gen.render_with_meta(i)
+        assert img.mode == "RGB" and img.height == 48
+        arr = np.asarray(img, dtype=np.int16)
+        coloured += int(np.abs(arr[..., 0] - arr[..., 2]).max() > 20)
+    assert coloured >= 10
+
+
+# ---- fonts ---------------------------------------------------------------------------
+
+
+def test_coverage_rejects_missing_and_empty_glyphs(partial_fonts: Path) -> None:
+    # 'A' is in the cmap but maps to an empty glyph; 'B' is not in the cmap at all.
+    assert glyph_coverage(partial_fonts / "Digits.ttf", DIGITS + "AB ") == frozenset(DIGITS + " ")
+
+
+def test_font_lacking_glyphs_is_only_used_for_texts_it_covers(
+    alnum36: Charset, partial_fonts: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    cfg = SynthConfig(
+        font_dirs=[str(partial_fonts)],
+        p_word=0.5,
+        p_number=0.5,
+        p_date=0.0,
+        p_price=0.0,
+        p_code=0.0,
+        p_random=0.0,
+    )
+    with caplog.at_level(logging.WARNING):
+        gen = SynthGenerator(alnum36, cfg, seed=9, height=32)
+    assert "broken.ttf" in caplog.text, "an unreadable font is skipped with a warning"
+    digits_font = str(partial_fonts / "Digits.ttf")
+    assert digits_font in [f.path for f in gen.fonts]
+    used = 0
+    for i in range(1000):
+        _, label, meta = gen.render_with_meta(i)
+        if meta.font == digits_font:
+            used += 1
+            assert set(meta.text) <= set(DIGITS), meta
+    assert used > 0
+
+
+def test_characters_no_font_draws_are_never_generated(
+    alnum36: Charset, partial_fonts: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    cfg = SynthConfig(bundled_fonts=False, font_dirs=[str(partial_fonts)])
+    with caplog.at_level(logging.WARNING):
+        gen = SynthGenerator(alnum36, cfg, seed=9, height=32)
+    assert "no font can draw 26 charset character(s) abcdefghijklmnopqrstuvwxyz" in caplog.text
+    labels = [gen.render(i)[1] for i in range(200)]
+    assert all(set(label) <= set(DIGITS) for label in labels)
+
+
+def test_find_font_files_errors() -> None:
+    with pytest.raises(FontError, match="does not exist"):
+        find_font_files(["/nonexistent/fonts"])
+
+
+# ---- config --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"p_blur": 1.5}, "p_blur"),
+        ({"pad_min": 0.5, "pad_max": 0.1}, "pad_min"),
+        ({"max_length": 0}, "max_length"),
+        ({"p_gradient_bg": 0.6, "p_noise_bg": 0.6}, "sum must be <= 1"),
+    ],
+)
+def test_bad_config_is_rejected(alnum36: Charset, change: dict, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        SynthGenerator(alnum36, SynthConfig(**change))
+
+
+def test_custom_word_list(alnum36: Charset, tmp_path: Path) -> None:
+    words = tmp_path / "words.txt"
+    words.write_text("alpha\nbeta\ngamma\nnaïve\n", encoding="utf-8")
+    cfg = SynthConfig(
+        word_list=str(words),
+        p_word=1.0,
+        p_number=0,
+        p_date=0,
+        p_price=0,
+        p_code=0,
+        p_random=0,
+        p_punct=0,
+    )
+    gen = SynthGenerator(alnum36, cfg, seed=0)
+    assert {gen.render(i)[1] for i in range(40)} == {"alpha", "beta", "gamma"}
+    with pytest.raises(FileNotFoundError, match="one word per line"):
+        SynthGenerator(alnum36, dataclasses.replace(cfg, word_list=str(tmp_path / "missing.txt")))
+
+
+# ---- CLI and LMDB --------------------------------------------------------------------
+
+
+def _lmdb_items(path: Path) -> list[tuple[bytes, bytes]]:
+    env = lmdb.open(str(path), readonly=True, lock=False)
+    with env.begin() as txn:
+        items = [(bytes(k), bytes(v)) for k, v in txn.cursor()]
+    env.close()
+    return items
+
+
+def test_cli_writes_readable_lmdb_independent_of_workers(tmp_path: Path, alnum36: Charset) -> None:
+    args = ["--count", "40", "--seed", "3", "--charset", "alnum36", "--no-progress"]
+    assert main(["--out", str(tmp_path / "w1"), "--workers", "1", *args]) == 0
+    assert main(["--out", str(tmp_path / "w2"), "--workers", "2", *args]) == 0
+    assert _lmdb_items(tmp_path / "w1") == _lmdb_items(tmp_path / "w2")
+
+    reader = LmdbReader(tmp_path / "w1")
+    gen = SynthGenerator(alnum36, SynthConfig(), seed=3, height=32)
+    assert len(reader) == 40
+    sizes = reader.sizes()
+    for i in range(40):
+        img, label = gen.render(i)
+        assert reader.label(i) == label
+        stored = Image.open(io.BytesIO(reader.image_bytes(i)))
+        assert stored.format == "PNG"
+        assert stored.tobytes() == img.tobytes()
+        assert sizes is not None and sizes[i] == img.size
+
+
+def test_cli_fonts_flag_and_contact_sheet(tmp_path: Path, partial_fonts: Path) -> None:
+    sheet = tmp_path / "sheet.png"
+    rc = main(
+        ["--out", str(tmp_path / "d"), "--count", "30", "--fonts", str(partial_fonts),
+         "--no-bundled-fonts", "--charset", "alnum36", "--workers", "1", "--no-progress",
+         "--contact-sheet", str(sheet)]
+    )  # fmt: skip
+    assert rc == 0
+    labels = LmdbReader(tmp_path / "d").labels()
+    assert len(labels) == 30 and all(set(label) <= set(DIGITS) for label in labels)
+    with Image.open(sheet) as im:
+        assert im.width > 8 * 100 and im.height > 4 * 48  # 30 samples: 4 rows of 8
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--fonts", "/nonexistent/fonts"], "font folder '/nonexistent/fonts' does not exist"),
+        (["--charset", "klingon"], "unknown charset 'klingon'"),
+        (["--set", "data.synth.p_blurr=0.5"], "did you mean data.synth.p_blur"),
+        (["--set", "data.synth.p_blur=2"], "data.synth.p_blur=2.0 is not valid"),
+        (["--count", "0"], "--count must be a positive number"),
+    ],
+)
+def test_cli_bad_input_exits_2_with_a_message(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    rc = main(["--out", str(tmp_path / "x"), "--count", "5", "--no-progress", *argv])
+    assert rc == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "x" / "data.mdb").exists()
+
+
+def test_cli_empty_font_dir_and_missing_output(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["--out", str(tmp_path / "x"), "--count", "2", "--fonts", str(empty)]) == 2
+    assert "holds no .ttf or .otf file" in capsys.readouterr().err
+    assert main(["--out", str(tmp_path / "x")]) == 2
+    assert "--out needs --count" in capsys.readouterr().err
+    assert main(["--count", "5"]) == 2
+    assert "nothing to do" in capsys.readouterr().err
+    assert (
+        main(["--out", str(tmp_path / "y"), "--count", "3", "--workers", "1", "--no-progress"]) == 0
+    )
+    assert main(["--out", str(tmp_path / "y"), "--count", "3", "--workers", "1"]) == 2
+    assert "already holds an LMDB" in capsys.readouterr().err
+
+
+def test_warm_up_caches_every_glyph_render_needs(monkeypatch: pytest.MonkeyPatch) -> None:
+    from crnn.data.synth import render as render_module
+
+    render_module._glyph_cache.cache_clear()  # a fresh process-wide cache
+    fonts = [
+        bundled_font_dir() / "go" / "Go-Italic.ttf",
+        bundled_font_dir() / "dejavu" / "DejaVuSerif.ttf",
+    ]
+    charset = Charset.from_spec("chars:0123456789abcxyz")
+    gen = SynthGenerator(charset, SynthConfig(), seed=11, height=32, font_paths=fonts)
+    assert gen.warm_up() > 0
+
+    def no_new_glyphs(self: GlyphCache, path: str, size: int, char: str) -> None:
+        raise AssertionError(f"glyph {char!r} at {size}px of {path} was not warmed up")
+
+    monkeypatch.setattr(GlyphCache, "_render", no_new_glyphs)
+    for i in range(300):
+        gen.render(i)

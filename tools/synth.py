@@ -1,0 +1,14 @@
+"""Render synthetic text images into an LMDB. See ``crnn.cli.synth`` (or --help)."""
+
+import sys
+from pathlib import Path
+
+try:
+    import crnn  # noqa: F401
+except ImportError:  # run from a clone without installing: make the repo importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from crnn.cli.synth import main
+
+if __name__ == "__main__":
+    sys.exit(main())
