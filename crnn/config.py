@@ -136,6 +136,78 @@ class SynthConfig:
     pad_max: float = 0.3
     p_tight_crop: float = 0.1
 
+    def validate(self) -> None:
+        """Check ranges and probabilities; raise :class:`ConfigError` saying how to fix them."""
+        cfg = self
+
+        def bad(key: str, value: Any, expected: str) -> ConfigError:
+            return ConfigError(f"data.synth.{key}={value!r} is not valid: expected {expected}")
+
+        for f in dataclasses.fields(cfg):
+            v = getattr(cfg, f.name)
+            if f.name.startswith("p_") and not 0.0 <= v <= 1.0:
+                raise bad(f.name, v, "a probability in [0, 1]")
+        weights = ("p_word", "p_number", "p_date", "p_price", "p_code", "p_random", "p_line")
+        if sum(getattr(cfg, k) for k in weights[:-1]) <= 0:
+            raise ConfigError(
+                "data.synth text weights p_word, p_number, p_date, p_price, p_code, p_random are "
+                "all 0: at least one must be positive (p_line alone needs a space in the charset)"
+            )
+        bg = cfg.p_gradient_bg + cfg.p_noise_bg + cfg.p_texture_bg
+        if bg > 1.0 + 1e-9:
+            raise ConfigError(
+                f"data.synth.p_gradient_bg + p_noise_bg + p_texture_bg = {bg:g}: they are shares of "
+                "one choice (the rest is flat), so their sum must be <= 1"
+            )
+        if cfg.p_upper + cfg.p_title > 1.0 + 1e-9:
+            raise bad("p_upper + p_title", cfg.p_upper + cfg.p_title, "a sum <= 1")
+        if cfg.min_length < 1 or cfg.max_length < cfg.min_length:
+            raise ConfigError(
+                f"data.synth lengths min_length={cfg.min_length}, max_length={cfg.max_length}: "
+                "expected 1 <= min_length <= max_length"
+            )
+        for lo, hi in (
+            ("render_scale_min", "render_scale_max"),
+            ("spacing_min", "spacing_max"),
+            ("pad_min", "pad_max"),
+            ("jpeg_quality_min", "jpeg_quality_max"),
+        ):
+            if getattr(cfg, lo) > getattr(cfg, hi):
+                raise ConfigError(
+                    f"data.synth.{lo}={getattr(cfg, lo)!r} exceeds data.synth.{hi}={getattr(cfg, hi)!r}"
+                )
+        if cfg.render_scale_min <= 0:
+            raise bad("render_scale_min", cfg.render_scale_min, "a ratio > 0")
+        if not 0.0 <= cfg.min_contrast <= 0.9:
+            raise bad("min_contrast", cfg.min_contrast, "a fraction of 255 in [0, 0.9]")
+        if not 0.0 <= cfg.max_bg_variation <= 1.0 - cfg.min_contrast:
+            raise bad(
+                "max_bg_variation",
+                cfg.max_bg_variation,
+                f"a value in [0, 1 - min_contrast = {1 - cfg.min_contrast:g}]",
+            )
+        if not 1 <= cfg.jpeg_quality_min <= cfg.jpeg_quality_max <= 95:
+            raise bad(
+                "jpeg_quality_min/max",
+                (cfg.jpeg_quality_min, cfg.jpeg_quality_max),
+                "1 <= min <= max <= 95",
+            )
+        for key in (
+            "max_rotate",
+            "max_perspective",
+            "max_curve",
+            "max_blur",
+            "max_noise",
+            "max_stretch",
+            "pad_min",
+        ):
+            if getattr(cfg, key) < 0:
+                raise bad(key, getattr(cfg, key), "a value >= 0")
+        if cfg.max_stretch >= 1:
+            raise bad("max_stretch", cfg.max_stretch, "a fraction < 1")
+        if cfg.spacing_min <= -0.5:
+            raise bad("spacing_min", cfg.spacing_min, "a fraction of the font size > -0.5")
+
 
 @dataclass
 class DataConfig:
@@ -230,6 +302,7 @@ class Config:
                 f"{self.model.channels}"
             )
         _choice("data.unknown_chars", self.data.unknown_chars, ("skip", "error"))
+        self.data.synth.validate()
         _choice("train.optimizer", self.train.optimizer, ("adam", "adamw"))
         _choice("train.schedule", self.train.schedule, ("cosine", "linear", "constant"))
         _choice("train.amp", self.train.amp, ("bf16", "fp16", "none"))

@@ -3,8 +3,8 @@
 import json
 
 import pytest
-
 from conftest import TINY_MODEL, run_tool, write_folder
+
 from crnn.data.lmdb import LmdbReader
 
 

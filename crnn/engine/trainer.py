@@ -250,6 +250,9 @@ class Trainer:
             )
         else:
             gen = self._synth_generator(tc.seed)
+            if cfg.data.num_workers > 0:
+                # Draw every glyph once here so forked workers start with a warm cache.
+                gen.warm_up()
             ds = SynthDataset(gen, self.charset, self.spec, self._output_length)
             self.train_sampler = StreamBatchSampler(tc.batch_size, seed=tc.seed, **common)
             log.info("training on the synthetic generator (no data.train given)")
