@@ -44,7 +44,9 @@ def test_create_lmdb_usage_errors(tmp_path):
 
 
 def test_train_rejects_bad_config_before_doing_anything(tmp_path):
-    r = run_tool("train", "--gpus", "cpu", "--set", "train.lrr=1", "--output-dir", str(tmp_path / "x"))
+    r = run_tool(
+        "train", "--gpus", "cpu", "--set", "train.lrr=1", "--output-dir", str(tmp_path / "x")
+    )
     assert r.returncode == 2 and "did you mean train.lr" in r.stderr
     assert not (tmp_path / "x").exists()
     r = run_tool("train", "--gpus", "7")
@@ -54,14 +56,25 @@ def test_train_rejects_bad_config_before_doing_anything(tmp_path):
 
 
 def test_train_then_resume_from_the_run_directory(trained_run):
-    r = run_tool("train", "--gpus", "cpu", "--resume", str(trained_run), "--set", "train.max_steps=6")
+    r = run_tool(
+        "train", "--gpus", "cpu", "--resume", str(trained_run), "--set", "train.max_steps=6"
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     assert "resumed at step 4" in r.stderr and "finished 6 steps" in r.stderr
 
 
 def test_eval_prints_a_table_per_dataset(trained_run, word_lmdb, word_folder, tmp_path):
     out_json = tmp_path / "eval.json"
-    r = run_tool("eval", str(trained_run / "best.pt"), str(word_lmdb), str(word_folder), "--json", str(out_json), "--workers", "0")
+    r = run_tool(
+        "eval",
+        str(trained_run / "best.pt"),
+        str(word_lmdb),
+        str(word_folder),
+        "--json",
+        str(out_json),
+        "--workers",
+        "0",
+    )
     assert r.returncode == 0, r.stderr
     lines = r.stdout.strip().splitlines()
     assert lines[0].split()[:5] == ["dataset", "n", "acc", "alnum", "CER"]
@@ -77,20 +90,28 @@ def test_predict_tsv_json_and_bad_files(trained_run, word_folder, tmp_path):
     img = word_folder / "images" / "0000.png"
     bad = tmp_path / "bad.png"
     bad.write_bytes(b"\x89PNG but not really")
-    r = run_tool("predict", "-c", str(trained_run), str(img), str(bad), str(tmp_path / "missing.png"))
+    r = run_tool(
+        "predict", "-c", str(trained_run), str(img), str(bad), str(tmp_path / "missing.png")
+    )
     assert r.returncode == 1
     fields = r.stdout.strip().split("\t")
     assert fields[0] == str(img) and len(fields) == 3 and 0.0 <= float(fields[2]) <= 1.0
     assert "bad.png" in r.stderr and "missing.png: no such file" in r.stderr
-    r = run_tool("predict", "-c", str(trained_run / "last.pt"), "--json", str(word_folder / "images"))
+    r = run_tool(
+        "predict", "-c", str(trained_run / "last.pt"), "--json", str(word_folder / "images")
+    )
     assert r.returncode == 0, r.stderr
     results = json.loads(r.stdout)
-    assert len(results) == 64 and {"path", "text", "confidence", "char_confidences"} <= set(results[0])
+    assert len(results) == 64 and {"path", "text", "confidence", "char_confidences"} <= set(
+        results[0]
+    )
     assert len(results[0]["char_confidences"]) == len(results[0]["text"])
 
 
 def test_predict_with_a_missing_checkpoint_is_a_usage_error(tmp_path, word_folder):
-    r = run_tool("predict", "-c", str(tmp_path / "none.pt"), str(word_folder / "images" / "0000.png"))
+    r = run_tool(
+        "predict", "-c", str(tmp_path / "none.pt"), str(word_folder / "images" / "0000.png")
+    )
     assert r.returncode == 2 and "not found" in r.stderr
 
 
