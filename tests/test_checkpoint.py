@@ -10,6 +10,7 @@ import re
 
 import pytest
 import torch
+from ckpt_helpers import TINY, native_checkpoint, randomise, run_main, tiny_model
 from conftest import run_tool
 from torch import nn
 
@@ -24,41 +25,6 @@ from crnn.inference import Recognizer
 from crnn.model import CRNN
 
 ALNUM = "0123456789abcdefghijklmnopqrstuvwxyz"
-TINY = {"channels": [8, 16, 16, 32, 32, 32, 32], "hidden": 16}
-
-
-def _randomise(module: nn.Module, seed: int) -> nn.Module:
-    """Known random weights: seeded default init, plus BatchNorm statistics and affine
-    parameters far from their defaults (so a swapped or skipped BN layer shows)."""
-    g = torch.Generator().manual_seed(seed)
-    for m in module.modules():
-        if isinstance(m, nn.BatchNorm2d):
-            n = m.num_features
-            m.weight.data = 1 + 0.3 * torch.randn(n, generator=g)
-            m.bias.data = 0.3 * torch.randn(n, generator=g)
-            m.running_mean.data = 0.5 * torch.randn(n, generator=g)
-            m.running_var.data = 0.5 + torch.rand(n, generator=g)
-            m.num_batches_tracked.fill_(int(torch.randint(1, 1000, (1,), generator=g)))
-        elif isinstance(m, (nn.Conv2d, nn.Linear)) and m.bias is not None:
-            m.bias.data = 0.1 * torch.randn(m.bias.shape, generator=g)
-    return module.eval()
-
-
-def _tiny(arch="crnn", num_classes=37, seed=0) -> CRNN:
-    torch.manual_seed(seed)
-    return _randomise(CRNN(num_classes, arch=arch, **TINY), seed)
-
-
-def _native(model: CRNN, charset: Charset, **extra) -> dict:
-    return {
-        "format": ck.FORMAT,
-        "version": ck.VERSION,
-        "model": model.state_dict(),
-        "model_config": dict(model.hparams),
-        "charset": charset.to_dict(),
-        "image": ImageSpec().to_dict(),
-        **extra,
-    }
 
 
 def _images(b=2, w=100, seed=0):
@@ -66,39 +32,34 @@ def _images(b=2, w=100, seed=0):
     return normalize(torch.randint(0, 256, (b, 1, 32, w), dtype=torch.uint8, generator=g))
 
 
-def _run(main, *argv, capsys):
-    """A CLI's main() in-process (the subprocess tests below cover the shims): exit code,
-    stdout, stderr; the root logger is put back the way pytest had it."""
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    try:
-        rc = main([str(a) for a in argv])
-    finally:
-        root.handlers[:] = handlers
-        root.setLevel(level)
-    out = capsys.readouterr()
-    return rc, out.out, out.err
-
-
 # ---- prefixes and strict loading -------------------------------------------------------
 
 
+class _Compiled(nn.Module):
+    """Names its child as ``torch.compile``'s OptimizedModule does (``_orig_mod``),
+    without the seconds it takes to import torch._dynamo."""
+
+    def __init__(self, module):
+        super().__init__()
+        self._orig_mod = module
+
+
 def _wrapped_state_dicts(model):
-    """State dicts as real wrappers name them, in every combination, plus doubled ones."""
+    """State dicts as the wrappers name them, in every combination, plus doubled ones."""
     dp = nn.DataParallel  # on a CPU-only machine it wraps without replicating
     return {
         "bare": model.state_dict(),
         "DataParallel/DDP": dp(model).state_dict(),
-        "torch.compile": torch.compile(model).state_dict(),
-        "DP(compile)": dp(torch.compile(model)).state_dict(),
-        "compile(DP)": torch.compile(dp(model)).state_dict(),
+        "torch.compile": _Compiled(model).state_dict(),
+        "DP(compile)": dp(_Compiled(model)).state_dict(),
+        "compile(DP)": _Compiled(dp(model)).state_dict(),
         "DP(DP)": dp(dp(model)).state_dict(),
-        "compile(DP(compile))": torch.compile(dp(torch.compile(model))).state_dict(),
+        "compile(DP(compile))": _Compiled(dp(_Compiled(model))).state_dict(),
     }
 
 
 def test_every_prefix_combination_loads(tmp_path):
-    model = _tiny()
+    model = tiny_model()
     x = _images()
     with torch.no_grad():
         want = model(x)
@@ -111,7 +72,9 @@ def test_every_prefix_combination_loads(tmp_path):
         with torch.no_grad():
             torch.testing.assert_close(fresh(x), want, rtol=0, atol=0, msg=name)
         # ...and from a file, through the loader every tool uses.
-        path = ck.atomic_save(_native(fresh, Charset(ALNUM)) | {"model": sd}, tmp_path / "c.pt")
+        path = ck.atomic_save(
+            native_checkpoint(fresh, Charset(ALNUM)) | {"model": sd}, tmp_path / "c.pt"
+        )
         loaded, _, _ = ck.model_from_checkpoint(ck.load_checkpoint(path))
         with torch.no_grad():
             torch.testing.assert_close(loaded.eval()(x), want, rtol=0, atol=0, msg=name)
@@ -142,13 +105,13 @@ def test_strict_load_names_missing_unexpected_and_both_shapes():
 
 
 def test_convert_single_and_dp_round_trip():
-    model = _tiny()
-    native = _native(model, Charset(ALNUM), optimizer={"state": {}})
+    model = tiny_model()
+    native = native_checkpoint(model, Charset(ALNUM), optimizer={"state": {}})
     dp = ck.convert_prefixes(native, "dp")
     assert all(k.startswith("module.") and not k.startswith("module.module.") for k in dp["model"])
     assert dp["optimizer"] == native["optimizer"] and dp["charset"] == native["charset"]
     assert ck.convert_prefixes(dp, "single")["model"].keys() == model.state_dict().keys()
-    compiled = torch.compile(nn.DataParallel(model)).state_dict()
+    compiled = _Compiled(nn.DataParallel(model)).state_dict()
     bare = ck.convert_prefixes(compiled, "single")
     assert bare.keys() == model.state_dict().keys()
     assert set(ck.convert_prefixes(bare, "dp")) == {"module." + k for k in bare}
@@ -172,7 +135,7 @@ class _RunsCode:
 @pytest.mark.parametrize("kind", ["torch.save", "legacy torch.save", "plain pickle"])
 def test_a_checkpoint_that_would_run_code_is_refused(tmp_path, kind):
     marker = tmp_path / "pwned"
-    payload = {"model": _tiny().state_dict(), "extra": _RunsCode(marker)}
+    payload = {"model": tiny_model().state_dict(), "extra": _RunsCode(marker)}
     path = tmp_path / "evil.pt"
     if kind == "plain pickle":
         path.write_bytes(pickle.dumps(payload, protocol=2))
@@ -204,7 +167,7 @@ def test_files_that_are_not_checkpoints_get_clear_errors(tmp_path):
         with pytest.raises(ck.CheckpointError, match="not a PyTorch checkpoint|empty, truncated"):
             ck.load_checkpoint(tmp_path / name)
     good = tmp_path / "good.pt"
-    torch.save(_native(_tiny(), Charset(ALNUM)), good)
+    torch.save(native_checkpoint(tiny_model(), Charset(ALNUM)), good)
     (tmp_path / "cut.pt").write_bytes(good.read_bytes()[: good.stat().st_size // 2])
     with pytest.raises(ck.CheckpointError, match="truncated"):
         ck.load_checkpoint(tmp_path / "cut.pt")
@@ -222,9 +185,9 @@ def test_files_that_are_not_checkpoints_get_clear_errors(tmp_path):
 
 @pytest.mark.parametrize("fp16", [False, True])
 def test_release_file_is_hash_named_inference_only_and_loads(tmp_path, fp16):
-    model = _tiny()
+    model = tiny_model()
     charset = Charset(ALNUM, name="alnum36")
-    train_ckpt = _native(
+    train_ckpt = native_checkpoint(
         model,
         charset,
         step=1234,
@@ -361,7 +324,7 @@ def _save_foreign(ref, path, drop_bn_counter=False):
 @pytest.fixture(scope="module")
 def meijieru(tmp_path_factory):
     torch.manual_seed(11)
-    ref = _randomise(_MeijieruCRNN(nclass=37), seed=11)
+    ref = randomise(_MeijieruCRNN(nclass=37), seed=11)
     path = tmp_path_factory.mktemp("meijieru") / "crnn.pth"
     sd = _save_foreign(ref, path, drop_bn_counter=True)
     assert "module.cnn.batchnorm2.running_var" in sd and "module.rnn.1.embedding.weight" in sd
@@ -371,7 +334,7 @@ def meijieru(tmp_path_factory):
 @pytest.fixture(scope="module")
 def clova(tmp_path_factory):
     torch.manual_seed(12)
-    ref = _randomise(_ClovaNoneVGGBiLSTMCTC(num_class=37), seed=12)
+    ref = randomise(_ClovaNoneVGGBiLSTMCTC(num_class=37), seed=12)
     path = tmp_path_factory.mktemp("clova") / "None-VGG-BiLSTM-CTC.pth"
     sd = _save_foreign(ref, path)
     assert {"module.FeatureExtraction.ConvNet.12.running_mean", "module.Prediction.bias"} <= set(sd)
@@ -426,8 +389,8 @@ def test_charset_change_keeps_the_rows_of_shared_characters(arch):
     old_cs = Charset(ALNUM, name="alnum36")
     new_chars = "ZYXWVUTSRQPONMLKJIHGFEDCBA" + ALNUM[::-1].replace("q", "") + "-"
     new_cs = Charset(new_chars, case_fold=False, name="mixed")
-    old = _tiny(arch, old_cs.num_classes, seed=1)
-    new = _tiny(arch, new_cs.num_classes, seed=2)
+    old = tiny_model(arch, old_cs.num_classes, seed=1)
+    new = tiny_model(arch, new_cs.num_classes, seed=2)
     fresh = {k: v.clone() for k, v in new.state_dict().items()}
     sd, report = ck.adapt_to_charset(old.state_dict(), old_cs, new_cs, new)
     assert len(report.kept) == 35 and report.dropped == ["q"]
@@ -456,8 +419,8 @@ def test_charset_change_keeps_the_rows_of_shared_characters(arch):
 
 def test_fine_tuning_from_another_charset_through_the_trainer(tiny_overrides, tmp_path, caplog):
     old_cs = Charset.from_spec("alnum36")
-    old = _tiny("crnn", old_cs.num_classes, seed=3)
-    src = ck.atomic_save(_native(old, old_cs), tmp_path / "alnum36.pt")
+    old = tiny_model("crnn", old_cs.num_classes, seed=3)
+    src = ck.atomic_save(native_checkpoint(old, old_cs), tmp_path / "alnum36.pt")
     cfg = load_config(None, [*tiny_overrides, "data.charset=alnum62", f"train.init_from={src}"])
     with caplog.at_level(logging.INFO, logger="crnn"):
         t = Trainer(cfg, DistInfo())
@@ -481,40 +444,48 @@ def test_fine_tuning_from_another_charset_through_the_trainer(tiny_overrides, tm
 
 
 def test_convert_cli_each_mode(tmp_path, capsys, meijieru, clova):
-    model = _tiny()
-    src = ck.atomic_save(_native(model, Charset(ALNUM), optimizer={}), tmp_path / "last.pt")
+    model = tiny_model()
+    src = ck.atomic_save(
+        native_checkpoint(model, Charset(ALNUM), optimizer={}), tmp_path / "last.pt"
+    )
     main = convert_checkpoint.main
-    rc, _, err = _run(main, "dp", src, "-o", tmp_path / "dp.pt", capsys=capsys)
+    rc, _, err = run_main(main, "dp", src, "-o", tmp_path / "dp.pt", capsys=capsys)
     assert rc == 0 and "dp names" in err
     assert all(k.startswith("module.") for k in ck.load_checkpoint(tmp_path / "dp.pt")["model"])
-    rc, _, _ = _run(main, "single", tmp_path / "dp.pt", "-o", tmp_path / "single.pt", capsys=capsys)
+    rc, _, _ = run_main(
+        main, "single", tmp_path / "dp.pt", "-o", tmp_path / "single.pt", capsys=capsys
+    )
     assert rc == 0
     assert ck.load_checkpoint(tmp_path / "single.pt")["model"].keys() == model.state_dict().keys()
-    rc, out, _ = _run(main, "release", src, "-o", tmp_path / "crnn_en.pt", "--fp16", capsys=capsys)
+    rc, out, _ = run_main(
+        main, "release", src, "-o", tmp_path / "crnn_en.pt", "--fp16", capsys=capsys
+    )
     assert rc == 0 and re.fullmatch(r".*crnn_en-[0-9a-f]{8}\.pt", out.strip())
     assert Recognizer.from_checkpoint(out.strip(), device="cpu").model.hparams == model.hparams
     for layout, (_, path) in {"meijieru": meijieru, "clova": clova}.items():
         dst = tmp_path / f"{layout}.pt"
-        rc, _, err = _run(main, "import", path, "--alphabet", ALNUM, "-o", dst, capsys=capsys)
+        rc, _, err = run_main(main, "import", path, "--alphabet", ALNUM, "-o", dst, capsys=capsys)
         assert rc == 0 and f"({layout} layout)" in err, err
         assert ck.model_from_checkpoint(ck.load_checkpoint(dst))[1].chars == ALNUM
-    rc, _, err = _run(main, "dp", src, "-o", tmp_path / "dp.pt", capsys=capsys)
+    rc, _, err = run_main(main, "dp", src, "-o", tmp_path / "dp.pt", capsys=capsys)
     assert rc == 2 and "exists; pass --overwrite" in err
 
 
 def test_convert_cli_bad_input_is_a_usage_error(tmp_path, capsys, meijieru):
     main = convert_checkpoint.main
-    rc, _, err = _run(main, "single", tmp_path / "nope.pt", "-o", tmp_path / "o.pt", capsys=capsys)
+    rc, _, err = run_main(
+        main, "single", tmp_path / "nope.pt", "-o", tmp_path / "o.pt", capsys=capsys
+    )
     assert rc == 2 and "nope.pt' not found" in err
     (tmp_path / "notes.txt").write_text("not a checkpoint\n")
-    rc, _, err = _run(
+    rc, _, err = run_main(
         main, "release", tmp_path / "notes.txt", "-o", tmp_path / "r.pt", capsys=capsys
     )
     assert rc == 2 and "not a PyTorch checkpoint" in err
     torch.save({"epoch": 3}, tmp_path / "meta.pt")
-    rc, _, err = _run(main, "dp", tmp_path / "meta.pt", "-o", tmp_path / "o.pt", capsys=capsys)
+    rc, _, err = run_main(main, "dp", tmp_path / "meta.pt", "-o", tmp_path / "o.pt", capsys=capsys)
     assert rc == 2 and "neither a crnn-ocr checkpoint nor a state_dict" in err
-    rc, _, err = _run(
+    rc, _, err = run_main(
         main, "import", meijieru[1], "--alphabet", "abc", "-o", tmp_path / "o.pt", capsys=capsys
     )
     assert rc == 2 and "37 classes" in err and "gives 4 (3 characters + blank)" in err
