@@ -179,7 +179,7 @@ def prefix_beam_search(
     for t in range(t_max):
         x = lp[:, t, :]  # (B, K)
         total = np.logaddexp(p_b, p_nb)
-        x_last = np.take_along_axis(x, last, axis=1)
+        x_last = x[rows, last]
         has_last = last > 0
         stay_b = total + x[:, BLANK : BLANK + 1]
         stay_nb = np.where(has_last, p_nb + x_last, _NEG_INF)
@@ -195,20 +195,18 @@ def prefix_beam_search(
             ext[bi, pi, ci] = _NEG_INF
         cand = np.concatenate([np.logaddexp(stay_b, stay_nb), ext.reshape(b, w * k)], axis=1)
         top = np.argpartition(-cand, w - 1, axis=1)[:, :w]  # the w best, in no order
-        alive = np.isfinite(np.take_along_axis(cand, top, axis=1))  # fewer may be possible
+        alive = np.isfinite(cand[rows, top])  # fewer may be possible
         is_stay = top < w
         src = np.where(is_stay, top, (top - w) // k)  # the old beam each one comes from
         char = np.where(is_stay, 0, (top - w) % k)
-        ext_score = np.take_along_axis(ext.reshape(b, w * k), np.maximum(top - w, 0), axis=1)
-        new_b = np.where(alive & is_stay, np.take_along_axis(stay_b, src, axis=1), _NEG_INF)
+        ext_score = ext.reshape(b, w * k)[rows, np.maximum(top - w, 0)]
+        new_b = np.where(alive & is_stay, stay_b[rows, src], _NEG_INF)
         new_nb = np.where(
             alive,
-            np.where(is_stay, np.take_along_axis(stay_nb, src, axis=1), ext_score),
+            np.where(is_stay, stay_nb[rows, src], ext_score),
             _NEG_INF,
         )
-        new_last = np.where(
-            alive, np.where(is_stay, np.take_along_axis(last, src, axis=1), char), 0
-        )
+        new_last = np.where(alive, np.where(is_stay, last[rows, src], char), 0)
         new_parent = np.full((b, w), -1, dtype=np.int64)
         for i, (a_i, s_i, src_i, c_i) in enumerate(
             zip(alive.tolist(), is_stay.tolist(), src.tolist(), char.tolist())
@@ -266,45 +264,68 @@ def alignment_confidences(log_probs: torch.Tensor, ids: Sequence[int]) -> tuple[
     """Per-character confidences along the most likely alignment of a given text.
 
     Viterbi over the CTC topology (blank, c1, blank, c2, ..., blank); character ``i``'s
-    confidence is its highest probability over the frames the alignment gives it.
+    confidence is its highest probability over the frames the alignment gives it. All
+    zeros when the text cannot be aligned to so few frames.
 
     Args:
         log_probs: ``(T, K)`` log-probabilities of one sample (valid frames only).
         ids: the text's label ids.
     """
-    n = len(ids)
-    if n == 0:
-        return ()
-    lp = log_probs.detach().double().cpu().numpy()
-    t_max = lp.shape[0]
-    labels = np.zeros(2 * n + 1, dtype=np.int64)
-    labels[1::2] = ids
-    s = len(labels)
+    lp = log_probs.detach().double().cpu().numpy()[None]
+    return _alignment_confidences(lp, [lp.shape[1]], [ids])[0]
+
+
+def _alignment_confidences(
+    lp: np.ndarray, lengths: Sequence[int], texts: Sequence[Sequence[int]]
+) -> list[tuple[float, ...]]:
+    """:func:`alignment_confidences` for a batch: ``lp`` ``(B, T, K)``, one text per
+    sample, frames past ``lengths[i]`` ignored. Vectorised over samples and states."""
+    b, t_max, _ = lp.shape
+    n = np.array([len(x) for x in texts])
+    if b == 0 or n.max() == 0:
+        return [() for _ in texts]
+    s_max = 2 * int(n.max()) + 1
+    labels = np.zeros((b, s_max), dtype=np.int64)
+    for i, ids in enumerate(texts):
+        labels[i, 1 : 2 * len(ids) : 2] = ids
+    n_states = 2 * n + 1
+    valid = np.arange(s_max)[None, :] < n_states[:, None]
     # A character state may be entered from two states back unless it repeats that character.
-    skip = np.zeros(s, dtype=bool)
-    skip[3::2] = labels[3::2] != labels[1:-2:2]
-    emit = lp[:, labels]  # (T, S)
-    delta = np.full(s, _NEG_INF)
-    delta[:2] = emit[0, :2]
-    back = np.zeros((t_max, s), dtype=np.int8)
+    skip = np.zeros((b, s_max), dtype=bool)
+    skip[:, 3::2] = labels[:, 3::2] != labels[:, 1:-2:2]
+    rows = np.arange(b)[:, None]
+    emit = lp[rows[:, :, None], np.arange(t_max)[None, :, None], labels[:, None, :]]  # (B,T,S)
+    emit[~np.broadcast_to(valid[:, None, :], emit.shape)] = _NEG_INF
+    lens = np.asarray(lengths)
+    delta = np.full((b, s_max), _NEG_INF)
+    delta[:, :2] = emit[:, 0, :2]
+    back = np.zeros((b, t_max, s_max), dtype=np.int8)  # 0: stay, 1: from s-1, 2: from s-2
+    prev = np.empty((3, b, s_max))
     for t in range(1, t_max):
-        prev = np.full((3, s), _NEG_INF)
         prev[0] = delta
-        prev[1, 1:] = delta[:-1]
-        prev[2, 2:] = np.where(skip[2:], delta[:-2], _NEG_INF)
-        back[t] = prev.argmax(axis=0)
-        delta = prev.max(axis=0) + emit[t]
-    end = s - 1 if s == 1 or delta[s - 1] >= delta[s - 2] else s - 2
-    if not np.isfinite(delta[end]):
-        return tuple(0.0 for _ in ids)  # the text cannot be aligned to so few frames
-    best = [0.0] * n
+        prev[1, :, 0] = _NEG_INF
+        prev[1, :, 1:] = delta[:, :-1]
+        prev[2, :, :2] = _NEG_INF
+        prev[2, :, 2:] = np.where(skip[:, 2:], delta[:, :-2], _NEG_INF)
+        active = (t < lens)[:, None]
+        back[:, t] = np.where(active, prev.argmax(axis=0), 0)
+        delta = np.where(active, prev.max(axis=0) + emit[:, t], delta)
+    r = np.arange(b)
+    last = np.maximum(n_states - 1, 1)
+    end = np.where(delta[r, last] >= delta[r, last - 1], last, last - 1)
+    aligned = np.isfinite(delta[r, end])
+    best = np.zeros((b, s_max // 2))
     state = end
     for t in range(t_max - 1, -1, -1):
-        if state % 2:
-            i = state // 2
-            best[i] = max(best[i], float(np.exp(emit[t, state])))
-        state -= int(back[t, state])
-    return tuple(best)
+        is_char = (state % 2 == 1) & (t < lens)
+        ci = state // 2
+        p = np.exp(emit[r, t, state])
+        best[r[is_char], ci[is_char]] = np.maximum(best[r[is_char], ci[is_char]], p[is_char])
+        state = state - back[r, t, state]
+    return [
+        tuple(float(v) for v in best[i, : n[i]]) if aligned[i] else (0.0,) * int(n[i])
+        for i in range(b)
+    ]
 
 
 class Lexicon:
@@ -318,8 +339,8 @@ class Lexicon:
     a word of the lexicon; otherwise it takes the lexicon words within ``max_edits``
     character edits of that text and returns the one with the highest CTC probability
     given the image (rescoring, as in Shi et al.'s lexicon-based transcription). A text
-    with no word that close is returned as read. The search is brute force over words of
-    similar length: ~0.05 s per image for 50 000 words.
+    with no word that close is returned as read. Finding the close words filters by
+    length and character counts (vectorised) before computing edit distances.
     """
 
     def __init__(self, words: Iterable[str], charset: Charset) -> None:
@@ -344,7 +365,17 @@ class Lexicon:
         by_len: dict[int, list[str]] = defaultdict(list)
         for w in sorted(kept):
             by_len[len(w)].append(w)
-        self._by_len = dict(by_len)
+        # Per length: the words and their character histograms (ids folded into
+        # _BUCKETS bins), for a vectorised lower bound on the edit distance.
+        self._by_len = {n: (ws, self._histograms(ws)) for n, ws in by_len.items()}
+
+    def _histograms(self, words: Sequence[str]) -> np.ndarray:
+        """``(len(words), _BUCKETS)`` int16 character counts."""
+        h = np.zeros((len(words), _BUCKETS), dtype=np.int16)
+        for row, w in enumerate(words):
+            for c in w:
+                h[row, self.charset.index(c) % _BUCKETS] += 1
+        return h
 
     @classmethod
     def from_file(cls, path: str | Path, charset: Charset) -> Lexicon:
@@ -361,14 +392,28 @@ class Lexicon:
         return word in self.words
 
     def near(self, text: str, max_edits: int) -> list[str]:
-        """Words within ``max_edits`` insertions, deletions or substitutions of ``text``."""
+        """Words within ``max_edits`` insertions, deletions or substitutions of ``text``,
+        sorted. Words whose character counts already differ by more are skipped without
+        computing their edit distance (each edit changes one count up and/or one down)."""
+        q = np.zeros(_BUCKETS, dtype=np.int16)
+        for c in text:
+            if c in self.charset:
+                q[self.charset.index(c) % _BUCKETS] += 1
         out = []
         n = len(text)
         for length in range(max(1, n - max_edits), n + max_edits + 1):
-            for w in self._by_len.get(length, ()):
-                if editdistance.eval(text, w) <= max_edits:
-                    out.append(w)
-        return out
+            if length not in self._by_len:
+                continue
+            words, hist = self._by_len[length]
+            diff = hist - q
+            bound = np.maximum(np.clip(diff, 0, None).sum(1), np.clip(-diff, 0, None).sum(1))
+            for i in np.flatnonzero(bound <= max_edits).tolist():
+                if editdistance.eval(text, words[i]) <= max_edits:
+                    out.append(words[i])
+        return sorted(out)
+
+
+_BUCKETS = 64
 
 
 def _best_path_ids(log_probs: torch.Tensor, lengths: list[int]) -> list[list[int]]:
@@ -412,7 +457,7 @@ def decode(
         beams = prefix_beam_search(log_probs, beam_width, lengths)
     else:
         beams = [[(tuple(ids), _NEG_INF)] for ids in _best_path_ids(log_probs, lens)]
-    out = []
+    chosen: list[tuple[tuple[int, ...], float]] = []
     for i in range(b):
         lp = log_probs[i, : lens[i]]
         ids, score = beams[i][0]
@@ -429,7 +474,9 @@ def decode(
                     ids, score = tuple(seqs[j]), scores[j]
         if score == _NEG_INF:  # greedy candidate: score its text exactly
             score = sequence_log_probs(lp, [ids])[0]
-        out.append(
-            Prediction(charset.decode(ids), float(np.exp(score)), alignment_confidences(lp, ids))
-        )
-    return out
+        chosen.append((ids, score))
+    confs = _alignment_confidences(log_probs.double().numpy(), lens, [ids for ids, _ in chosen])
+    return [
+        Prediction(charset.decode(ids), float(np.exp(score)), conf)
+        for (ids, score), conf in zip(chosen, confs)
+    ]

@@ -3,7 +3,9 @@ alignment and lexicons. References are computed here by enumerating every alignm
 
 import itertools
 import math
+import random
 
+import editdistance
 import pytest
 import torch
 import torch.nn.functional as F
@@ -189,3 +191,15 @@ def test_lexicon_normalises_words_and_reports_unwritable_ones(tmp_path):
         Lexicon(["ÉÉ"], CS)
     with pytest.raises(FileNotFoundError, match="one word per line"):
         Lexicon.from_file(tmp_path / "missing.txt", CS)
+
+
+def test_lexicon_near_equals_brute_force_edit_distance():
+    rng = random.Random(0)
+    alphabet = "abcdeor"  # few letters: many near misses and histogram collisions
+    words = {"".join(rng.choices(alphabet, k=rng.randint(1, 8))) for _ in range(3000)}
+    lex = Lexicon(words, CS)
+    for _ in range(40):
+        text = "".join(rng.choices(alphabet, k=rng.randint(1, 8)))
+        for d in (0, 1, 2, 3):
+            want = sorted(w for w in lex.words if editdistance.eval(text, w) <= d)
+            assert lex.near(text, d) == want, (text, d)
