@@ -380,10 +380,13 @@ class Lexicon:
     @classmethod
     def from_file(cls, path: str | Path, charset: Charset) -> Lexicon:
         """One word per line, UTF-8; blank lines are ignored."""
-        path = Path(path)
-        if not path.is_file():
-            raise FileNotFoundError(f"lexicon {str(path)!r} not found (expected one word per line)")
-        return cls(path.read_text(encoding="utf-8").splitlines(), charset)
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except (FileNotFoundError, IsADirectoryError):
+            raise FileNotFoundError(
+                f"lexicon {str(path)!r} not found (expected a file with one word per line)"
+            ) from None
+        return cls(text.splitlines(), charset)
 
     def __len__(self) -> int:
         return len(self.words)
