@@ -35,6 +35,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from crnn import __version__
 from crnn.charset import Charset
 from crnn.data.transforms import ImageSpec, normalize
 from crnn.model import CRNN
@@ -128,8 +129,6 @@ def export_onnx(
             do_constant_folding=True,
         )
     proto = onnx.load(str(path))
-    from crnn import __version__
-
     meta = {
         "charset": json.dumps(charset.to_dict(), ensure_ascii=False),
         "image": json.dumps(spec.to_dict()),

@@ -40,6 +40,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from crnn import __version__
 from crnn.charset import Charset
 from crnn.data.transforms import ImageSpec
 from crnn.model import CRNN, build_model
@@ -293,7 +294,8 @@ def convert_prefixes(obj: dict[str, Any], to: str, source: str = "checkpoint") -
     new = strip_prefixes(sd) if to == "single" else add_prefix(sd, "module.")
     if sd is obj:
         return new
-    return {**obj, **{k: new for k, v in obj.items() if v is sd}}
+    key = next(k for k, v in obj.items() if v is sd)  # "model", "state_dict", ...
+    return {**obj, key: new}
 
 
 # ---- release files ---------------------------------------------------------------------
@@ -325,8 +327,6 @@ def release_checkpoint(
     sd = {k: v.detach().clone() for k, v in model.state_dict().items()}
     if fp16:
         sd = {k: v.half() if v.is_floating_point() else v for k, v in sd.items()}
-    from crnn import __version__
-
     return {
         "format": FORMAT,
         "version": VERSION,
