@@ -7,8 +7,13 @@ by DataParallel/DDP ever sees a time-first tensor.
 
 from __future__ import annotations
 
+from collections import defaultdict
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
+import editdistance
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -60,15 +65,22 @@ def ctc_loss(
 class Prediction:
     """A decoded text line.
 
-    ``confidence`` is the product of the character confidences (the probability of the
-    best path's characters); for an empty prediction it is the least confident frame's
-    blank probability. ``char_confidences[i]`` is the highest probability of character
-    ``i`` over the frames that emitted it.
+    ``confidence`` depends on the decoder. Greedy: the product of the character
+    confidences (the probability of the best path's characters); for an empty
+    prediction, the least confident frame's blank probability. Beam search and lexicon:
+    the probability of the text summed over all its CTC alignments.
+    ``char_confidences[i]`` is the highest probability of character ``i`` over the frames
+    that emitted it (for beam/lexicon output, along the text's most likely alignment).
+
+    Unpacks as ``text, confidence = prediction``.
     """
 
     text: str
     confidence: float
     char_confidences: tuple[float, ...] = ()
+
+    def __iter__(self) -> Iterator[str | float]:
+        return iter((self.text, self.confidence))
 
 
 def greedy_decode(
@@ -107,3 +119,367 @@ def greedy_decode(
             conf = min(ps[:n]) if n else 0.0
         out.append(Prediction(charset.decode(chars), conf, tuple(confs)))
     return out
+
+
+# ---- beam search ---------------------------------------------------------------------
+
+_NEG_INF = float("-inf")
+
+
+def prefix_beam_search(
+    log_probs: torch.Tensor,
+    beam_width: int,
+    lengths: torch.Tensor | None = None,
+) -> list[list[tuple[tuple[int, ...], float]]]:
+    """CTC prefix beam search in log space, for a whole batch at once.
+
+    Each prefix (a label sequence, blanks removed and repeats merged) carries two
+    log-probabilities, of the alignments so far that end in a blank and of those that
+    end in its last character; a prefix's score is the log of their sum, i.e. the
+    probability of the label summed over all its alignments, not one path's. Per frame
+    the ``beam_width`` best prefixes are kept among the old ones and all their
+    one-character extensions, computed as ``(B, W, K)`` arrays; only the bookkeeping of
+    which prefix is which runs in Python (``O(B * W)`` per frame).
+
+    With ``beam_width`` >= the number of prefixes that ever have non-zero probability the
+    search is exact. With ``beam_width == 1`` it equals greedy decoding whenever every
+    frame's best class has a probability above ~0.71 (a trained model's usual output);
+    on flat distributions it may differ, because it sums alignments where greedy
+    follows one path.
+
+    Args:
+        log_probs: ``(B, T, K)`` log-probabilities (``log_softmax`` over ``K``), blank = 0.
+        beam_width: prefixes kept per frame (>= 1).
+        lengths: ``(B,)`` valid frames per sample; frames past it are ignored.
+
+    Returns:
+        Per sample, up to ``beam_width`` ``(ids, log_prob)`` pairs, most probable first.
+    """
+    if beam_width < 1:
+        raise ValueError(f"beam_width must be >= 1, got {beam_width}")
+    lp = log_probs.detach().double().cpu().numpy().copy()
+    b, t_max, k = lp.shape
+    if lengths is not None:
+        # Frames past a sample's length become "certainly blank": that leaves every
+        # prefix's total probability (and so the ranking) unchanged.
+        lens = lengths.detach().cpu().numpy()
+        pad = np.arange(t_max)[None, :] >= lens[:, None]
+        lp[pad] = _NEG_INF
+        lp[pad, BLANK] = 0.0
+        t_max = min(t_max, int(lens.max(initial=0)))
+    w = beam_width
+    p_b = np.full((b, w), _NEG_INF)
+    p_nb = np.full((b, w), _NEG_INF)
+    p_b[:, 0] = 0.0
+    last = np.zeros((b, w), dtype=np.int64)  # last id of each prefix (0: empty or dead)
+    parent = np.full((b, w), -1, dtype=np.int64)  # beam holding prefix[:-1], if any
+    prefixes: list[list[tuple[int, ...] | None]] = [[()] + [None] * (w - 1) for _ in range(b)]
+    rows = np.arange(b)[:, None]
+    cols = np.arange(w)[None, :]
+    for t in range(t_max):
+        x = lp[:, t, :]  # (B, K)
+        total = np.logaddexp(p_b, p_nb)
+        x_last = x[rows, last]
+        has_last = last > 0
+        stay_b = total + x[:, BLANK : BLANK + 1]
+        stay_nb = np.where(has_last, p_nb + x_last, _NEG_INF)
+        ext = total[:, :, None] + x[:, None, :]  # (B, W, K)
+        ext[:, :, BLANK] = _NEG_INF
+        # Repeating the last character extends the prefix only across a blank.
+        ext[rows, cols, last] = np.where(has_last, p_b + x_last, _NEG_INF)
+        # An extension equal to a prefix already in the beam merges into it.
+        bi, wi = np.nonzero(parent >= 0)
+        if len(bi):
+            pi, ci = parent[bi, wi], last[bi, wi]
+            stay_nb[bi, wi] = np.logaddexp(stay_nb[bi, wi], ext[bi, pi, ci])
+            ext[bi, pi, ci] = _NEG_INF
+        cand = np.concatenate([np.logaddexp(stay_b, stay_nb), ext.reshape(b, w * k)], axis=1)
+        top = np.argpartition(-cand, w - 1, axis=1)[:, :w]  # the w best, in no order
+        alive = np.isfinite(cand[rows, top])  # fewer may be possible
+        is_stay = top < w
+        src = np.where(is_stay, top, (top - w) // k)  # the old beam each one comes from
+        char = np.where(is_stay, 0, (top - w) % k)
+        ext_score = ext.reshape(b, w * k)[rows, np.maximum(top - w, 0)]
+        new_b = np.where(alive & is_stay, stay_b[rows, src], _NEG_INF)
+        new_nb = np.where(
+            alive,
+            np.where(is_stay, stay_nb[rows, src], ext_score),
+            _NEG_INF,
+        )
+        new_last = np.where(alive, np.where(is_stay, last[rows, src], char), 0)
+        new_parent = np.full((b, w), -1, dtype=np.int64)
+        for i, (a_i, s_i, src_i, c_i) in enumerate(
+            zip(alive.tolist(), is_stay.tolist(), src.tolist(), char.tolist())
+        ):
+            old = prefixes[i]
+            new: list[tuple[int, ...] | None] = [
+                (old[o] if st else old[o] + (c,)) if a else None  # type: ignore[operator]
+                for a, st, o, c in zip(a_i, s_i, src_i, c_i)
+            ]
+            index = {pre: j for j, pre in enumerate(new) if pre is not None}
+            for j, pre in enumerate(new):
+                if pre:
+                    new_parent[i, j] = index.get(pre[:-1], -1)
+            prefixes[i] = new
+        p_b, p_nb, last, parent = new_b, new_nb, new_last, new_parent
+    total = np.logaddexp(p_b, p_nb)
+    out = []
+    for i in range(b):
+        live = [
+            (prefixes[i][j], float(total[i, j])) for j in range(w) if prefixes[i][j] is not None
+        ]
+        live.sort(key=lambda r: -r[1])
+        out.append(live)  # type: ignore[arg-type]
+    return out
+
+
+def sequence_log_probs(log_probs: torch.Tensor, sequences: Sequence[Sequence[int]]) -> list[float]:
+    """Exact CTC log-probability of each label sequence under one sample's frames.
+
+    Args:
+        log_probs: ``(T, K)`` log-probabilities of one sample (valid frames only).
+        sequences: label id sequences (no blanks); may be empty.
+
+    Returns:
+        ``log p(sequence | frames)`` per sequence, ``-inf`` when it cannot fit in ``T``.
+    """
+    if not sequences:
+        return []
+    n, t = len(sequences), log_probs.shape[0]
+    lp = log_probs.detach().float().cpu()[:, None, :].expand(t, n, log_probs.shape[1])
+    flat = [c for seq in sequences for c in seq]
+    loss = F.ctc_loss(
+        lp,
+        torch.tensor(flat, dtype=torch.long),
+        torch.full((n,), t, dtype=torch.long),
+        torch.tensor([len(s) for s in sequences], dtype=torch.long),
+        blank=BLANK,
+        reduction="none",
+        zero_infinity=False,
+    )
+    return [-v for v in loss.tolist()]
+
+
+def alignment_confidences(log_probs: torch.Tensor, ids: Sequence[int]) -> tuple[float, ...]:
+    """Per-character confidences along the most likely alignment of a given text.
+
+    Viterbi over the CTC topology (blank, c1, blank, c2, ..., blank); character ``i``'s
+    confidence is its highest probability over the frames the alignment gives it. All
+    zeros when the text cannot be aligned to so few frames.
+
+    Args:
+        log_probs: ``(T, K)`` log-probabilities of one sample (valid frames only).
+        ids: the text's label ids.
+    """
+    lp = log_probs.detach().double().cpu().numpy()[None]
+    return _alignment_confidences(lp, [lp.shape[1]], [ids])[0]
+
+
+def _alignment_confidences(
+    lp: np.ndarray, lengths: Sequence[int], texts: Sequence[Sequence[int]]
+) -> list[tuple[float, ...]]:
+    """:func:`alignment_confidences` for a batch: ``lp`` ``(B, T, K)``, one text per
+    sample, frames past ``lengths[i]`` ignored. Vectorised over samples and states."""
+    b, t_max, _ = lp.shape
+    n = np.array([len(x) for x in texts])
+    if b == 0 or n.max() == 0:
+        return [() for _ in texts]
+    s_max = 2 * int(n.max()) + 1
+    labels = np.zeros((b, s_max), dtype=np.int64)
+    for i, ids in enumerate(texts):
+        labels[i, 1 : 2 * len(ids) : 2] = ids
+    n_states = 2 * n + 1
+    valid = np.arange(s_max)[None, :] < n_states[:, None]
+    # A character state may be entered from two states back unless it repeats that character.
+    skip = np.zeros((b, s_max), dtype=bool)
+    skip[:, 3::2] = labels[:, 3::2] != labels[:, 1:-2:2]
+    rows = np.arange(b)[:, None]
+    emit = lp[rows[:, :, None], np.arange(t_max)[None, :, None], labels[:, None, :]]  # (B,T,S)
+    emit[~np.broadcast_to(valid[:, None, :], emit.shape)] = _NEG_INF
+    lens = np.asarray(lengths)
+    delta = np.full((b, s_max), _NEG_INF)
+    delta[:, :2] = emit[:, 0, :2]
+    back = np.zeros((b, t_max, s_max), dtype=np.int8)  # 0: stay, 1: from s-1, 2: from s-2
+    prev = np.empty((3, b, s_max))
+    for t in range(1, t_max):
+        prev[0] = delta
+        prev[1, :, 0] = _NEG_INF
+        prev[1, :, 1:] = delta[:, :-1]
+        prev[2, :, :2] = _NEG_INF
+        prev[2, :, 2:] = np.where(skip[:, 2:], delta[:, :-2], _NEG_INF)
+        active = (t < lens)[:, None]
+        back[:, t] = np.where(active, prev.argmax(axis=0), 0)
+        delta = np.where(active, prev.max(axis=0) + emit[:, t], delta)
+    r = np.arange(b)
+    last = np.maximum(n_states - 1, 1)
+    end = np.where(delta[r, last] >= delta[r, last - 1], last, last - 1)
+    aligned = np.isfinite(delta[r, end])
+    best = np.zeros((b, s_max // 2))
+    state = end
+    for t in range(t_max - 1, -1, -1):
+        is_char = (state % 2 == 1) & (t < lens)
+        ci = state // 2
+        p = np.exp(emit[r, t, state])
+        best[r[is_char], ci[is_char]] = np.maximum(best[r[is_char], ci[is_char]], p[is_char])
+        state = state - back[r, t, state]
+    return [
+        tuple(float(v) for v in best[i, : n[i]]) if aligned[i] else (0.0,) * int(n[i])
+        for i in range(b)
+    ]
+
+
+class Lexicon:
+    """A word list that decoding may snap its output to.
+
+    Words are normalised like labels (``Charset.normalize``: NFC, lower-cased for
+    case-folding charsets). Words with characters the charset cannot write are left out
+    and listed in ``skipped``.
+
+    Decoding with a lexicon (see :func:`decode`) keeps the decoder's best text when it is
+    a word of the lexicon; otherwise it takes the lexicon words within ``max_edits``
+    character edits of that text and returns the one with the highest CTC probability
+    given the image (rescoring, as in Shi et al.'s lexicon-based transcription). A text
+    with no word that close is returned as read. Finding the close words filters by
+    length and character counts (vectorised) before computing edit distances.
+    """
+
+    def __init__(self, words: Iterable[str], charset: Charset) -> None:
+        self.charset = charset
+        self.skipped: list[str] = []
+        kept: set[str] = set()
+        for word in words:
+            w = charset.normalize(word.strip())
+            if not w:
+                continue
+            if charset.unknown_chars(w):
+                self.skipped.append(word)
+            else:
+                kept.add(w)
+        if not kept:
+            raise ValueError(
+                f"the lexicon has no word the charset {charset.name!r} can write "
+                f"({len(self.skipped)} words left out, e.g. {self.skipped[:3]}); use a charset "
+                "that holds its characters or a word list in this alphabet"
+            )
+        self.words = frozenset(kept)
+        by_len: dict[int, list[str]] = defaultdict(list)
+        for w in sorted(kept):
+            by_len[len(w)].append(w)
+        # Per length: the words and their character histograms (ids folded into
+        # _BUCKETS bins), for a vectorised lower bound on the edit distance.
+        self._by_len = {n: (ws, self._histograms(ws)) for n, ws in by_len.items()}
+
+    def _histograms(self, words: Sequence[str]) -> np.ndarray:
+        """``(len(words), _BUCKETS)`` int16 character counts."""
+        h = np.zeros((len(words), _BUCKETS), dtype=np.int16)
+        for row, w in enumerate(words):
+            for c in w:
+                h[row, self.charset.index(c) % _BUCKETS] += 1
+        return h
+
+    @classmethod
+    def from_file(cls, path: str | Path, charset: Charset) -> Lexicon:
+        """One word per line, UTF-8; blank lines are ignored."""
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except (FileNotFoundError, IsADirectoryError):
+            raise FileNotFoundError(
+                f"lexicon {str(path)!r} not found (expected a file with one word per line)"
+            ) from None
+        return cls(text.splitlines(), charset)
+
+    def __len__(self) -> int:
+        return len(self.words)
+
+    def __contains__(self, word: object) -> bool:
+        return word in self.words
+
+    def near(self, text: str, max_edits: int) -> list[str]:
+        """Words within ``max_edits`` insertions, deletions or substitutions of ``text``,
+        sorted. Words whose character counts already differ by more are skipped without
+        computing their edit distance (each edit changes one count up and/or one down)."""
+        q = np.zeros(_BUCKETS, dtype=np.int16)
+        for c in text:
+            if c in self.charset:
+                q[self.charset.index(c) % _BUCKETS] += 1
+        out = []
+        n = len(text)
+        for length in range(max(1, n - max_edits), n + max_edits + 1):
+            if length not in self._by_len:
+                continue
+            words, hist = self._by_len[length]
+            diff = hist - q
+            bound = np.maximum(np.clip(diff, 0, None).sum(1), np.clip(-diff, 0, None).sum(1))
+            for i in np.flatnonzero(bound <= max_edits).tolist():
+                if editdistance.eval(text, words[i]) <= max_edits:
+                    out.append(words[i])
+        return sorted(out)
+
+
+_BUCKETS = 64
+
+
+def _best_path_ids(log_probs: torch.Tensor, lengths: list[int]) -> list[list[int]]:
+    best = log_probs.argmax(dim=-1).tolist()
+    out = []
+    for ids, n in zip(best, lengths):
+        seq, prev = [], BLANK
+        for c in ids[:n]:
+            if c != BLANK and c != prev:
+                seq.append(c)
+            prev = c
+        out.append(seq)
+    return out
+
+
+def decode(
+    logits: torch.Tensor,
+    charset: Charset,
+    lengths: torch.Tensor | None = None,
+    beam_width: int = 0,
+    lexicon: Lexicon | None = None,
+    max_edits: int = 2,
+) -> list[Prediction]:
+    """Decode a batch: greedy (``beam_width=0``, the default), prefix beam search, and
+    optionally a lexicon on top of either.
+
+    Args:
+        logits: ``(B, T, K)`` raw scores.
+        lengths: ``(B,)`` valid frames per sample (default: all ``T``).
+        beam_width: 0 for greedy decoding, else the beam of :func:`prefix_beam_search`.
+        lexicon: snap each text to the most probable word within ``max_edits`` edits
+            (see :class:`Lexicon`).
+        max_edits: how far a lexicon word may be from the decoded text.
+    """
+    if beam_width <= 0 and lexicon is None:
+        return greedy_decode(logits, charset, lengths)
+    log_probs = logits.detach().float().log_softmax(dim=-1).cpu()
+    b, t = log_probs.shape[:2]
+    lens = lengths.cpu().tolist() if lengths is not None else [t] * b
+    if beam_width > 0:
+        beams = prefix_beam_search(log_probs, beam_width, lengths)
+    else:
+        beams = [[(tuple(ids), _NEG_INF)] for ids in _best_path_ids(log_probs, lens)]
+    chosen: list[tuple[tuple[int, ...], float]] = []
+    for i in range(b):
+        lp = log_probs[i, : lens[i]]
+        ids, score = beams[i][0]
+        if lexicon is not None:
+            texts = [charset.decode(c) for c, _ in beams[i]]
+            if texts[0] not in lexicon:
+                shortlist = {x for x in texts if x in lexicon}
+                shortlist.update(lexicon.near(texts[0], max_edits))
+                if shortlist:
+                    words = sorted(shortlist)
+                    seqs = [charset.encode(w) for w in words]
+                    scores = sequence_log_probs(lp, seqs)
+                    j = max(range(len(words)), key=scores.__getitem__)
+                    ids, score = tuple(seqs[j]), scores[j]
+        if score == _NEG_INF:  # greedy candidate: score its text exactly
+            score = sequence_log_probs(lp, [ids])[0]
+        chosen.append((ids, score))
+    confs = _alignment_confidences(log_probs.double().numpy(), lens, [ids for ids, _ in chosen])
+    return [
+        Prediction(charset.decode(ids), float(np.exp(score)), conf)
+        for (ids, score), conf in zip(chosen, confs)
+    ]

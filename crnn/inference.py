@@ -2,9 +2,12 @@
 
 ```python
 from crnn import Recognizer
-rec = Recognizer.from_checkpoint("runs/default/best.pt")
-for p in rec.predict(["word.png", pil_image, uint8_array]):
-    print(p.text, p.confidence)
+rec = Recognizer.from_checkpoint("runs/default/best.pt")   # or a release file
+for text, confidence in rec.predict(["word.png", pil_image, uint8_array]):
+    print(text, confidence)
+
+rec = Recognizer.from_checkpoint("crnn_en-1a2b3c4d.pt", beam_width=10, lexicon="words.txt")
+rec = Recognizer.from_onnx("crnn_en.onnx")                 # ONNX Runtime, no PyTorch model
 ```
 
 Images are grouped by their resized width and each group is run unpadded, so a
@@ -22,7 +25,7 @@ from typing import Any
 import torch
 
 from crnn.charset import Charset
-from crnn.ctc import Prediction, greedy_decode
+from crnn.ctc import Lexicon, Prediction, decode
 from crnn.data.transforms import ImageSource, ImageSpec, normalize, preprocess
 from crnn.engine.checkpoint import load_checkpoint, model_from_checkpoint
 from crnn.engine.parallel import autocast_for
@@ -37,28 +40,52 @@ class Recognizer:
     """Reads text from word or line images with a trained CRNN.
 
     Args:
-        model: the bare CRNN.
+        model: the bare CRNN, or an :class:`crnn.export.OnnxModel` (see :meth:`from_onnx`).
         charset, spec: from the same checkpoint as the model.
-        device: where to run (default: CUDA if available, else CPU).
+        device: where to run (default: CUDA if available, else CPU); PyTorch models only.
         batch_size: images per forward pass.
         amp: ``bf16``/``fp16`` autocast on CUDA, ``none`` for fp32.
+        beam_width: 0 for greedy decoding (the default), else CTC prefix beam search with
+            this many prefixes (see ``crnn.ctc.prefix_beam_search``).
+        lexicon: a word list (a file with one word per line, words, or a
+            :class:`crnn.ctc.Lexicon`): each text is snapped to the most probable word
+            within ``max_edits`` edits, if there is one.
+        max_edits: how far a lexicon word may be from the decoded text.
     """
 
     def __init__(
         self,
-        model: CRNN,
+        model: CRNN | Any,
         charset: Charset,
         spec: ImageSpec,
         device: str | torch.device | None = None,
         batch_size: int = 64,
         amp: str = "none",
+        beam_width: int = 0,
+        lexicon: Lexicon | str | os.PathLike[str] | Sequence[str] | None = None,
+        max_edits: int = 2,
     ) -> None:
-        self.device = torch.device(device) if device is not None else default_device()
-        self.model = model.to(self.device).eval()
+        self.torch_model = isinstance(model, torch.nn.Module)
+        if self.torch_model:
+            self.device = torch.device(device) if device is not None else default_device()
+            self.model = model.to(self.device).eval()
+        else:  # ONNX Runtime picks its device through its execution providers
+            self.device = torch.device("cpu")
+            self.model = model
         self.charset = charset
         self.spec = spec
         self.batch_size = batch_size
         self.amp = amp
+        if beam_width < 0:
+            raise ValueError(f"beam_width must be >= 0 (0: greedy), got {beam_width}")
+        self.beam_width = beam_width
+        if lexicon is not None and not isinstance(lexicon, Lexicon):
+            if isinstance(lexicon, (str, os.PathLike)):
+                lexicon = Lexicon.from_file(lexicon, charset)
+            else:
+                lexicon = Lexicon(lexicon, charset)
+        self.lexicon = lexicon
+        self.max_edits = max_edits
 
     @classmethod
     def from_checkpoint(
@@ -68,6 +95,21 @@ class Recognizer:
         ckpt = load_checkpoint(path)
         model, charset, spec = model_from_checkpoint(ckpt, str(path))
         return cls(model, charset, spec, device=device, **kwargs)
+
+    @classmethod
+    def from_onnx(
+        cls,
+        path: str | os.PathLike[str],
+        providers: list[str] | None = None,
+        threads: int | None = None,
+        **kwargs: Any,
+    ) -> Recognizer:
+        """Run an ONNX file written by ``tools/export.py`` with ONNX Runtime; its charset
+        and image spec come from the file's metadata. Needs ``onnxruntime``."""
+        from crnn.export import OnnxModel
+
+        model = OnnxModel(path, providers=providers, threads=threads)
+        return cls(model, model.charset, model.spec, **kwargs)
 
     def preprocess(self, image: ImageSource) -> torch.Tensor:
         """One image -> ``(C, H, W)`` uint8; raises ``ImageDecodeError`` for bad input."""
@@ -84,14 +126,25 @@ class Recognizer:
             for k in range(0, len(idx), self.batch_size):
                 chunk = idx[k : k + self.batch_size]
                 batch = torch.stack([images[i] for i in chunk]).to(self.device)
-                with autocast_for(self.device, self.amp):
-                    logits = self.model(normalize(batch))
-                for i, p in zip(chunk, greedy_decode(logits, self.charset)):
+                if self.torch_model:
+                    with autocast_for(self.device, self.amp):
+                        logits = self.model(normalize(batch))
+                else:
+                    logits = self.model(batch)  # ONNX: uint8 in, normalised inside
+                preds = decode(
+                    logits,
+                    self.charset,
+                    beam_width=self.beam_width,
+                    lexicon=self.lexicon,
+                    max_edits=self.max_edits,
+                )
+                for i, p in zip(chunk, preds):
                     out[i] = p
         return out  # type: ignore[return-value]
 
     def predict(self, images: ImageSource | Sequence[ImageSource]) -> list[Prediction]:
-        """Paths, encoded bytes, PIL images or arrays -> one :class:`Prediction` each.
+        """Paths, encoded bytes, PIL images or arrays -> one :class:`Prediction` each
+        (``text``, ``confidence``, ``char_confidences``; unpacks as ``text, confidence``).
 
         A single image (not in a list) gives a list of one.
         """

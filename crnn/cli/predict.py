@@ -3,6 +3,11 @@
 Prints one line per image: ``path<TAB>text<TAB>confidence`` (or JSON with --json).
 Folders are searched recursively for images. Unreadable files are reported on stderr,
 the rest are still predicted, and the exit code is then 1.
+
+Decoding is greedy unless --beam N asks for CTC prefix beam search; --lexicon FILE (one
+word per line) snaps each text to the most probable word within --max-edits edits.
+Confidence is then the probability of the text summed over its alignments. An .onnx
+file written by tools/export.py may be given as the checkpoint (runs on ONNX Runtime).
 """
 
 from __future__ import annotations
@@ -34,7 +39,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "-c",
         "--checkpoint",
-        help="a checkpoint, run directory or release file (default: the bundled English model)",
+        help="a checkpoint, run directory, release file or exported .onnx file "
+        "(default: the bundled English model)",
+    )
+    p.add_argument(
+        "--beam",
+        type=int,
+        default=0,
+        metavar="N",
+        help="CTC prefix beam search keeping N prefixes (default 0: greedy decoding)",
+    )
+    p.add_argument(
+        "--lexicon",
+        metavar="FILE",
+        help="word list, one per line: output the most probable word close to what was read",
+    )
+    p.add_argument(
+        "--max-edits",
+        type=int,
+        default=2,
+        help="how many character edits a lexicon word may be from the read text (default 2)",
     )
     p.add_argument(
         "--json",
@@ -87,12 +111,33 @@ def main(argv: list[str] | None = None) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     results: list[dict[str, object]] = []
+    if args.beam < 0 or args.max_edits < 0:
+        log.error("--beam and --max-edits must be >= 0, got %d and %d", args.beam, args.max_edits)
+        return EXIT_USAGE
+    decoding = {
+        "batch_size": args.batch_size,
+        "beam_width": args.beam,
+        "lexicon": args.lexicon,
+        "max_edits": args.max_edits,
+    }
     try:
         ckpt = args.checkpoint or default_checkpoint()
-        rec = Recognizer.from_checkpoint(ckpt, device=args.device, batch_size=args.batch_size)
-    except (CheckpointError, FileNotFoundError, RuntimeError) as e:
+        if str(ckpt).endswith(".onnx"):
+            rec = Recognizer.from_onnx(ckpt, threads=args.threads, **decoding)
+        else:
+            rec = Recognizer.from_checkpoint(ckpt, device=args.device, **decoding)
+    except (CheckpointError, FileNotFoundError, RuntimeError, ImportError, ValueError) as e:
         log.error("%s", e)
         return EXIT_USAGE
+    if rec.lexicon is not None:
+        log.info("lexicon: %d words", len(rec.lexicon))
+        if rec.lexicon.skipped:
+            log.warning(
+                "lexicon: %d words have characters the model cannot write and were left out "
+                "(e.g. %s)",
+                len(rec.lexicon.skipped),
+                ", ".join(repr(w) for w in rec.lexicon.skipped[:3]),
+            )
     n_inputs = len(files) + len(errors)
     for path, why in errors:
         print(f"error: {path}: {why}", file=sys.stderr)

@@ -203,7 +203,7 @@ class Trainer:
 
     def _init_from(self, model: CRNN, path: str) -> None:
         state = ckpt_io.load_checkpoint(path)
-        sd = ckpt_io.strip_prefixes(state["model"] if ckpt_io.is_native(state) else state)
+        sd = ckpt_io.init_state_dict(state, model, self.charset, path)  # adapts the charset
         ckpt_io.load_state_dict_checked(model, sd, path)
         log.info("initialised weights from %s", path)
 

@@ -1,0 +1,130 @@
+"""Convert checkpoints: prefixes, release files, and weights from other projects.
+
+Modes:
+  single   strip module./_orig_mod. from the weight keys (single-GPU names)
+  dp       prefix the weight keys with module. (for tools that expect DataParallel names)
+  release  training checkpoint -> inference file (weights, model config, charset, image
+           spec; optimizer and the rest dropped), named OUT_STEM-<sha256[:8]>.pt
+  import   a state_dict of meijieru/crnn.pytorch CRNN or clovaai None-VGG-BiLSTM-CTC
+           -> a crnn-ocr checkpoint for predict, eval and train.init_from
+
+Examples:
+  convert_checkpoint.py release runs/en/best.pt -o models/crnn_en.pt --fp16
+  convert_checkpoint.py import crnn.pth --layout meijieru \\
+      --alphabet 0123456789abcdefghijklmnopqrstuvwxyz -o crnn_meijieru.pt
+
+Exit codes: 0 done, 2 bad input (nothing written).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from crnn.cli import EXIT_OK, EXIT_USAGE, setup_logging
+
+log = logging.getLogger("crnn.convert_checkpoint")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="convert_checkpoint.py",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = p.add_subparsers(dest="mode", required=True, metavar="MODE")
+
+    def add(name: str, help: str) -> argparse.ArgumentParser:
+        sp = sub.add_parser(name, help=help, description=help)
+        sp.add_argument("src", help="input file (a checkpoint or a state_dict saved by torch.save)")
+        sp.add_argument("-o", "--out", required=True, help="output file")
+        sp.add_argument("--overwrite", action="store_true", help="replace an existing output")
+        sp.add_argument("-v", "--verbose", action="store_true")
+        return sp
+
+    add("single", "strip module./_orig_mod. from the weight keys")
+    add("dp", "prefix the weight keys with module. (DataParallel/DDP names)")
+    sp = add("release", "make an inference-only release file named OUT_STEM-<sha256[:8]>.pt")
+    sp.add_argument("--fp16", action="store_true", help="store float weights as float16")
+    sp = add("import", "import another project's CRNN weights as a crnn-ocr checkpoint")
+    sp.add_argument(
+        "--layout",
+        choices=("auto", "meijieru", "clova", "crnn-ocr"),
+        default="auto",
+        help="meijieru: meijieru/crnn.pytorch CRNN(imgH=32, nc, nclass, nh); clova: "
+        "clovaai/deep-text-recognition-benchmark None-VGG-BiLSTM-CTC; crnn-ocr: a bare "
+        "state_dict of this project (default: recognised from the key names)",
+    )
+    alpha = sp.add_mutually_exclusive_group(required=True)
+    alpha.add_argument(
+        "--alphabet",
+        help="the model's characters in class order, without the blank (class 0); "
+        "e.g. 0123456789abcdefghijklmnopqrstuvwxyz",
+    )
+    alpha.add_argument(
+        "--charset", help="the same as a built-in charset name or a .txt file (one per line)"
+    )
+    sp.add_argument(
+        "--case-fold",
+        choices=("auto", "yes", "no"),
+        default="auto",
+        help="lower-case labels before comparing (auto: when the alphabet has no capitals)",
+    )
+    sp.add_argument("--min-width", type=int, default=16, help="stored image spec (default 16)")
+    sp.add_argument("--max-width", type=int, default=128, help="stored image spec (default 128)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    setup_logging(args.verbose)
+    from crnn.charset import Charset
+    from crnn.data.transforms import ImageSpec
+    from crnn.engine import checkpoint as ck
+
+    out = Path(args.out)
+    src = Path(args.src)
+    if out.exists() and not args.overwrite and args.mode != "release":
+        log.error("%s exists; pass --overwrite to replace it", out)
+        return EXIT_USAGE
+    try:
+        obj = ck.load_checkpoint(src)
+        if args.mode in ("single", "dp"):
+            converted = ck.convert_prefixes(obj, args.mode, str(src))
+            n = len(ck.extract_state_dict(converted, str(src)))
+            ck.atomic_save(converted, out)
+            log.info("wrote %s (%d weight keys, %s names)", out, n, args.mode)
+        elif args.mode == "release":
+            final = ck.save_release(obj, out, fp16=args.fp16, source=str(src))
+            log.info("wrote release file %s (%.1f MB)", final, final.stat().st_size / 1e6)
+            print(final)
+        else:
+            fold = {"auto": None, "yes": True, "no": False}[args.case_fold]
+            if args.alphabet is not None:
+                charset = Charset(args.alphabet, fold, "imported")
+            else:
+                charset = Charset.from_spec(args.charset, fold)
+            spec = ImageSpec(min_width=args.min_width, max_width=args.max_width)
+            ckpt = ck.import_state_dict(obj, charset, args.layout, spec, str(src))
+            ck.atomic_save(ckpt, out)
+            mc = ckpt["model_config"]
+            log.info(
+                "imported %s (%s layout) as a crnn-ocr checkpoint %s: arch %s, %d classes, "
+                "hidden %d",
+                src,
+                ckpt["imported"]["layout"],
+                out,
+                mc["arch"],
+                mc["num_classes"],
+                mc["hidden"],
+            )
+    except (ck.CheckpointError, ValueError) as e:
+        log.error("%s", e)
+        return EXIT_USAGE
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,114 @@
+"""Export a checkpoint to ONNX and check it against PyTorch.
+
+The ONNX model takes uint8 images (batch, channels, 32, width) with dynamic batch and
+width, normalises them inside, and returns logits (batch, steps, classes); the charset
+and image spec travel in its metadata (see docs/checkpoints.md). After writing, the file
+is run with ONNX Runtime on random images of several widths and batch sizes and
+compared with PyTorch.
+
+Exit codes: 0 written and checked, 1 written but ONNX and PyTorch disagree beyond
+--tolerance, 2 bad input or onnx/onnxruntime not installed (nothing written).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from crnn.cli import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, setup_logging
+
+log = logging.getLogger("crnn.export")
+
+
+def _int_list(text: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated integers, got {text!r}"
+        ) from None
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
+    return values
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="export.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("checkpoint", help="checkpoint file, run directory or release file")
+    p.add_argument("-o", "--out", required=True, help="output .onnx file")
+    p.add_argument("--opset", type=int, default=17, help="ONNX opset (default 17)")
+    p.add_argument(
+        "--check-widths",
+        type=_int_list,
+        default=[32, 100, 257, 400],
+        help="image widths to compare ONNX Runtime with PyTorch on (default 32,100,257,400)",
+    )
+    p.add_argument(
+        "--check-batch-sizes",
+        type=_int_list,
+        default=[1, 3],
+        help="batch sizes to compare on (default 1,3)",
+    )
+    p.add_argument(
+        "--tolerance",
+        type=float,
+        default=1e-4,
+        help="largest allowed absolute logit difference (default 1e-4)",
+    )
+    p.add_argument("--no-check", action="store_true", help="skip the comparison")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing output")
+    p.add_argument("-v", "--verbose", action="store_true")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    setup_logging(args.verbose)
+    from crnn.engine.checkpoint import CheckpointError, load_checkpoint, model_from_checkpoint
+    from crnn.export import (
+        OnnxModel,
+        OnnxUnavailableError,
+        compare_with_torch,
+        export_onnx,
+        require_onnx,
+    )
+
+    out = Path(args.out)
+    if out.exists() and not args.overwrite:
+        log.error("%s exists; pass --overwrite to replace it", out)
+        return EXIT_USAGE
+    try:
+        require_onnx()
+        model, charset, spec = model_from_checkpoint(
+            load_checkpoint(args.checkpoint), args.checkpoint
+        )
+    except (OnnxUnavailableError, CheckpointError) as e:
+        log.error("%s", e)
+        return EXIT_USAGE
+    model.eval()
+    export_onnx(model, charset, spec, out, opset=args.opset)
+    log.info("wrote %s (%.1f MB)", out, out.stat().st_size / 1e6)
+    if args.no_check:
+        return EXIT_OK
+    diffs = compare_with_torch(model, OnnxModel(out), args.check_widths, args.check_batch_sizes)
+    worst = max(diffs.values())
+    for (b, w), d in diffs.items():
+        log.info("batch %d, width %d: max |ONNX - PyTorch| = %.2e", b, w, d)
+    if worst > args.tolerance:
+        log.error(
+            "ONNX Runtime and PyTorch differ by up to %.2e (tolerance %.0e); the file was "
+            "written but should not be trusted",
+            worst,
+            args.tolerance,
+        )
+        return EXIT_FAILURE
+    log.info("ONNX Runtime matches PyTorch (max |difference| %.2e <= %.0e)", worst, args.tolerance)
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

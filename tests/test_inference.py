@@ -1,0 +1,139 @@
+"""The application API (Recognizer) and predict's decoding options."""
+
+import io
+import json
+
+import editdistance
+import numpy as np
+import pytest
+import torch
+from ckpt_helpers import native_checkpoint, run_main, tiny_model
+from conftest import run_tool
+from PIL import Image
+
+from crnn.charset import Charset
+from crnn.cli import predict as predict_cli
+from crnn.ctc import decode, greedy_decode
+from crnn.data.transforms import ImageSpec, normalize, preprocess
+from crnn.engine import checkpoint as ck
+from crnn.inference import Recognizer
+
+CHARSET = Charset.from_spec("alnum36")
+
+
+@pytest.fixture(scope="module")
+def model():
+    return tiny_model("crnn", CHARSET.num_classes, seed=7)
+
+
+@pytest.fixture(scope="module")
+def ckpt_path(model, tmp_path_factory):
+    return ck.atomic_save(
+        native_checkpoint(model, CHARSET), tmp_path_factory.mktemp("inf") / "best.pt"
+    )
+
+
+def _logits(model, image):
+    with torch.no_grad():
+        return model(normalize(preprocess(image, ImageSpec())[None]))
+
+
+def _one_edit_away(text):
+    """``text`` with its first character replaced (a word the model did not read)."""
+    return ("b" if text[0] != "b" else "c") + text[1:]
+
+
+def test_predict_takes_paths_bytes_pil_images_and_arrays(model, ckpt_path, word_folder):
+    path = word_folder / "images" / "0003.png"
+    pil = Image.open(path)
+    gray = np.asarray(pil.convert("L"))
+    kinds = {
+        "path": path,
+        "str": str(path),
+        "bytes": path.read_bytes(),
+        "PIL": pil,
+        "uint8 array": gray,
+        "float array": gray.astype(np.float32) / 255,
+        "RGB array": np.asarray(pil.convert("RGB")),
+        "tensor": torch.from_numpy(gray.copy()),
+    }
+    rec = Recognizer.from_checkpoint(ckpt_path, device="cpu")
+    pixels = preprocess(path, ImageSpec())
+    (want,) = greedy_decode(_logits(model, path), CHARSET)
+    for kind, image in kinds.items():
+        # Every kind decodes to the very same pixels (a random model reads much the same
+        # text from any image, so the pixels are the sharp check)...
+        assert torch.equal(rec.preprocess(image), pixels), kind
+        (p,) = rec.predict(image)  # one image, not in a list: a list of one
+        text, confidence = p
+        assert text == want.text, kind
+        assert confidence == pytest.approx(want.confidence, rel=1e-4), kind
+    # ...and a mixed list gives one prediction per image, in order.
+    preds = rec.predict(list(kinds.values()))
+    assert [p.text for p in preds] == [want.text] * len(kinds)
+
+
+def test_recognizer_decodes_with_beam_and_lexicon(model, ckpt_path, word_folder, tmp_path):
+    images = sorted((word_folder / "images").iterdir())[:8]
+    beam = Recognizer.from_checkpoint(ckpt_path, device="cpu", beam_width=6).predict(images)
+    for image, p in zip(images, beam):
+        (want,) = decode(_logits(model, image), CHARSET, beam_width=6)
+        assert p.text == want.text and p.confidence == pytest.approx(want.confidence, rel=1e-5)
+    target = max(beam, key=lambda p: len(p.text)).text
+    assert target, "the test model should read something"
+    word = _one_edit_away(target)
+    lex = tmp_path / "words.txt"
+    lex.write_text(f"{word}\nzzzzzzzzzzzzzzzzzzzz\n")
+    rec = Recognizer.from_checkpoint(
+        ckpt_path, device="cpu", beam_width=6, lexicon=lex, max_edits=1
+    )
+    snapped = rec.predict(images)
+    for b, s in zip(beam, snapped):
+        assert s.text == (word if editdistance.eval(b.text, word) <= 1 else b.text)
+    assert sum(s.text == word for s in snapped) >= 1
+    assert sum(s.text != word for s in snapped) >= 1
+    assert Recognizer(model, CHARSET, ImageSpec(), "cpu", lexicon=[word]).lexicon.words == {word}
+
+
+def test_predict_cli_beam_and_lexicon(model, ckpt_path, word_folder, tmp_path):
+    images = sorted((word_folder / "images").iterdir())[:4]
+    beam = Recognizer.from_checkpoint(ckpt_path, device="cpu", beam_width=5).predict(images)
+    target = max(beam, key=lambda p: len(p.text)).text
+    word = _one_edit_away(target)
+    lex = tmp_path / "words.txt"
+    lex.write_text(f"{word}\nzzzzzzzzzzzzzzzzzzzz\nCAFÉ\n", encoding="utf-8")
+    r = run_tool(
+        "predict", "-c", str(ckpt_path), "--beam", "5", "--lexicon", str(lex), "--max-edits", "1",
+        "--json",
+        *map(str, images),
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    got = {row["path"]: row for row in json.loads(r.stdout)}
+    for image, p in zip(images, beam):
+        row = got[str(image)]
+        assert row["text"] == (word if editdistance.eval(p.text, word) <= 1 else p.text)
+        assert len(row["char_confidences"]) == len(row["text"])
+    assert any(row["text"] == word for row in got.values())
+    assert any(row["text"] != word for row in got.values())
+    assert "lexicon: 2 words" in r.stderr and "'CAFÉ'" in r.stderr
+
+
+def test_predict_cli_decoding_usage_errors(ckpt_path, word_folder, tmp_path, capsys):
+    img = word_folder / "images" / "0000.png"
+    rc, _, err = run_main(
+        predict_cli.main, "-c", ckpt_path, "--lexicon", tmp_path / "none.txt", img, capsys=capsys
+    )
+    assert rc == 2 and "none.txt' not found" in err
+    rc, _, err = run_main(predict_cli.main, "-c", ckpt_path, "--beam", "-1", img, capsys=capsys)
+    assert rc == 2 and "--beam" in err
+    rc, out, _ = run_main(predict_cli.main, "-c", ckpt_path, "--beam", "3", img, capsys=capsys)
+    assert rc == 0 and out.startswith(f"{img}\t")
+
+
+def test_bytes_image_in_a_list_is_one_image(model, ckpt_path):
+    buf = io.BytesIO()
+    Image.new("L", (60, 32), 255).save(buf, format="PNG")
+    rec = Recognizer(model, CHARSET, ImageSpec(), device="cpu")
+    assert len(rec.predict([buf.getvalue(), buf.getvalue()])) == 2
+    with pytest.raises(ValueError, match="beam_width must be >= 0"):
+        Recognizer(model, CHARSET, ImageSpec(), device="cpu", beam_width=-2)
