@@ -18,6 +18,7 @@ def trained_run(tmp_path_factory, word_lmdb):
     )  # fmt: skip
     assert r.returncode == 0, r.stderr[-3000:]
     assert "run directory" in r.stderr and "tensorboard --logdir" in r.stderr
+    assert "saved" in (out / "train.log").read_text()
     return out
 
 
