@@ -504,3 +504,25 @@ def test_two_nodes_on_loopback_with_torchrun(word_lmdb, tmp_path):
     assert load_checkpoint(tmp_path / f"out{main[0]}" / "last.pt")["step"] == 4
     assert not (tmp_path / f"out{other}").exists(), "global rank 1 (local rank 0) wrote files"
     assert "train:" not in texts[other] and "saved" not in texts[other]
+
+
+def test_bench_parallel_measures_the_trainer_step(tmp_path):
+    """The benchmark's single-device rows on the CPU (its DDP rows start processes and
+    are run by hand; figures in docs/benchmarks.md)."""
+    from crnn.engine.bench_parallel import BenchSpec, format_table, rows_to_json, run_benchmark
+
+    spec = BenchSpec(
+        batch_size=8, width=64, steps=1, repeats=1, warmup=1, overrides=TINY_MODEL,
+        strategies=["single", "dp"], accum_steps=[1, 2],
+    )  # fmt: skip
+    rows = run_benchmark(spec, tmp_path)
+    assert [(r.strategy, r.grad_checkpoint, r.accum_steps, r.micro_batch) for r in rows] == [
+        ("single", False, 1, 8),
+        ("single", False, 2, 4),
+        ("single", True, 1, 8),
+        ("single", True, 2, 4),
+    ]  # fmt: skip  (dp needs CUDA: skipped)
+    assert all(r.images_per_s > 0 and r.peak_allocated_mib == {} for r in rows)
+    table = format_table(rows)
+    assert table.count("\n") == 5 and "| single | cpu | on | 2 | 8 (4) |" in table
+    assert json.loads(json.dumps(rows_to_json(rows, spec)))["rows"][0]["strategy"] == "single"
