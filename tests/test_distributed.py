@@ -234,17 +234,17 @@ def test_fault_injection_spec(monkeypatch):
 def test_failure_message_puts_the_cause_before_its_echoes(tmp_path):
     from torch.distributed.elastic.multiprocessing.errors import ProcessFailure
 
-    def error_file(name: str, message: str, t: float, peer_lost: bool) -> str:
+    def error_file(name: str, message: str, t: float, peer: str) -> str:
         path = tmp_path / name
         path.write_text(json.dumps({
             "message": {"message": message, "extraInfo": {"py_callstack": "", "timestamp": str(int(t))}},
-            "crnn": {"time": t, "peer_lost": peer_lost},
+            "crnn": {"time": t, "peer": peer},
         }))  # fmt: skip
         return str(path)
 
     # Rank 0 recorded its error first, but it is only the echo of rank 3's death.
     echo = ProcessFailure(
-        0, 100, 1, error_file("r0", "RuntimeError: Connection reset by peer", 10.0, True)
+        0, 100, 1, error_file("r0", "RuntimeError: Connection reset by peer", 10.0, "lost")
     )
     stopped = ProcessFailure(1, 101, -15, "<N/A>")
     cause = ProcessFailure(0, 102, -9, "<N/A>")
@@ -257,11 +257,19 @@ def test_failure_message_puts_the_cause_before_its_echoes(tmp_path):
         < msg.index("as a consequence")
         < msg.index("rank 0 (local rank 0, pid 100) raised RuntimeError: Connection reset")
     )
-    raised = ProcessFailure(1, 103, 1, error_file("r1", "ValueError: bad thing", 12.0, False))
+    raised = ProcessFailure(1, 103, 1, error_file("r1", "ValueError: bad thing", 12.0, ""))
     assert (
         "rank 1 (local rank 1, pid 103) raised ValueError: bad thing"
         in describe_failures({1: raised, 0: echo}).split(". Then")[0]
     )
+    # The survivor timed out: the rank the launcher then killed had hung.
+    waited = ProcessFailure(0, 104, 1, error_file("r2", "RuntimeError: Timed out waiting 5000ms", 9.0, "timeout"))  # fmt: skip
+    hung = ProcessFailure(1, 105, -9, "<N/A>")
+    msg = describe_failures({0: waited, 1: hung})
+    assert msg.startswith(
+        "distributed training failed: rank 1 (local rank 1, pid 105) stopped responding"
+    )
+    assert "out-of-memory" not in msg and "consequence: rank 0" in msg
 
 
 # ---- two-process DDP against one process (one launch, several checks) ---------------------

@@ -172,21 +172,23 @@ _PEER_LOST = (
     "broken pipe",
     "remote process exited",
     "connection refused",
-    "timed out",
-    "timeout",
     "communicator was aborted",
     "socket closed",
 )
+_PEER_TIMEOUT = ("timed out", "timeout")
 
 
-def is_peer_failure(e: BaseException) -> bool:
-    """Whether ``e`` is what a rank sees when another rank died or hung (a symptom)."""
+def peer_failure(e: BaseException) -> str:
+    """What ``e`` says about the *other* ranks: ``"lost"`` (one died), ``"timeout"``
+    (one stopped answering within ``dist.timeout_s``) or ``""`` (a failure of its own)."""
     import torch.distributed as dist
 
     text = str(e).lower()
-    return isinstance(e, getattr(dist, "DistNetworkError", ())) or any(
-        w in text for w in _PEER_LOST
-    )
+    if any(w in text for w in _PEER_TIMEOUT):
+        return "timeout"
+    if isinstance(e, getattr(dist, "DistNetworkError", ())) or any(w in text for w in _PEER_LOST):
+        return "lost"
+    return ""
 
 
 class _RankErrorHandler(ErrorHandler):
@@ -204,7 +206,7 @@ class _RankErrorHandler(ErrorHandler):
                 "message": f"{type(e).__name__}: {e}",
                 "extraInfo": {"py_callstack": traceback.format_exc(), "timestamp": str(int(now))},
             },
-            "crnn": {"time": now, "peer_lost": is_peer_failure(e)},
+            "crnn": {"time": now, "peer": peer_failure(e)},
         }
         with open(path, "w") as f:
             json.dump(data, f)
@@ -231,12 +233,17 @@ _SIGNAL_HINTS = {
 
 def describe_failures(failures: dict[int, ProcessFailure]) -> str:
     """One message for the failed ranks (keys: global ranks): the cause first, then the
-    ranks that only failed because of it (lost their peer, or were stopped by the
-    launcher)."""
-    rows = []
+    ranks that only failed because of it (lost their peer, timed out waiting for it, or
+    were stopped by the launcher)."""
+    extras = {}
     for rank, f in failures.items():
         data = f.error_file_data if isinstance(f.error_file_data, dict) else {}
-        extra = data.get("crnn", {})
+        extras[rank] = data.get("crnn", {})
+    # The others timed out waiting: a rank that was then killed had hung, not crashed.
+    hung = any(e.get("peer") == "timeout" for e in extras.values())
+    rows = []
+    for rank, f in failures.items():
+        extra = extras[rank]
         text = ""
         if isinstance(f.message, dict) and f.message.get("message"):
             lines = str(f.message["message"]).strip().splitlines()
@@ -246,12 +253,17 @@ def describe_failures(failures: dict[int, ProcessFailure]) -> str:
             what = f"raised {text}"
             if signame:
                 what += f" (and was then stopped by {signame})"
+        elif signame and hung:
+            what = (
+                f"stopped responding (the other ranks timed out waiting for it, after "
+                f"dist.timeout_s) and was killed by the launcher ({signame})"
+            )
         elif signame:
             what = f"was killed by signal {signame}{_SIGNAL_HINTS.get(signame, '')}"
         else:
             what = f"exited with code {f.exitcode} (no exception recorded; see its log above)"
         # SIGTERM without a recorded error: the launcher stopping a survivor.
-        echo = bool(extra.get("peer_lost")) or (signame == "SIGTERM" and not text)
+        echo = bool(extra.get("peer")) or (signame == "SIGTERM" and not text and not hung)
         when = float(extra.get("time", f.timestamp))
         rows.append(
             (echo, when, rank, f"rank {rank} (local rank {f.local_rank}, pid {f.pid}) {what}")
