@@ -209,10 +209,17 @@ def test_launcher_refuses_what_the_ranks_could_not_run(word_lmdb, tmp_path, monk
     cfg = load_config(None, base_overrides(word_lmdb, tmp_path, "dist.sync_bn=true"))
     with pytest.raises(LaunchError, match="SyncBatchNorm has no CPU implementation"):
         run_training(cfg, Devices("cpu", [], 2))
+    cfg = load_config(None, base_overrides(word_lmdb, tmp_path, "dist.strategy=none"))
+    with pytest.raises(LaunchError, match="--strategy none trains on one device, but 2"):
+        run_training(cfg, Devices("cpu", [], 2))
+    cfg = load_config(None, base_overrides(word_lmdb, tmp_path, "dist.strategy=dp"))
+    with pytest.raises(LaunchError, match="DataParallel.*needs CUDA GPUs"):
+        run_training(cfg, Devices("cpu", [], 2))
     monkeypatch.setenv("RANK", "0")
     monkeypatch.setenv("WORLD_SIZE", "2")
-    cfg = load_config(None, base_overrides(word_lmdb, tmp_path, "dist.strategy=dp"))
-    with pytest.raises(LaunchError, match="DataParallel.*runs in one process"):
+    with pytest.raises(
+        LaunchError, match="strategy=dp runs in one process, but this is rank 0 of 2"
+    ):
         run_training(cfg, Devices("cpu", [], 1))
     assert not tmp_path.joinpath("last.pt").exists()
 

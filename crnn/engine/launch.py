@@ -118,11 +118,11 @@ def run_training(
 
     ranks = env_rank()
     if ranks is not None:  # one rank of torchrun or of our own launch
-        if ranks[2] > 1 and cfg.dist.strategy == "dp":
+        if ranks[2] > 1 and cfg.dist.strategy != "ddp":
             raise LaunchError(
-                f"dist.strategy=dp (DataParallel) runs in one process, but this is rank "
-                f"{ranks[0]} of {ranks[2]}; use --strategy ddp with torchrun, or start "
-                "tools/train.py --strategy dp directly"
+                f"dist.strategy={cfg.dist.strategy} runs in one process, but this is rank "
+                f"{ranks[0]} of {ranks[2]}; use --strategy ddp with several processes, or "
+                f"start tools/train.py --strategy {cfg.dist.strategy} without torchrun"
             )
         check_launch(cfg, devices, ranks[2])
         info = init_distributed(devices.torch_devices(), cfg.dist.backend, cfg.dist.timeout_s)
@@ -131,7 +131,17 @@ def run_training(
         finally:
             cleanup()
     n_procs = devices.nproc if devices.kind == "cpu" else len(devices.ids)
-    if n_procs > 1 and (cfg.dist.strategy == "ddp" or devices.kind == "cpu"):
+    if n_procs > 1 and cfg.dist.strategy == "none":
+        raise LaunchError(
+            f"--strategy none trains on one device, but {n_procs} were asked for "
+            f"({'--nproc' if devices.kind == 'cpu' else '--gpus'}); use --strategy ddp "
+            "(or dp for GPUs in one process), or list one device"
+        )
+    if n_procs > 1 and cfg.dist.strategy == "dp" and devices.kind == "cpu":
+        raise LaunchError(
+            "--strategy dp (DataParallel) needs CUDA GPUs; --gpus cpu --nproc N runs DDP"
+        )
+    if n_procs > 1 and cfg.dist.strategy == "ddp":
         check_launch(cfg, devices, n_procs)
         return launch_processes(n_procs, argv if argv is not None else sys.argv[1:], devices)
     info = init_distributed(devices.torch_devices())

@@ -158,6 +158,12 @@ class Trainer:
         strategy = cfg.dist.strategy
         if strategy == "ddp" and not info.distributed:
             strategy = "none"
+        if info.distributed and strategy != "ddp":
+            # Ranks that never all-reduce would silently train separate models.
+            raise ValueError(
+                f"dist.strategy={strategy} in a run of {info.world_size} processes; "
+                "use dist.strategy=ddp"
+            )
         if strategy == "ddp" and cfg.dist.sync_bn and info.device.type != "cuda":
             raise ValueError(
                 "dist.sync_bn=true needs GPUs: PyTorch's SyncBatchNorm has no CPU "
