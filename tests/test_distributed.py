@@ -371,6 +371,13 @@ def test_ddp_validation_is_the_same_on_every_rank_and_only_rank_0_writes(ddp_run
     assert_same_tensors(r0["buffers"], r1["buffers"], rtol=0, atol=0)
     log0, log1 = ddp_run["logs"]
     assert "run directory" in log0 and log0.count("saved ") == 1 and "train:" in log0
+    # One TensorBoard log (rank 0's), with every rank's throughput in it.
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    (events,) = (ddp_run["tmp"] / "ddp" / "tb").iterdir()
+    tags = EventAccumulator(str(events)).Reload().Tags()["scalars"]
+    assert {"throughput/images_per_s/rank0", "throughput/images_per_s/rank1"} <= set(tags)
+    assert {"train/loss", "val/accuracy"} <= set(tags)
     # Rank 1: warnings only, prefixed with its rank, and no progress bar.
     assert "INFO" not in log1 and "train:" not in log1 and "saved" not in log1
     assert all("[rank 1]" in ln for ln in re.findall(r"^\d\d:\d\d:\d\d .*", log1, re.M))
