@@ -12,20 +12,33 @@ import logging
 import sys
 from pathlib import Path
 
-from crnn.cli import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, setup_logging
+from crnn.cli import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, setup_logging
 from crnn.config import Config, ConfigError, apply_overrides, config_from_dict, load_config
 from crnn.engine.checkpoint import CheckpointError, load_checkpoint
 from crnn.engine.distributed import env_rank
-from crnn.engine.launch import LaunchError, parse_gpus, run_training
+from crnn.engine.launch import (
+    DistributedRunError,
+    LaunchError,
+    parse_gpus,
+    record_rank_error,
+    run_training,
+)
 
 log = logging.getLogger("crnn.train")
 
 EPILOG = """\
 batch size: train.batch_size is the GLOBAL batch per optimizer step, summed over all
-GPUs and accumulation steps. Each device processes
-batch_size / (number of GPUs x train.accum_steps) images per micro-step, so adding GPUs
-keeps the effective batch and the learning-rate schedule unchanged (and makes each step
-faster).
+GPUs (processes) and accumulation steps, not a per-GPU batch. Each device processes
+batch_size / (number of GPUs x train.accum_steps) images per micro-step, so changing
+only the number of GPUs keeps the effective batch and the learning-rate schedule
+unchanged (each step gets faster); raise train.accum_steps when a micro-batch does not
+fit in memory. A checkpoint resumes on any number of GPUs.
+
+multi-GPU: --gpus 0,1 starts one DDP process per listed GPU (local rank i uses the i-th
+listed GPU; numbers count the GPUs CUDA_VISIBLE_DEVICES leaves visible). Under torchrun
+the script joins the launch instead (default: every visible GPU, one per local rank).
+If a process fails, all stop and the error names the rank and the cause; Ctrl-C stops
+all of them after rank 0 saved last.pt. See docs/multi_gpu.md.
 
 examples:
   tools/train.py                                    # synthetic data, defaults
@@ -34,8 +47,11 @@ examples:
   tools/train.py --gpus 0,1                         # DDP on GPUs 0 and 1
   tools/train.py --gpus 0,1 --strategy dp           # DataParallel in one process
   tools/train.py --gpus cpu --nproc 2               # 2-process DDP on the CPU (gloo)
+  tools/train.py --gpus 0,1 --set train.accum_steps=4 train.grad_checkpoint=true
   tools/train.py --resume runs/default              # continue exactly where it stopped
-  torchrun --nproc-per-node 8 tools/train.py ...    # join a torchrun launch (multi-node too)
+  torchrun --nproc-per-node 8 tools/train.py ...    # join a torchrun launch
+  torchrun --nnodes 2 --node-rank 0 --nproc-per-node 8 --rdzv-backend c10d \\
+      --rdzv-endpoint HOST0:29400 --rdzv-id myrun tools/train.py ...   # node 0 of 2
 """
 
 
@@ -77,7 +93,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--gpus",
         default=None,
         help="GPUs to use, e.g. 0 or 0,1 (indices among CUDA_VISIBLE_DEVICES), 'all', or 'cpu'. "
-        "Default: GPU 0 if there is one, else the CPU",
+        "Several GPUs: DDP, one process each (or --strategy dp). Default: GPU 0 if there is "
+        "one, else the CPU; under torchrun every visible GPU",
     )
     p.add_argument(
         "--strategy",
@@ -88,7 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--nproc",
         type=int,
         default=None,
-        help="processes for --gpus cpu (DDP over gloo); default 1",
+        help="processes for --gpus cpu (DDP over gloo, for testing the multi-process path); default 1",
     )
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     return p
@@ -130,8 +147,12 @@ def main(argv: list[str] | None = None) -> int:
         result = run_training(
             cfg, devices, resume=resume, argv=sys.argv[1:] if argv is None else argv
         )
+    except DistributedRunError as e:
+        log.error("%s", e)
+        return EXIT_FAILURE
     except (ConfigError, CheckpointError, LaunchError, FileNotFoundError) as e:
         log.error("%s", e)
+        record_rank_error(e)  # a launched rank: let the launcher say why it stopped
         return EXIT_USAGE
     return EXIT_INTERRUPTED if result.interrupted else EXIT_OK
 

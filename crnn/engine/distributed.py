@@ -12,11 +12,14 @@ from __future__ import annotations
 import datetime
 import logging
 import os
+import signal
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 import torch.distributed as dist
+from torch import nn
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +51,27 @@ def env_rank() -> tuple[int, int, int] | None:
     return rank, local, world
 
 
+def select_device(devices: list[torch.device], local_rank: int) -> torch.device:
+    """The device of the process with ``local_rank`` on this machine.
+
+    ``devices`` are this machine's devices in ``--gpus`` order, so local rank ``i`` gets
+    the ``i``-th listed GPU (``--gpus 2,3``: local rank 1 -> ``cuda:3``). On the CPU every
+    rank uses the CPU. The *local* rank picks a GPU; the *global* rank picks data and
+    decides who writes, and the two differ on every node but the first.
+    """
+    if not devices:
+        raise ValueError("no devices given; expected the CPU or a list of CUDA devices")
+    if devices[0].type == "cpu":
+        return torch.device("cpu")
+    if not 0 <= local_rank < len(devices):
+        raise RuntimeError(
+            f"local rank {local_rank} has no GPU: this machine offers {len(devices)} "
+            f"({', '.join(str(d) for d in devices)}); start at most that many processes per "
+            "node (torchrun --nproc-per-node) or list more GPUs with --gpus"
+        )
+    return devices[local_rank]
+
+
 def init_distributed(
     devices: list[torch.device] | None = None,
     backend: str = "",
@@ -60,7 +84,8 @@ def init_distributed(
         devices: the devices of this machine, indexed by local rank (default: every
             visible GPU, or the CPU when there is none).
         backend: ``nccl``/``gloo``; default nccl on CUDA, gloo on CPU.
-        timeout_s: how long a collective may wait before the run is declared hung.
+        timeout_s: seconds a collective may wait for the other ranks before it fails
+            (a rank that hangs then ends the run instead of stalling it forever).
     """
     if devices is None:
         n = torch.cuda.device_count()
@@ -72,21 +97,19 @@ def init_distributed(
             torch.cuda.set_device(device)
         return DistInfo(device=device)
     rank, local_rank, world = ranks
-    if devices[0].type == "cpu":
-        device = torch.device("cpu")
-    else:
-        if local_rank >= len(devices):
-            raise RuntimeError(
-                f"local rank {local_rank} has no GPU: this machine offers {len(devices)} "
-                f"({', '.join(str(d) for d in devices)}); start at most that many processes per node"
-            )
-        device = devices[local_rank]
+    device = select_device(devices, local_rank)
+    if device.type == "cuda":
         # Before any CUDA work: otherwise every rank creates a context on GPU 0.
         torch.cuda.set_device(device)
     backend = backend or ("nccl" if device.type == "cuda" else "gloo")
+    if backend == "nccl" and device.type != "cuda":
+        raise ValueError(
+            "dist.backend=nccl needs GPUs; use gloo (or leave it empty) with --gpus cpu"
+        )
     if not dist.is_initialized():
         kwargs: dict[str, Any] = {}
-        if device.type == "cuda":
+        if device.type == "cuda" and backend == "nccl":
+            # Binds the communicator to this GPU (eager init, no guessing by rank).
             kwargs["device_id"] = device
         dist.init_process_group(
             backend=backend,
@@ -108,7 +131,7 @@ def cleanup() -> None:
 
 def barrier(info: DistInfo) -> None:
     if info.distributed:
-        if info.device.type == "cuda":
+        if info.backend == "nccl":
             dist.barrier(device_ids=[info.device.index])
         else:
             dist.barrier()
@@ -131,3 +154,66 @@ def any_rank(flag: bool, info: DistInfo) -> bool:
         return flag
     t = torch.tensor([1.0 if flag else 0.0], dtype=torch.float64)
     return bool(all_reduce_sum(t, info).item() > 0)
+
+
+def sync_buffers(module: nn.Module, info: DistInfo) -> None:
+    """Copy rank 0's buffers (BatchNorm running statistics) to every rank.
+
+    DDP broadcasts buffers at the start of each forward, and each rank then updates
+    them with its own micro-batch, so after training they differ slightly between
+    ranks; evaluation must use one model everywhere, the one rank 0 saves."""
+    if not info.distributed:
+        return
+    with torch.no_grad():
+        for buf in module.buffers():
+            dist.broadcast(buf, src=0)
+
+
+# ---- fault injection (tests only) ---------------------------------------------------
+
+FAULT_ENV = "CRNN_FAULT_INJECT"
+FAULT_KINDS = ("raise", "kill", "hang")
+
+
+@dataclass(frozen=True)
+class FaultInjection:
+    """A deliberate failure, for testing how a distributed run ends; never set it in
+    real training.
+
+    ``CRNN_FAULT_INJECT=RANK:STEP:KIND`` makes global rank ``RANK``, after ``STEP``
+    optimizer steps, ``raise`` a RuntimeError, ``kill`` itself with SIGKILL, or ``hang``
+    (sleep, like a rank stuck outside any collective).
+    """
+
+    rank: int
+    step: int
+    kind: str
+
+    @classmethod
+    def from_env(cls) -> FaultInjection | None:
+        spec = os.environ.get(FAULT_ENV, "").strip()
+        if not spec:
+            return None
+        parts = spec.split(":")
+        try:
+            rank, step, kind = int(parts[0]), int(parts[1]), parts[2]
+            if len(parts) != 3 or kind not in FAULT_KINDS:
+                raise ValueError
+        except (ValueError, IndexError):
+            raise ValueError(
+                f"{FAULT_ENV}={spec!r}: expected RANK:STEP:KIND with KIND one of "
+                f"{', '.join(FAULT_KINDS)} (e.g. 1:3:raise); unset it for real training"
+            ) from None
+        return cls(rank, step, kind)
+
+    def maybe_fire(self, rank: int, step: int) -> None:
+        """Fail now if this is the chosen rank and step."""
+        if rank != self.rank or step != self.step:
+            return
+        log.warning("%s: injecting '%s' on rank %d at step %d", FAULT_ENV, self.kind, rank, step)
+        if self.kind == "raise":
+            raise RuntimeError(f"injected fault ({FAULT_ENV}) on rank {rank} at step {step}")
+        if self.kind == "kill":
+            os.kill(os.getpid(), signal.SIGKILL)
+        while True:  # hang
+            time.sleep(3600)

@@ -9,23 +9,40 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import signal
 import sys
+import time
+import traceback
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
+from torch.distributed.elastic.multiprocessing.errors import ErrorHandler, ProcessFailure, record
 
 from crnn.config import Config
 from crnn.engine.distributed import cleanup, env_rank, init_distributed
+
+_T = TypeVar("_T")
 
 log = logging.getLogger(__name__)
 
 
 class LaunchError(RuntimeError):
-    """Bad device selection, or a distributed run that failed."""
+    """Bad device selection or launch request: nothing was trained."""
+
+
+class DistributedRunError(LaunchError):
+    """A rank of a multi-process run failed; the message names it and the cause."""
+
+
+# Seconds the ranks get to finish their step and save after Ctrl-C/SIGTERM reaches the
+# launcher, before it kills them (checkpoints are atomic, so even then last.pt is whole).
+SHUTDOWN_GRACE_S = 60
 
 
 @dataclass(frozen=True)
@@ -43,21 +60,25 @@ class Devices:
 
 
 def parse_gpus(spec: str | None, nproc: int | None = None) -> Devices:
-    """``None`` (GPU 0 if any, else CPU), ``"cpu"``, ``"all"`` or ``"0,1"``.
+    """``None`` (default), ``"cpu"``, ``"all"`` or ``"0,1"``.
 
     GPU numbers index the devices CUDA lets this process see, so they honour
     ``CUDA_VISIBLE_DEVICES`` (``CUDA_VISIBLE_DEVICES=2,3 --gpus 0,1`` uses physical 2, 3).
+    The default is GPU 0 if there is one, else the CPU; under ``torchrun`` it is every
+    visible GPU, local rank ``i`` taking the ``i``-th.
     """
     n_visible = torch.cuda.device_count()
     if spec is None:
-        spec = "0" if n_visible else "cpu"
+        spec = ("all" if env_rank() is not None else "0") if n_visible else "cpu"
     spec = spec.strip().lower()
     if spec == "cpu":
         if nproc is not None and nproc < 1:
             raise LaunchError(f"--nproc must be >= 1, got {nproc}")
         return Devices("cpu", [], nproc or 1)
     if nproc is not None:
-        raise LaunchError("--nproc is for --gpus cpu; with GPUs, one process runs per listed GPU")
+        raise LaunchError(
+            f"--nproc {nproc} is for --gpus cpu; with --gpus {spec} one process runs per listed GPU"
+        )
     if spec == "all":
         ids = list(range(n_visible))
     else:
@@ -74,7 +95,8 @@ def parse_gpus(spec: str | None, nproc: int | None = None) -> Devices:
     bad = [i for i in ids if not 0 <= i < n_visible]
     if bad:
         raise LaunchError(
-            f"--gpus {spec}: GPU {bad[0]} does not exist; {n_visible} visible{where}, numbered 0..{n_visible - 1}"
+            f"--gpus {spec}: GPU {bad[0]} does not exist; {n_visible} visible{where}, "
+            f"numbered 0..{n_visible - 1} (numbers count the visible GPUs, not physical ones)"
         )
     if len(set(ids)) != len(ids):
         raise LaunchError(f"--gpus {spec}: a GPU is listed twice")
@@ -88,23 +110,62 @@ def run_training(
     argv: list[str] | None = None,
     **fit_kwargs: Any,
 ) -> Any:
-    """Train with ``cfg`` on ``devices``; returns the trainer's ``FitResult``.
+    """Train with ``cfg`` on ``devices``; returns the trainer's ``FitResult`` (or a
+    :class:`LaunchResult` from the process that started the ranks).
 
     ``fit_kwargs`` go to :meth:`Trainer.fit` (``stop_at_step``, ``time_limit_s``)."""
     from crnn.engine.trainer import Trainer
 
-    if env_rank() is not None:  # inside torchrun or our own launch
+    ranks = env_rank()
+    if ranks is not None:  # one rank of torchrun or of our own launch
+        if ranks[2] > 1 and cfg.dist.strategy != "ddp":
+            raise LaunchError(
+                f"dist.strategy={cfg.dist.strategy} runs in one process, but this is rank "
+                f"{ranks[0]} of {ranks[2]}; use --strategy ddp with several processes, or "
+                f"start tools/train.py --strategy {cfg.dist.strategy} without torchrun"
+            )
+        check_launch(cfg, devices, ranks[2])
         info = init_distributed(devices.torch_devices(), cfg.dist.backend, cfg.dist.timeout_s)
         try:
-            return Trainer(cfg, info, resume=resume).fit(**fit_kwargs)
+            return run_recorded(lambda: Trainer(cfg, info, resume=resume).fit(**fit_kwargs))
         finally:
             cleanup()
     n_procs = devices.nproc if devices.kind == "cpu" else len(devices.ids)
-    if n_procs > 1 and (cfg.dist.strategy == "ddp" or devices.kind == "cpu"):
-        return launch_processes(n_procs, argv if argv is not None else sys.argv[1:])
+    if n_procs > 1 and cfg.dist.strategy == "none":
+        raise LaunchError(
+            f"--strategy none trains on one device, but {n_procs} were asked for "
+            f"({'--nproc' if devices.kind == 'cpu' else '--gpus'}); use --strategy ddp "
+            "(or dp for GPUs in one process), or list one device"
+        )
+    if n_procs > 1 and cfg.dist.strategy == "dp" and devices.kind == "cpu":
+        raise LaunchError(
+            "--strategy dp (DataParallel) needs CUDA GPUs; --gpus cpu --nproc N runs DDP"
+        )
+    if n_procs > 1 and cfg.dist.strategy == "ddp":
+        check_launch(cfg, devices, n_procs)
+        return launch_processes(n_procs, argv if argv is not None else sys.argv[1:], devices)
     info = init_distributed(devices.torch_devices())
     device_ids = devices.ids if devices.kind == "cuda" and cfg.dist.strategy == "dp" else None
     return Trainer(cfg, info, resume=resume, device_ids=device_ids).fit(**fit_kwargs)
+
+
+def check_launch(cfg: Config, devices: Devices, world_size: int) -> None:
+    """Refuse, before starting any process, what the ranks could not run: a global
+    batch that ranks and accumulation steps cannot share equally, SyncBatchNorm on the
+    CPU."""
+    if cfg.dist.sync_bn and devices.kind == "cpu":
+        raise LaunchError(
+            "dist.sync_bn=true needs GPUs: PyTorch's SyncBatchNorm has no CPU implementation. "
+            "Use dist.sync_bn=false with --gpus cpu."
+        )
+    parts = world_size * cfg.train.accum_steps
+    if cfg.train.batch_size % parts:
+        bs = cfg.train.batch_size
+        raise LaunchError(
+            f"train.batch_size={bs} is the global batch per optimizer step; it must split "
+            f"evenly over {world_size} processes x {cfg.train.accum_steps} accumulation steps "
+            f"= {parts}. Use e.g. train.batch_size={max(parts, bs // parts * parts)}"
+        )
 
 
 @dataclass
@@ -112,8 +173,130 @@ class LaunchResult:
     interrupted: bool
 
 
-def launch_processes(nproc: int, argv: list[str]) -> LaunchResult:
-    """Run ``python -m crnn.cli.train argv`` in ``nproc`` processes on this machine."""
+# ---- failures of launched ranks -------------------------------------------------------
+
+# Words of the errors a rank gets when *another* rank died or hung: symptoms, not causes.
+_PEER_LOST = (
+    "connection closed by peer",
+    "connection reset by peer",
+    "broken pipe",
+    "remote process exited",
+    "connection refused",
+    "communicator was aborted",
+    "socket closed",
+)
+_PEER_TIMEOUT = ("timed out", "timeout")
+
+
+def peer_failure(e: BaseException) -> str:
+    """What ``e`` says about the *other* ranks: ``"lost"`` (one died), ``"timeout"``
+    (one stopped answering within ``dist.timeout_s``) or ``""`` (a failure of its own)."""
+    import torch.distributed as dist
+
+    text = str(e).lower()
+    if any(w in text for w in _PEER_TIMEOUT):
+        return "timeout"
+    if isinstance(e, getattr(dist, "DistNetworkError", ())) or any(w in text for w in _PEER_LOST):
+        return "lost"
+    return ""
+
+
+class _RankErrorHandler(ErrorHandler):
+    """Writes a rank's exception to the file the elastic agent collects
+    (``TORCHELASTIC_ERROR_FILE``), adding what the launcher needs to tell the cause of a
+    failure from its echoes: the precise time and whether it was a lost peer."""
+
+    def record_exception(self, e: BaseException) -> None:
+        path = self._get_error_file_path()
+        if not path:
+            return
+        now = time.time()
+        data = {
+            "message": {
+                "message": f"{type(e).__name__}: {e}",
+                "extraInfo": {"py_callstack": traceback.format_exc(), "timestamp": str(int(now))},
+            },
+            "crnn": {"time": now, "peer": peer_failure(e)},
+        }
+        with open(path, "w") as f:
+            json.dump(data, f)
+
+
+def run_recorded(fn: Callable[[], _T]) -> _T:
+    """Run ``fn`` in a launched rank; an exception is recorded for the launcher (which
+    names the rank and the exception in its message) and then re-raised."""
+    return record(fn, error_handler=_RankErrorHandler())()  # type: ignore[return-value]
+
+
+def record_rank_error(e: BaseException) -> None:
+    """Record an error a rank handled itself (e.g. a bad config) for the launcher."""
+    if env_rank() is not None:
+        _RankErrorHandler().record_exception(e)
+
+
+_SIGNAL_HINTS = {
+    "SIGKILL": " (if nobody killed it, the kernel's out-of-memory killer may have: see dmesg)",
+    "SIGSEGV": " (a crash in native code)",
+    "SIGABRT": " (aborted, e.g. by a CUDA or NCCL error)",
+}
+
+
+def describe_failures(failures: dict[int, ProcessFailure]) -> str:
+    """One message for the failed ranks (keys: global ranks): the cause first, then the
+    ranks that only failed because of it (lost their peer, timed out waiting for it, or
+    were stopped by the launcher)."""
+    extras = {}
+    for rank, f in failures.items():
+        data = f.error_file_data if isinstance(f.error_file_data, dict) else {}
+        extras[rank] = data.get("crnn", {})
+    # The others timed out waiting: a rank that was then killed had hung, not crashed.
+    hung = any(e.get("peer") == "timeout" for e in extras.values())
+    rows = []
+    for rank, f in failures.items():
+        extra = extras[rank]
+        text = ""
+        if isinstance(f.message, dict) and f.message.get("message"):
+            lines = str(f.message["message"]).strip().splitlines()
+            text = lines[0][:500] if lines else ""
+        signame = f.signal_name() if f.exitcode < 0 else ""
+        if text:
+            what = f"raised {text}"
+            if signame:
+                what += f" (and was then stopped by {signame})"
+        elif signame and hung:
+            what = (
+                f"stopped responding (the other ranks timed out waiting for it, after "
+                f"dist.timeout_s) and was killed by the launcher ({signame})"
+            )
+        elif signame:
+            what = f"was killed by signal {signame}{_SIGNAL_HINTS.get(signame, '')}"
+        else:
+            what = f"exited with code {f.exitcode} (no exception recorded; see its log above)"
+        # SIGTERM without a recorded error: the launcher stopping a survivor.
+        echo = bool(extra.get("peer")) or (signame == "SIGTERM" and not text and not hung)
+        when = float(extra.get("time", f.timestamp))
+        rows.append(
+            (echo, when, rank, f"rank {rank} (local rank {f.local_rank}, pid {f.pid}) {what}")
+        )
+    rows.sort()
+    causes = [r for r in rows if not r[0]] or rows[:1]
+    echoes = [r for r in rows if r not in causes]
+    msg = "distributed training failed: " + "; ".join(r[3] for r in causes)
+    if echoes:
+        msg += ". Then, as a consequence: " + "; ".join(r[3] for r in echoes)
+    return msg + ". The last checkpoint, if any, is intact (resume with --resume RUN_DIR)."
+
+
+def launch_processes(nproc: int, argv: list[str], devices: Devices | None = None) -> LaunchResult:
+    """Run ``python -m crnn.cli.train argv`` in ``nproc`` processes on this machine.
+
+    Each process gets ``RANK``/``LOCAL_RANK``/``WORLD_SIZE`` and joins the run. When one
+    fails, the others are stopped (SIGTERM, then SIGKILL) and :class:`DistributedRunError`
+    names the failed rank and why. Ctrl-C (SIGINT) or SIGTERM here is passed on to every
+    rank, which finish their step, save ``last.pt`` once (rank 0) and exit: the result
+    is then ``interrupted``.
+    """
+    from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
@@ -126,21 +309,30 @@ def launch_processes(nproc: int, argv: list[str]) -> LaunchResult:
         rdzv_endpoint="127.0.0.1:0",
         max_restarts=0,
         monitor_interval=0.5,
+        shutdown_timeout=SHUTDOWN_GRACE_S,
     )
     # The children run `python -m crnn.cli.train`: make this crnn importable for them
     # even when it runs from a clone that was never pip-installed.
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
-    log.info("starting %d processes (DDP)", nproc)
+    if "OMP_NUM_THREADS" not in os.environ:
+        # N processes each using every core slow each other down (torchrun does the same).
+        os.environ["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // nproc))
+    where = (
+        f"GPUs {','.join(map(str, devices.ids))}"
+        if devices is not None and devices.kind == "cuda"
+        else "the CPU (gloo)"
+    )
+    log.info("starting %d processes (DDP) on %s", nproc, where)
     try:
         elastic_launch(config, entrypoint=sys.executable)("-m", "crnn.cli.train", *argv)
     except ChildFailedError as e:
-        codes = {f.local_rank: f.exitcode for f in e.failures.values()}
-        if codes and all(c == 130 for c in codes.values()):
+        if all(f.exitcode == 130 for f in e.failures.values()):
             return LaunchResult(interrupted=True)
-        parts = []
-        for rank, f in sorted(e.failures.items()):
-            why = f"signal {f.signal_name()}" if f.exitcode < 0 else f"exit code {f.exitcode}"
-            parts.append(f"rank {rank} failed with {why}")
-        raise LaunchError("distributed training failed: " + "; ".join(parts)) from None
+        raise DistributedRunError(describe_failures(e.failures)) from None
+    except SignalException as e:
+        # The agent has already passed the signal on and waited for the ranks to save.
+        name = signal.Signals(e.sigval).name
+        log.warning("%s: every rank was told to stop after saving its step", name)
+        return LaunchResult(interrupted=True)
     return LaunchResult(interrupted=False)

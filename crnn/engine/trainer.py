@@ -29,6 +29,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader
 from tqdm import tqdm
+from tqdm.contrib.logging import logging_redirect_tqdm
 
 from crnn.charset import Charset
 from crnn.config import Config, save_config
@@ -36,7 +37,14 @@ from crnn.data.batching import BucketBatchSampler, StreamBatchSampler, collate
 from crnn.data.datasets import RecognitionDataset, SynthDataset, open_sources
 from crnn.data.transforms import ImageSpec, TrainAugment
 from crnn.engine import checkpoint as ckpt_io
-from crnn.engine.distributed import DistInfo, all_reduce_sum, any_rank, barrier
+from crnn.engine.distributed import (
+    DistInfo,
+    FaultInjection,
+    all_reduce_sum,
+    any_rank,
+    barrier,
+    sync_buffers,
+)
 from crnn.engine.evaluator import EvalResult, evaluate, make_eval_loader
 from crnn.engine.logging import RunLogger, format_metrics, memory_stats
 from crnn.engine.parallel import wrap
@@ -48,6 +56,9 @@ log = logging.getLogger(__name__)
 # The fixed synthetic validation set uses its own seed, whatever the training seed.
 SYNTH_VAL_SEED = 20_151_231
 _MAX_ERROR_MESSAGES = 10
+# In a distributed run the ranks agree on stopping (Ctrl-C) at most this many steps
+# apart: each check is a collective, so not every step.
+STOP_CHECK_EVERY = 10
 
 
 @dataclass
@@ -77,8 +88,9 @@ def lr_factor(step: int, cfg: Any) -> float:
 class _StopRequest:
     """SIGINT/SIGTERM -> finish the current step, save, stop. A second SIGINT aborts."""
 
-    def __init__(self) -> None:
+    def __init__(self, announce: bool = True) -> None:
         self.requested = False
+        self.announce = announce  # rank 0 says it; the other ranks just stop
         self._old: dict[int, Any] = {}
 
     def __enter__(self) -> _StopRequest:
@@ -91,6 +103,8 @@ class _StopRequest:
         if self.requested and signum == signal.SIGINT:
             raise KeyboardInterrupt
         self.requested = True
+        if not self.announce:
+            return
         log.warning(
             "%s received: stopping after the current step and saving a checkpoint "
             "(press Ctrl-C again to abort at once)",
@@ -156,6 +170,17 @@ class Trainer:
         strategy = cfg.dist.strategy
         if strategy == "ddp" and not info.distributed:
             strategy = "none"
+        if info.distributed and strategy != "ddp":
+            # Ranks that never all-reduce would silently train separate models.
+            raise ValueError(
+                f"dist.strategy={strategy} in a run of {info.world_size} processes; "
+                "use dist.strategy=ddp"
+            )
+        if strategy == "ddp" and cfg.dist.sync_bn and info.device.type != "cuda":
+            raise ValueError(
+                "dist.sync_bn=true needs GPUs: PyTorch's SyncBatchNorm has no CPU "
+                "implementation. Use dist.sync_bn=false with --gpus cpu."
+            )
         self.strategy = strategy
         self.world = info.world_size
         self.train_module, self.model = wrap(
@@ -186,6 +211,9 @@ class Trainer:
         self.last_metrics: dict[str, float] = {}
         self.bad_images = 0
         self._errors_shown = 0
+        self._fault = FaultInjection.from_env()
+        self.peak_memory: dict[str, tuple[float, float]] = {}
+        self._saved_step = -1
 
         self._build_data()
         if state is not None:
@@ -357,6 +385,7 @@ class Trainer:
                 ckpt_io.atomic_save(state, self.out / "best.pt")
                 msg += f" and best.pt ({self.best['metric']} {self.best['value']:.4f})"
             log.info(msg)
+        self._saved_step = self.step
         barrier(self.info)
 
     # ---- the loop -------------------------------------------------------------------
@@ -408,6 +437,8 @@ class Trainer:
         samples this rank processed.
         """
         tc = self.cfg.train
+        if self._fault is not None:
+            self._fault.maybe_fire(self.info.rank, self.step)
         accum = tc.accum_steps
         loss_sum = torch.zeros((), device=self.device)
         n = 0
@@ -448,6 +479,8 @@ class Trainer:
         """Evaluate every validation set; also returns the metrics of all sets pooled."""
         results = []
         pooled = TextMetrics()
+        # Every rank evaluates its shard with rank 0's BatchNorm statistics (the saved ones).
+        sync_buffers(self.model, self.info)
         for name, loader in self.val_sets:
             res = evaluate(self.model, loader, self.charset, self.info, self.cfg.train.amp)
             results.append((name, res))
@@ -460,10 +493,13 @@ class Trainer:
         Args:
             stop_at_step: save and stop after this step, leaving the schedule (defined by
                 ``max_steps``) unchanged: for training in chunks that resume exactly.
-            time_limit_s: likewise, after the step during which this many seconds passed.
+            time_limit_s: likewise, after the step during which this many seconds passed
+                (in a distributed run at the next stop check, at most
+                ``STOP_CHECK_EVERY`` steps later).
         """
         tc = self.cfg.train
         t_start = time.monotonic()
+        self._stop_check_every = min(tc.log_every, STOP_CHECK_EVERY)
         log_file = None
         if self.info.is_main:
             self.out.mkdir(parents=True, exist_ok=True)
@@ -492,8 +528,10 @@ class Trainer:
         self._t_log = time.perf_counter()
         self.grad_norm = torch.zeros(())
         self.train_module.train()
+        # Rank 0 prints log lines above its progress bar instead of glued to it.
+        redirect = logging_redirect_tqdm() if self.info.is_main else contextlib.nullcontext()
         try:
-            with _StopRequest() as stop:
+            with _StopRequest(announce=self.info.is_main) as stop, redirect:
                 while self.step < tc.max_steps:
                     loss_sum, n = self.train_step(batches)
                     run_loss += loss_sum
@@ -508,33 +546,38 @@ class Trainer:
                         self._validate_and_save()
                     elif tc.save_every and self.step % tc.save_every == 0:
                         self.save()
-                    # Agreeing on a stop costs a collective: only where we sync anyway.
-                    check = not self.info.distributed or self.step % tc.log_every == 0
+                    # Agreeing on a stop costs a collective: not at every step.
+                    check = not self.info.distributed or self.step % self._stop_check_every == 0
                     if check and any_rank(stop.requested, self.info) and not last:
                         interrupted = True
-                        self.save()
+                        if self._saved_step != self.step:
+                            self.save()
                         break
                     out_of_time = (
-                        time_limit_s is not None and time.monotonic() - t_start > time_limit_s
+                        time_limit_s is not None
+                        and check
+                        and any_rank(time.monotonic() - t_start > time_limit_s, self.info)
                     )
-                    if not last and (self.step == stop_at_step or any_rank(out_of_time, self.info)):
+                    if not last and (self.step == stop_at_step or out_of_time):
                         log.info(
                             "stopping at step %d as asked; resume with --resume %s",
                             self.step,
                             self.out,
                         )
-                        self.save()
+                        if self._saved_step != self.step:
+                            self.save()
                         break
+            self._log_peak_memory()
+            if interrupted and self.info.is_main:
+                log.warning("stopped at step %d; resume with --resume %s", self.step, self.out)
+            elif self.info.is_main and self.step >= tc.max_steps:
+                log.info("finished %d steps; best %s", self.step, self._best_str())
         finally:
             bar.close()
             self.logger.close()
             if log_file is not None:
                 logging.getLogger().removeHandler(log_file)
                 log_file.close()
-        if interrupted:
-            log.warning("stopped at step %d; resume with --resume %s", self.step, self.out)
-        elif self.info.is_main:
-            log.info("finished %d steps; best %s", self.step, self._best_str())
         return FitResult(self.step, interrupted, self.last_metrics, self.best, self.out)
 
     def _best_str(self) -> str:
@@ -543,18 +586,22 @@ class Trainer:
         return f"{self.best['metric']} {self.best['value']:.4f} at step {self.best['step']} ({self.out / 'best.pt'})"
 
     def _log_train(self, run_loss: torch.Tensor, run_n: int, bar: tqdm) -> None:
+        """Log the mean loss since the last call (over all ranks), the learning rate,
+        images/s in total and per rank, and peak GPU memory per rank (DDP) or per GPU
+        (DataParallel). Every rank takes part (one all-reduce); rank 0 writes."""
         now = time.perf_counter()
         elapsed = max(now - self._t_log, 1e-9)
         self._t_log = now
         sums = torch.tensor([run_loss.item(), float(run_n)], dtype=torch.float64)
-        per_rank = torch.zeros((self.world, 2), dtype=torch.float64)
+        # One row per rank: images/s, peak allocated MiB, peak reserved MiB.
+        per_rank = torch.zeros((self.world, 3), dtype=torch.float64)
         mem = memory_stats(self.device)
         per_rank[self.info.rank] = torch.tensor(
-            [run_n / elapsed, mem.get("peak_allocated_mib", 0.0)]
+            [run_n / elapsed, mem.get("peak_allocated_mib", 0.0), mem.get("peak_reserved_mib", 0.0)]
         )
         reduced = all_reduce_sum(torch.cat([sums, per_rank.flatten()]), self.info)
         loss = reduced[0].item() / max(reduced[1].item(), 1.0)
-        per_rank = reduced[2:].view(self.world, 2)
+        per_rank = reduced[2:].view(self.world, 3)
         ips = float(per_rank[:, 0].sum())
         lr = self.scheduler.get_last_lr()[0]
         values = {
@@ -566,18 +613,33 @@ class Trainer:
             "data/bad_images": float(self.bad_images),
         }
         for r in range(self.world):
-            values[f"rank{r}/images_per_s"] = float(per_rank[r, 0])
-            if self.device.type == "cuda":
-                values[f"rank{r}/peak_allocated_mib"] = float(per_rank[r, 1])
-        if self.device_ids:  # DataParallel: one process sees every GPU's peak
+            values[f"throughput/images_per_s/rank{r}"] = float(per_rank[r, 0])
+        peaks: dict[str, tuple[float, float]] = {}
+        if self.device_ids:  # DataParallel: this one process sees every GPU
             for d in self.device_ids:
-                for k, v in memory_stats(torch.device("cuda", d)).items():
-                    values[f"gpu{d}/{k}"] = v
+                m = memory_stats(torch.device("cuda", d))
+                peaks[f"gpu{d}"] = (m["peak_allocated_mib"], m["peak_reserved_mib"])
         elif self.device.type == "cuda":
-            for k, v in mem.items():
-                values[f"memory/{k}"] = v
+            for r in range(self.world):
+                peaks[f"rank{r}"] = (float(per_rank[r, 1]), float(per_rank[r, 2]))
+        for who, (alloc, reserved) in peaks.items():
+            values[f"memory/peak_allocated_mib/{who}"] = alloc
+            values[f"memory/peak_reserved_mib/{who}"] = reserved
+        first = not self.peak_memory
+        self.peak_memory = peaks
+        if first:  # the balance between GPUs, early and (see fit) at the end
+            self._log_peak_memory()
         self.logger.scalars(values, self.step)
         bar.set_postfix(loss=f"{loss:.3f}", lr=f"{lr:.2e}", img_s=f"{ips:.0f}")
+
+    def _log_peak_memory(self) -> None:
+        """One line that shows the balance between GPUs (rank 0; nothing on the CPU)."""
+        if self.info.is_main and self.peak_memory:
+            where = ", ".join(
+                f"{who} {alloc:.0f}/{reserved:.0f}"
+                for who, (alloc, reserved) in self.peak_memory.items()
+            )
+            log.info("peak GPU memory, MiB allocated/reserved: %s", where)
 
     def _validate_and_save(self) -> None:
         combined, results = self.validate()

@@ -1,0 +1,347 @@
+"""Throughput and memory of one training step under each parallel strategy.
+
+Every variant runs the real :meth:`Trainer.train_step` (the one code path for one
+device, DataParallel and DDP) on a fixed synthetic micro-batch that is already in
+memory, so the figures measure the step (forward, CTC loss, backward, all-reduce,
+optimizer) and not image decoding. Variants:
+
+* ``single``: one process, one device;
+* ``dp``: DataParallel over the listed GPUs in one process (CUDA only);
+* ``ddp``: one process per listed GPU with NCCL; with a single GPU, two processes share
+  it over gloo (NCCL refuses two ranks on one GPU), which measures DDP's overhead, not
+  a speed-up; on the CPU, ``nproc`` processes over gloo;
+
+each with and without activation checkpointing and with 1 or 2 accumulation steps,
+always at the same global batch. Peak memory is per GPU (DP) or per rank (DDP).
+"""
+
+from __future__ import annotations
+
+import io
+import itertools
+import json
+import logging
+import os
+import socket
+import statistics
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.multiprocessing as mp
+
+from crnn.config import Config, load_config
+from crnn.engine.distributed import DistInfo, all_reduce_sum, cleanup, init_distributed
+from crnn.engine.logging import memory_stats
+
+log = logging.getLogger(__name__)
+
+# A model that runs a few steps per second on a CPU core (the tests' size).
+TINY_MODEL = ["model.channels=[8,16,16,32,32,32,32]", "model.hidden=16"]
+
+
+@dataclass
+class BenchSpec:
+    """What to measure. ``gpus``: CUDA ordinals, or empty for the CPU."""
+
+    gpus: list[int] = field(default_factory=list)
+    nproc: int = 2  # DDP processes on the CPU
+    batch_size: int = 128  # global, per optimizer step
+    width: int = 128  # image width in pixels (height from the config, 32)
+    label_length: int = 10
+    steps: int = 20  # optimizer steps per timed chunk
+    repeats: int = 3  # timed chunks per variant; the median counts (shared machines are noisy)
+    warmup: int = 3
+    overrides: list[str] = field(default_factory=list)  # config overrides (model size, amp)
+    strategies: list[str] = field(default_factory=lambda: ["single", "dp", "ddp"])
+    grad_checkpoint: list[bool] = field(default_factory=lambda: [False, True])
+    accum_steps: list[int] = field(default_factory=lambda: [1, 2])
+
+
+@dataclass
+class BenchRow:
+    strategy: str
+    device: str  # what ran it, e.g. "cuda:0,cuda:1" or "cpu x2 (gloo)"
+    ranks: int
+    grad_checkpoint: bool
+    accum_steps: int
+    global_batch: int
+    micro_batch: int  # per rank (DDP) or per process (DP splits it over GPUs)
+    images_per_s: float  # all ranks together
+    images_per_s_per_rank: list[float]
+    # MiB per GPU (DP) or per rank (DDP); empty on the CPU.
+    peak_allocated_mib: dict[str, float]
+    peak_reserved_mib: dict[str, float]
+    note: str = ""
+
+
+def _variants(spec: BenchSpec) -> list[tuple[bool, int]]:
+    return list(itertools.product(spec.grad_checkpoint, spec.accum_steps))
+
+
+def _data_dir(spec: BenchSpec, root: Path) -> Path:
+    """A small LMDB the Trainer can be built on (its batches are not used)."""
+    from PIL import Image
+
+    from crnn.data.lmdb import LmdbWriter
+
+    path = root / "bench-lmdb"
+    if not (path / "data.mdb").exists():
+        buf = io.BytesIO()
+        Image.new("L", (spec.width, 32), 255).save(buf, format="PNG")
+        with LmdbWriter(path) as w:
+            for _ in range(spec.batch_size):
+                # Distinct letters: no repeats that would need extra CTC frames.
+                label = ("abcdefghijklmnopqrstuvwxyz" * 4)[: spec.label_length]
+                w.add(buf.getvalue(), label, (spec.width, 32))
+    return path
+
+
+def _config(spec: BenchSpec, data: Path, ckpt: bool, accum: int, strategy: str) -> Config:
+    return load_config(
+        None,
+        [
+            f'data.train=["{data}"]',
+            f'data.val=["{data}"]',
+            "data.num_workers=0",
+            "data.augment.enabled=false",
+            f"data.max_width={spec.width}",
+            f"train.batch_size={spec.batch_size}",
+            f"train.accum_steps={accum}",
+            f"train.grad_checkpoint={str(ckpt).lower()}",
+            f"dist.strategy={'none' if strategy == 'single' else strategy}",
+            f"train.output_dir={data.parent / 'run'}",
+            *spec.overrides,
+        ],
+    )
+
+
+def _batch(micro: int, width: int, label_length: int, classes: int) -> dict[str, Any]:
+    """A fixed micro-batch as the collate function makes them (uint8 images on the host)."""
+    g = torch.Generator().manual_seed(0)
+    return {
+        "images": torch.randint(0, 256, (micro, 1, 32, width), dtype=torch.uint8, generator=g),
+        "widths": torch.full((micro,), width, dtype=torch.long),
+        "targets": torch.randint(1, classes, (micro, label_length), generator=g),
+        "target_lengths": torch.full((micro,), label_length, dtype=torch.long),
+        "labels": ["x"] * micro,
+        "errors": [],
+    }
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _measure(
+    spec: BenchSpec, cfg: Config, info: DistInfo, device_ids: list[int] | None
+) -> tuple[float, dict[str, tuple[float, float]], int]:
+    """Run warm-up steps, then ``repeats`` timed chunks of ``steps`` optimizer steps.
+
+    Returns this rank's images/s (median over the chunks), the peak memory per GPU in
+    MiB (allocated, reserved) after warm-up, and the micro-batch size."""
+    from crnn.engine.trainer import Trainer
+
+    trainer = Trainer(cfg, info, device_ids=device_ids)
+    micro = trainer.train_sampler.micro_batch_size
+    batches = itertools.repeat(
+        _batch(micro, spec.width, spec.label_length, trainer.charset.num_classes)
+    )
+    trainer.train_module.train()
+    gpus = [torch.device("cuda", d) for d in device_ids] if device_ids else [trainer.device]
+    for _ in range(spec.warmup):
+        trainer.train_step(batches)
+    for d in gpus:
+        _sync(d)
+        if d.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(d)
+    rates = []
+    images = spec.steps * micro * cfg.train.accum_steps
+    for _ in range(spec.repeats):
+        t0 = time.perf_counter()
+        for _ in range(spec.steps):
+            trainer.train_step(batches)
+        for d in gpus:
+            _sync(d)
+        rates.append(images / (time.perf_counter() - t0))
+    peaks = {}
+    for d in gpus:
+        m = memory_stats(d)
+        if m:
+            peaks[str(d)] = (m["peak_allocated_mib"], m["peak_reserved_mib"])
+    trainer.logger.close()
+    del trainer
+    if gpus[0].type == "cuda":
+        torch.cuda.empty_cache()
+    return statistics.median(rates), peaks, micro
+
+
+def _ddp_worker(
+    local_rank: int, world: int, port: int, spec: BenchSpec, data: str, out: str
+) -> None:
+    os.environ.update(
+        RANK=str(local_rank),
+        LOCAL_RANK=str(local_rank),
+        WORLD_SIZE=str(world),
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+    )
+    if spec.gpus:
+        shared = len(spec.gpus) == 1  # two ranks on one GPU: gloo, since NCCL refuses
+        devices = [torch.device("cuda", spec.gpus[0 if shared else i]) for i in range(world)]
+        backend = "gloo" if shared else "nccl"
+    else:
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // world))
+        devices, backend = [torch.device("cpu")], "gloo"
+    logging.basicConfig(level=logging.WARNING)
+    info = init_distributed(devices, backend, timeout_s=300)
+    rows = []
+    try:
+        for ckpt, accum in _variants(spec):
+            cfg = _config(spec, Path(data), ckpt, accum, "ddp")
+            ips, peaks, micro = _measure(spec, cfg, info, None)
+            # Every rank's images/s and peaks, gathered by a sum over one-hot rows.
+            table = torch.zeros(world, 3, dtype=torch.float64)
+            alloc, reserved = next(iter(peaks.values()), (0.0, 0.0))
+            table[info.rank] = torch.tensor([ips, alloc, reserved], dtype=torch.float64)
+            table = all_reduce_sum(table, info)
+            rows.append({"ckpt": ckpt, "accum": accum, "micro": micro, "table": table.tolist()})
+    finally:
+        cleanup()
+    if info.rank == 0:
+        Path(out).write_text(json.dumps({"backend": backend, "rows": rows}))
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def run_benchmark(spec: BenchSpec, workdir: str | Path | None = None) -> list[BenchRow]:
+    """Measure every variant of ``spec``; returns one row each."""
+    with tempfile.TemporaryDirectory(prefix="crnn-bench-") as tmp:
+        root = Path(workdir or tmp)
+        data = _data_dir(spec, root)
+        rows: list[BenchRow] = []
+        cpu_threads = torch.get_num_threads()
+        for strategy in spec.strategies:
+            if strategy == "single":
+                dev = torch.device("cuda", spec.gpus[0]) if spec.gpus else torch.device("cpu")
+                if dev.type == "cuda":
+                    torch.cuda.set_device(dev)
+                for ckpt, accum in _variants(spec):
+                    cfg = _config(spec, data, ckpt, accum, strategy)
+                    ips, peaks, micro = _measure(spec, cfg, DistInfo(device=dev), None)
+                    rows.append(_row(strategy, str(dev), 1, ckpt, accum, spec, micro, [ips], peaks))
+            elif strategy == "dp":
+                if not spec.gpus:
+                    log.warning("dp: skipped, DataParallel needs CUDA GPUs")
+                    continue
+                dev = torch.device("cuda", spec.gpus[0])
+                torch.cuda.set_device(dev)
+                for ckpt, accum in _variants(spec):
+                    cfg = _config(spec, data, ckpt, accum, strategy)
+                    ips, peaks, micro = _measure(spec, cfg, DistInfo(device=dev), spec.gpus)
+                    names = ",".join(f"cuda:{g}" for g in spec.gpus)
+                    rows.append(_row(strategy, names, 1, ckpt, accum, spec, micro, [ips], peaks))
+            elif strategy == "ddp":
+                world = len(spec.gpus) if len(spec.gpus) > 1 else (2 if spec.gpus else spec.nproc)
+                out = root / "ddp.json"
+                mp.spawn(
+                    _ddp_worker,
+                    args=(world, _free_port(), spec, str(data), str(out)),
+                    nprocs=world,
+                    join=True,
+                )
+                result = json.loads(out.read_text())
+                torch.set_num_threads(cpu_threads)
+                for r in result["rows"]:
+                    table = r["table"]
+                    if spec.gpus:
+                        shared = len(spec.gpus) == 1
+                        devs = [f"cuda:{spec.gpus[0 if shared else i]}" for i in range(world)]
+                        where = f"{world} ranks, " + ",".join(devs) + f" ({result['backend']})"
+                        peaks = {f"rank{i}": (row[1], row[2]) for i, row in enumerate(table)}
+                    else:
+                        where, peaks = f"cpu x{world} (gloo)", {}
+                    rows.append(
+                        _row(
+                            strategy, where, world, r["ckpt"], r["accum"], spec, r["micro"],
+                            [row[0] for row in table], peaks,
+                        )
+                    )  # fmt: skip
+            else:
+                raise ValueError(f"unknown strategy {strategy!r}; expected single, dp or ddp")
+        return rows
+
+
+def _row(
+    strategy: str,
+    device: str,
+    ranks: int,
+    ckpt: bool,
+    accum: int,
+    spec: BenchSpec,
+    micro: int,
+    per_rank: list[float],
+    peaks: dict[str, tuple[float, float]],
+) -> BenchRow:
+    note = ""
+    if strategy == "ddp" and len(spec.gpus) == 1:
+        note = "2 ranks share 1 GPU over gloo: DDP overhead, not a speed-up"
+    return BenchRow(
+        strategy=strategy,
+        device=device,
+        ranks=ranks,
+        grad_checkpoint=ckpt,
+        accum_steps=accum,
+        global_batch=spec.batch_size,
+        micro_batch=micro,
+        images_per_s=sum(per_rank),
+        images_per_s_per_rank=per_rank,
+        peak_allocated_mib={k: v[0] for k, v in peaks.items()},
+        peak_reserved_mib={k: v[1] for k, v in peaks.items()},
+        note=note,
+    )
+
+
+def format_table(rows: list[BenchRow]) -> str:
+    """A fixed-width table, one line per variant (Markdown-friendly)."""
+    head = (
+        "| strategy | devices | ckpt | accum | batch (micro) | images/s | per rank "
+        "| peak alloc / reserved MiB |"
+    )
+    lines = [head, "|" + "---|" * 8]
+    for r in rows:
+        mem = (
+            ", ".join(
+                f"{k} {r.peak_allocated_mib[k]:.0f}/{r.peak_reserved_mib[k]:.0f}"
+                for k in r.peak_allocated_mib
+            )
+            or "n/a (CPU)"
+        )
+        per_rank = " + ".join(f"{v:.0f}" for v in r.images_per_s_per_rank)
+        lines.append(
+            f"| {r.strategy} | {r.device} | {'on' if r.grad_checkpoint else 'off'} "
+            f"| {r.accum_steps} | {r.global_batch} ({r.micro_batch}) | {r.images_per_s:.0f} "
+            f"| {per_rank} | {mem} |"
+        )
+    return "\n".join(lines)
+
+
+def rows_to_json(rows: list[BenchRow], spec: BenchSpec) -> dict[str, Any]:
+    device = (
+        ", ".join(torch.cuda.get_device_name(g) for g in spec.gpus)
+        if spec.gpus
+        else f"CPU, {os.cpu_count()} cores"
+    )
+    return {
+        "machine": {"device": device, "torch": torch.__version__},
+        "spec": asdict(spec),
+        "rows": [asdict(r) for r in rows],
+    }

@@ -1,0 +1,550 @@
+"""Multi-process training on the CPU with gloo: DDP equals one process, data sharding,
+accumulation, activation checkpointing, the DataParallel loss-in-replica contract,
+faults, Ctrl-C, resume across world sizes, and two "nodes" on the loopback address.
+
+Every multi-process check starts Python processes that import torch (seconds each),
+so the launches are few and each is used for several related checks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from conftest import ROOT, TINY_MODEL
+
+from crnn.config import load_config
+from crnn.engine.checkpoint import load_checkpoint, model_from_checkpoint
+from crnn.engine.distributed import DistInfo, FaultInjection, select_device
+from crnn.engine.launch import (
+    SHUTDOWN_GRACE_S,
+    Devices,
+    LaunchError,
+    describe_failures,
+    parse_gpus,
+    run_training,
+)
+from crnn.engine.parallel import CTCTrainModule
+from crnn.engine.trainer import Trainer
+from crnn.model import CRNN
+
+ENV = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+ENV.pop("CRNN_FAULT_INJECT", None)
+
+
+def base_overrides(lmdb: Path, out: Path, *extra: str) -> list[str]:
+    """A tiny run whose learning rate does not depend on max_steps (constant after a
+    two-step warm-up), so runs of different lengths and their resumptions compare."""
+    return [
+        *TINY_MODEL,
+        f'data.train=["{lmdb}"]',
+        f'data.val=["{lmdb}"]',
+        "data.num_workers=0",
+        "data.augment.enabled=false",
+        "train.batch_size=8",
+        "train.log_every=1",
+        "train.val_every=1000",
+        "train.warmup_steps=2",
+        "train.schedule=constant",
+        "train.lr=3e-3",
+        "train.log_images=0",
+        f"train.output_dir={out}",
+        *extra,
+    ]
+
+
+def one_process(overrides: list[str], resume: Path | None = None) -> Trainer:
+    return Trainer(load_config(None, overrides), DistInfo(), resume=resume)
+
+
+def step_grads(trainer: Trainer, freeze_bn: bool = False) -> dict[str, torch.Tensor]:
+    """The gradients the optimizer sees at ``trainer``'s next step; ``freeze_bn``:
+    BatchNorm normalises with its running statistics instead of the micro-batch's."""
+    seen: dict[str, torch.Tensor] = {}
+
+    def record(*_: Any) -> None:
+        seen.update({n: p.grad.clone() for n, p in trainer.model.named_parameters()})
+
+    hook = trainer.optimizer.register_step_pre_hook(record)
+    trainer.train_module.train()
+    if freeze_bn:
+        for m in trainer.model.modules():
+            if isinstance(m, torch.nn.modules.batchnorm._BatchNorm):
+                m.eval()
+    trainer.train_step(trainer._batches())
+    hook.remove()
+    return seen
+
+
+def assert_same_tensors(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor], **tol: Any) -> None:
+    assert a.keys() == b.keys()
+    for name in a:
+        torch.testing.assert_close(a[name], b[name], msg=lambda m, name=name: f"{name}: {m}", **tol)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def train_cmd(*args: str) -> list[str]:
+    return [sys.executable, str(ROOT / "tools" / "train.py"), *args]
+
+
+def hhmmss(text: str) -> datetime:
+    return datetime.strptime(text, "%H:%M:%S")
+
+
+# ---- DataParallel's contract, gradient accumulation, checkpointing (one process) --------
+
+
+def test_loss_in_replica_module_equals_its_dim0_chunks():
+    """DataParallel scatters every input along dim 0 and concatenates the replicas'
+    outputs: CTCTrainModule's per-sample losses of a batch must equal the concatenated
+    losses of its chunks, the padded (B, S) targets and the real widths travelling with
+    their images. Eval mode: BatchNorm then does not depend on the batch's make-up."""
+    torch.manual_seed(0)
+    model = CRNN(37, channels=[8, 16, 16, 32, 32, 32, 32], hidden=16).eval()
+    module = CTCTrainModule(model, model.output_length)
+    b, width = 5, 96
+    images = torch.randint(0, 256, (b, 1, 32, width), dtype=torch.uint8)
+    widths = torch.tensor([96, 40, 64, 20, 80])
+    target_lengths = torch.tensor([6, 2, 4, 1, 5])
+    targets = torch.zeros(b, int(target_lengths.max()), dtype=torch.long)
+    for i, n in enumerate(target_lengths.tolist()):
+        targets[i, :n] = torch.randint(1, 37, (n,))
+    with torch.no_grad():
+        whole = module(images, widths, targets, target_lengths)
+        for n_chunks in (2, 3):  # uneven chunks (3 + 2, 2 + 2 + 1), as DP makes them
+            parts = [
+                module(*chunk)
+                for chunk in zip(
+                    *(t.chunk(n_chunks) for t in (images, widths, targets, target_lengths))
+                )
+            ]
+            torch.testing.assert_close(torch.cat(parts), whole, rtol=1e-5, atol=1e-5)
+    assert whole.shape == (b,) and torch.isfinite(whole).all() and (whole > 0).all()
+    # The losses depend on each sample's own width and label (else the test proves nothing).
+    with torch.no_grad():
+        shifted = module(images, widths.roll(1), targets, target_lengths)
+    assert not torch.allclose(shifted, whole)
+
+
+def test_accumulation_equals_one_batch_k_times_larger(word_lmdb, tmp_path):
+    """K=2 micro-batches of 4 give the gradients of one batch of 8: the loss is scaled by
+    1/K. Every image has the same width here (min_width = max_width), so padding to the
+    widest of a micro-batch or of the whole batch is the same; and BatchNorm statistics
+    are frozen, since in training mode BatchNorm normalises each micro-batch by its own
+    statistics (as each DDP rank does without SyncBatchNorm)."""
+    fixed = ["data.min_width=96", "data.max_width=96"]
+    one = one_process(base_overrides(word_lmdb, tmp_path / "a", *fixed))
+    accum = one_process(base_overrides(word_lmdb, tmp_path / "b", *fixed, "train.accum_steps=2"))
+    assert accum.train_sampler.micro_batch_size == 4 and one.train_sampler.micro_batch_size == 8
+    g_one, g_accum = step_grads(one, freeze_bn=True), step_grads(accum, freeze_bn=True)
+    assert all(g.abs().sum() > 0 for g in g_one.values())
+    assert_same_tensors(g_accum, g_one, rtol=1e-4, atol=1e-6)
+
+
+def test_activation_checkpointing_in_the_trainer_gives_the_same_gradients(word_lmdb, tmp_path):
+    plain = one_process(base_overrides(word_lmdb, tmp_path / "a"))
+    ckpt = one_process(base_overrides(word_lmdb, tmp_path / "b", "train.grad_checkpoint=true"))
+    assert ckpt.model.grad_checkpoint and not plain.model.grad_checkpoint
+    assert_same_tensors(step_grads(plain), step_grads(ckpt), rtol=1e-5, atol=1e-6)
+    # BatchNorm statistics were updated once per forward, not again by the recomputation.
+    assert_same_tensors(dict(plain.model.named_buffers()), dict(ckpt.model.named_buffers()))
+
+
+# ---- devices, launch checks, failure messages (no processes) ----------------------------
+
+
+def test_gpus_count_the_visible_devices_and_local_rank_picks_the_listed_one(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,5,6,7")
+    for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
+        monkeypatch.delenv(var, raising=False)
+    assert parse_gpus("2,3") == Devices("cuda", [2, 3], 1)
+    assert parse_gpus(None) == Devices("cuda", [0], 1)
+    assert parse_gpus("cpu", 2) == Devices("cpu", [], 2)
+    with pytest.raises(
+        LaunchError, match=r"GPU 4 does not exist; 4 visible \(CUDA_VISIBLE_DEVICES=4,5,6,7\)"
+    ):
+        parse_gpus("0,4")
+    with pytest.raises(LaunchError, match="listed twice"):
+        parse_gpus("1,1")
+    with pytest.raises(LaunchError, match="--nproc 2 is for --gpus cpu"):
+        parse_gpus("0,1", 2)
+    # Under torchrun the default is every visible GPU; local rank i takes the i-th listed.
+    monkeypatch.setenv("RANK", "5")
+    monkeypatch.setenv("WORLD_SIZE", "8")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    assert parse_gpus(None).ids == [0, 1, 2, 3]
+    listed = parse_gpus("2,3").torch_devices()
+    assert select_device(listed, 1) == torch.device("cuda", 3)
+    assert select_device([torch.device("cpu")], 1) == torch.device("cpu")
+    with pytest.raises(RuntimeError, match="local rank 2 has no GPU: this machine offers 2"):
+        select_device(listed, 2)
+
+
+def test_launcher_refuses_what_the_ranks_could_not_run(word_lmdb, tmp_path, monkeypatch):
+    """Checked before any process starts, with a message that says how to fix it."""
+    for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
+        monkeypatch.delenv(var, raising=False)
+    cfg = load_config(None, base_overrides(word_lmdb, tmp_path, "train.batch_size=6"))
+    with pytest.raises(
+        LaunchError, match=r"batch_size=6 is the global batch.*split\s+evenly over 4"
+    ):
+        run_training(cfg, Devices("cpu", [], 4))
+    cfg = load_config(None, base_overrides(word_lmdb, tmp_path, "dist.sync_bn=true"))
+    with pytest.raises(LaunchError, match="SyncBatchNorm has no CPU implementation"):
+        run_training(cfg, Devices("cpu", [], 2))
+    cfg = load_config(None, base_overrides(word_lmdb, tmp_path, "dist.strategy=none"))
+    with pytest.raises(LaunchError, match="--strategy none trains on one device, but 2"):
+        run_training(cfg, Devices("cpu", [], 2))
+    cfg = load_config(None, base_overrides(word_lmdb, tmp_path, "dist.strategy=dp"))
+    with pytest.raises(LaunchError, match="DataParallel.*needs CUDA GPUs"):
+        run_training(cfg, Devices("cpu", [], 2))
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with pytest.raises(
+        LaunchError, match="strategy=dp runs in one process, but this is rank 0 of 2"
+    ):
+        run_training(cfg, Devices("cpu", [], 1))
+    assert not tmp_path.joinpath("last.pt").exists()
+
+
+def test_fault_injection_spec(monkeypatch):
+    monkeypatch.delenv("CRNN_FAULT_INJECT", raising=False)
+    assert FaultInjection.from_env() is None
+    monkeypatch.setenv("CRNN_FAULT_INJECT", "1:3:kill")
+    assert FaultInjection.from_env() == FaultInjection(1, 3, "kill")
+    monkeypatch.setenv("CRNN_FAULT_INJECT", "1:3:explode")
+    with pytest.raises(ValueError, match="RANK:STEP:KIND"):
+        FaultInjection.from_env()
+    with pytest.raises(RuntimeError, match="injected fault .* rank 1 at step 3"):
+        FaultInjection(1, 3, "raise").maybe_fire(1, 3)
+    FaultInjection(1, 3, "raise").maybe_fire(0, 3)  # other ranks and steps: nothing
+    FaultInjection(1, 3, "raise").maybe_fire(1, 2)
+
+
+def test_failure_message_puts_the_cause_before_its_echoes(tmp_path):
+    from torch.distributed.elastic.multiprocessing.errors import ProcessFailure
+
+    def error_file(name: str, message: str, t: float, peer: str) -> str:
+        path = tmp_path / name
+        path.write_text(json.dumps({
+            "message": {"message": message, "extraInfo": {"py_callstack": "", "timestamp": str(int(t))}},
+            "crnn": {"time": t, "peer": peer},
+        }))  # fmt: skip
+        return str(path)
+
+    # Rank 0 recorded its error first, but it is only the echo of rank 3's death.
+    echo = ProcessFailure(
+        0, 100, 1, error_file("r0", "RuntimeError: Connection reset by peer", 10.0, "lost")
+    )
+    stopped = ProcessFailure(1, 101, -15, "<N/A>")
+    cause = ProcessFailure(0, 102, -9, "<N/A>")
+    msg = describe_failures({0: echo, 1: stopped, 3: cause})
+    assert msg.startswith(
+        "distributed training failed: rank 3 (local rank 0, pid 102) was killed by signal SIGKILL"
+    )
+    assert (
+        msg.index("rank 3")
+        < msg.index("as a consequence")
+        < msg.index("rank 0 (local rank 0, pid 100) raised RuntimeError: Connection reset")
+    )
+    raised = ProcessFailure(1, 103, 1, error_file("r1", "ValueError: bad thing", 12.0, ""))
+    assert (
+        "rank 1 (local rank 1, pid 103) raised ValueError: bad thing"
+        in describe_failures({1: raised, 0: echo}).split(". Then")[0]
+    )
+    # The survivor timed out: the rank the launcher then killed had hung.
+    waited = ProcessFailure(0, 104, 1, error_file("r2", "RuntimeError: Timed out waiting 5000ms", 9.0, "timeout"))  # fmt: skip
+    hung = ProcessFailure(1, 105, -9, "<N/A>")
+    msg = describe_failures({0: waited, 1: hung})
+    assert msg.startswith(
+        "distributed training failed: rank 1 (local rank 1, pid 105) stopped responding"
+    )
+    assert "out-of-memory" not in msg and "consequence: rank 0" in msg
+
+
+# ---- two-process DDP against one process (one launch, several checks) ---------------------
+
+
+PHASE1_STEPS = 19  # resumed at step 3; 8 steps per epoch: ends in the third epoch
+RESUME_AT = 3
+
+
+@pytest.fixture(scope="module")
+def ddp_run(word_lmdb, tmp_path_factory):
+    """Two gloo ranks started the way torchrun starts them, each running the Trainer:
+    phase 1 resumes a one-process checkpoint (accum 2, micro-batch 4) as 2 ranks x
+    micro-batch 4 and trains to PHASE1_STEPS with a validation at the end; phase 2
+    trains 2 steps from scratch with 2 ranks x 2 accumulation steps x micro-batch 4."""
+    tmp = tmp_path_factory.mktemp("ddp")
+    first = one_process(base_overrides(word_lmdb, tmp / "first", "train.accum_steps=2"))
+    first.fit(stop_at_step=RESUME_AT)
+    spec = {
+        "phase1": base_overrides(word_lmdb, tmp / "ddp", f"train.max_steps={PHASE1_STEPS}"),
+        "resume": str(tmp / "first" / "last.pt"),
+        "phase2": base_overrides(
+            word_lmdb, tmp / "acc", "train.batch_size=16", "train.accum_steps=2"
+        ),
+        "phase2_steps": 2,
+        "result": str(tmp / "result"),
+    }
+    (tmp / "spec.json").write_text(json.dumps(spec))
+    port = free_port()
+    procs, logs = [], []
+    for rank in range(2):
+        env = {**ENV, "RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": "2",
+               "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}  # fmt: skip
+        logs.append(tmp / f"rank{rank}.log")
+        with open(logs[-1], "w") as log:
+            procs.append(subprocess.Popen(
+                [sys.executable, str(ROOT / "tests" / "ddp_worker.py"), str(tmp / "spec.json")],
+                env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
+            ))  # fmt: skip
+    try:
+        codes = [p.wait(timeout=240) for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+    texts = [p.read_text() for p in logs]
+    assert codes == [0, 0], "\n\n".join(t[-3000:] for t in texts)
+    results = [torch.load(f"{spec['result']}-rank{r}.pt", weights_only=False) for r in range(2)]
+    return {"tmp": tmp, "logs": texts, "results": results, "lmdb": word_lmdb}
+
+
+def test_ddp_equals_one_process_and_resumes_from_one_process(ddp_run):
+    """Two DDP ranks with micro-batches of 4 end where one process does that sees the
+    same micro-batches through accumulation (global batch 8 both ways), here after
+    resuming a one-process checkpoint in two processes. BatchNorm uses each
+    micro-batch's statistics in both, so the parameters agree to float precision."""
+    tmp, lmdb = ddp_run["tmp"], ddp_run["lmdb"]
+    ref = one_process(
+        base_overrides(lmdb, tmp / "ref", "train.accum_steps=2", f"train.max_steps={PHASE1_STEPS}")
+    )
+    ref.fit()
+    r0, r1 = ddp_run["results"]
+    expected = {n: p.detach() for n, p in ref.model.named_parameters()}
+    assert_same_tensors(r0["params"], expected, rtol=1e-5, atol=1e-6)
+    assert_same_tensors(r1["params"], r0["params"], rtol=0, atol=0)  # replicas never diverge
+    assert not torch.allclose(r0["params"]["rnn.1.proj.weight"], one_process(
+        base_overrides(lmdb, tmp / "init")).model.rnn[1].proj.weight)  # fmt: skip
+    ckpt = load_checkpoint(tmp / "ddp" / "last.pt")
+    assert ckpt["step"] == PHASE1_STEPS and (ckpt["epoch"], ckpt["step_in_epoch"]) == (2, 3)
+    assert not any(k.startswith(("module.", "_orig_mod.")) for k in ckpt["model"])
+    assert_same_tensors(ckpt["model"], {**r0["params"], **r0["buffers"]}, rtol=0, atol=0)
+
+
+def test_ddp_ranks_see_disjoint_data_in_a_new_order_each_epoch(ddp_run):
+    seen = [r["seen"] for r in ddp_run["results"]]
+    assert seen[0].keys() == seen[1].keys()
+    steps = sorted(seen[0])
+    assert steps[0] == (0, RESUME_AT) and steps[-1] == (2, PHASE1_STEPS - 1)
+    for key in steps:
+        assert len(seen[0][key]) == len(seen[1][key]) == 4
+        assert not set(seen[0][key]) & set(seen[1][key]), f"ranks share samples at {key}"
+    epoch1 = [i for (e, _), v in sorted(seen[0].items()) for i in v if e == 1]
+    epoch1 += [i for (e, _), v in sorted(seen[1].items()) for i in v if e == 1]
+    assert sorted(epoch1) == list(range(64))  # a full epoch: every sample exactly once
+    order = {e: [tuple(seen[0][k]) for k in steps if k[0] == e] for e in (1, 2)}
+    assert order[2] != order[1][: len(order[2])]  # set_epoch: a new order
+
+
+def test_ddp_validation_is_the_same_on_every_rank_and_only_rank_0_writes(ddp_run):
+    r0, r1 = ddp_run["results"]
+    assert r0["metrics"] == r1["metrics"] and r0["metrics"]["count"] == 64
+    # Every rank evaluated with rank 0's BatchNorm statistics (the saved ones).
+    assert_same_tensors(r0["buffers"], r1["buffers"], rtol=0, atol=0)
+    log0, log1 = ddp_run["logs"]
+    assert "run directory" in log0 and log0.count("saved ") == 1 and "train:" in log0
+    # One TensorBoard log (rank 0's), with every rank's throughput in it.
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    (events,) = (ddp_run["tmp"] / "ddp" / "tb").iterdir()
+    tags = EventAccumulator(str(events)).Reload().Tags()["scalars"]
+    assert {"throughput/images_per_s/rank0", "throughput/images_per_s/rank1"} <= set(tags)
+    assert {"train/loss", "val/accuracy"} <= set(tags)
+    # Rank 1: warnings only, prefixed with its rank, and no progress bar.
+    assert "INFO" not in log1 and "train:" not in log1 and "saved" not in log1
+    assert all("[rank 1]" in ln for ln in re.findall(r"^\d\d:\d\d:\d\d .*", log1, re.M))
+
+
+def test_ddp_accumulation_all_reduces_once_per_step_and_equals_one_process(ddp_run):
+    """2 ranks x 2 accumulation steps x 4 = one process x 4 accumulation steps x 4: the
+    same gradients; and DDP all-reduces only on the micro-step that steps (no_sync)."""
+    tmp, lmdb = ddp_run["tmp"], ddp_run["lmdb"]
+    r0, r1 = ddp_run["results"]
+    for r in (r0, r1):
+        calls = r["allreduce_calls"]  # per micro-step: the buckets all-reduced
+        assert len(calls) == 4
+        assert [bool(c) for c in calls] == [False, True, False, True]
+        assert [sum(c) for c in calls] == [0, 1, 0, 1]  # the last bucket once per step
+    one = one_process(
+        base_overrides(lmdb, tmp / "acc1", "train.batch_size=16", "train.accum_steps=4")
+    )
+    assert_same_tensors(r0["accum_grads"], step_grads(one), rtol=1e-5, atol=1e-7)
+    assert_same_tensors(r1["accum_grads"], r0["accum_grads"], rtol=0, atol=0)
+
+
+# ---- the real command line: faults, Ctrl-C, resume, two nodes -----------------------------
+
+
+def cli_args(lmdb: Path, out: Path, *extra: str) -> list[str]:
+    return ["--gpus", "cpu", "--nproc", "2", "--set", *base_overrides(lmdb, out, *extra)]
+
+
+@pytest.mark.parametrize("kind", ["raise", "kill"])
+def test_a_failing_rank_ends_the_run_with_a_message_naming_it(kind, word_lmdb, tmp_path):
+    out = tmp_path / "run"
+    t0 = time.monotonic()
+    r = subprocess.run(
+        train_cmd(*cli_args(word_lmdb, out, "train.max_steps=1000", "train.save_every=2")),
+        env={**ENV, "CRNN_FAULT_INJECT": f"1:4:{kind}"},
+        capture_output=True, text=True, timeout=180, cwd=ROOT,
+    )  # fmt: skip
+    wall = time.monotonic() - t0
+    assert r.returncode == 1, r.stderr[-3000:]
+    error = re.findall(r"distributed training failed: .*", r.stderr)
+    assert len(error) == 1, r.stderr[-3000:]
+    cause = error[0].split("distributed training failed: ")[1].split(". Then")[0]
+    if kind == "raise":
+        assert re.match(
+            r"rank 1 \(local rank 1, pid \d+\) raised RuntimeError: injected fault \(CRNN_FAULT_INJECT\) on rank 1 at step 4",
+            cause,
+        ), error[0]
+    else:
+        assert re.match(r"rank 1 \(local rank 1, pid \d+\) was killed by signal SIGKILL", cause), (
+            error[0]
+        )
+    # From the fault to the end of the launcher: seconds, not a hang.
+    injected = re.search(r"(\d\d:\d\d:\d\d) \[rank 1\] WARNING .*injecting", r.stderr)
+    ended = re.search(r"(\d\d:\d\d:\d\d) ERROR crnn.train: distributed training failed", r.stderr)
+    assert injected and ended, r.stderr[-3000:]
+    assert (hhmmss(ended[1]) - hhmmss(injected[1])).total_seconds() < 30, (
+        injected[0],
+        ended[0],
+        wall,
+    )
+    # The checkpoint written before the fault is whole.
+    assert load_checkpoint(out / "last.pt")["step"] == 4
+
+
+def test_ctrl_c_stops_every_rank_saves_once_and_resumes_in_one_process(word_lmdb, tmp_path):
+    """SIGINT to the launcher's process group (what Ctrl-C does): the ranks finish their
+    step, rank 0 saves last.pt once, the run exits 130; that checkpoint of a 2-process
+    run then resumes in one process exactly (accumulation keeps the micro-batches)."""
+    out = tmp_path / "run"
+    log_path = tmp_path / "log.txt"
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(
+            train_cmd(*cli_args(word_lmdb, out, "train.max_steps=100000")),
+            env=ENV, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, start_new_session=True,
+        )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None:
+            done = [int(n) for n in re.findall(r"(\d+)/100000", log_path.read_text())]
+            if done and max(done) >= 3:
+                break
+            time.sleep(0.1)
+        os.killpg(proc.pid, signal.SIGINT)
+        t0 = time.monotonic()
+        code = proc.wait(timeout=90)
+        stop_s = time.monotonic() - t0
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    text = log_path.read_text()
+    assert code == 130, text[-3000:]
+    assert stop_s < SHUTDOWN_GRACE_S, stop_s
+    saved = [ln for ln in text.splitlines() if "saved " in ln]
+    assert len(saved) == 1 and "last.pt" in saved[0] and "[rank" not in saved[0], saved
+    ckpt = load_checkpoint(out / "last.pt")
+    model_from_checkpoint(ckpt)
+    stopped = ckpt["step"]
+    assert f"stopped at step {stopped}" in text and stopped >= 3
+    # Resume in one process (accumulation 2 keeps micro-batches of 4) up to 2 more steps,
+    # and compare with one process that never stopped.
+    more = [f"train.max_steps={stopped + 2}", "train.accum_steps=2"]
+    resumed = one_process(
+        base_overrides(word_lmdb, tmp_path / "resumed", *more), resume=out / "last.pt"
+    )
+    assert resumed.step == stopped
+    resumed.fit()
+    straight = one_process(base_overrides(word_lmdb, tmp_path / "straight", *more))
+    straight.fit()
+    assert_same_tensors(
+        dict(resumed.model.named_parameters()), dict(straight.model.named_parameters()),
+        rtol=1e-4, atol=1e-5,
+    )  # fmt: skip
+
+
+def test_two_nodes_on_loopback_with_torchrun(word_lmdb, tmp_path):
+    """Two torchrun launches, one process each, meeting at a c10d rendezvous on
+    127.0.0.1: the node whose process gets global rank 1 has local rank 0, so only a
+    program that tells the two apart leaves that node's output directory empty."""
+    port = free_port()
+    procs, logs = [], []
+    for node in range(2):
+        logs.append(tmp_path / f"node{node}.log")
+        cmd = [
+            sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--node-rank", str(node),
+            "--nproc-per-node", "1", "--rdzv-backend", "c10d", "--rdzv-id", "crnn-test",
+            "--rdzv-endpoint", f"127.0.0.1:{port}", "--local-addr", "127.0.0.1",
+            str(ROOT / "tools" / "train.py"), "--gpus", "cpu", "--set",
+            *base_overrides(word_lmdb, tmp_path / f"out{node}", "train.max_steps=4"),
+        ]  # fmt: skip
+        with open(logs[-1], "w") as log:
+            procs.append(
+                subprocess.Popen(cmd, env=ENV, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+            )
+    try:
+        codes = [p.wait(timeout=240) for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+    texts = [p.read_text() for p in logs]
+    assert codes == [0, 0], "\n\n".join(t[-3000:] for t in texts)
+    main = [i for i, t in enumerate(texts) if "run directory" in t]
+    assert len(main) == 1, "exactly one node hosts global rank 0"
+    other = 1 - main[0]
+    assert "world size 2" in texts[main[0]] and "finished 4 steps" in texts[main[0]]
+    assert load_checkpoint(tmp_path / f"out{main[0]}" / "last.pt")["step"] == 4
+    assert not (tmp_path / f"out{other}").exists(), "global rank 1 (local rank 0) wrote files"
+    assert "train:" not in texts[other] and "saved" not in texts[other]
+
+
+def test_bench_parallel_measures_the_trainer_step(tmp_path):
+    """The benchmark's single-device rows on the CPU (its DDP rows start processes and
+    are run by hand; figures in docs/benchmarks.md)."""
+    from crnn.engine.bench_parallel import BenchSpec, format_table, rows_to_json, run_benchmark
+
+    spec = BenchSpec(
+        batch_size=8, width=64, steps=1, repeats=1, warmup=1, overrides=TINY_MODEL,
+        strategies=["single", "dp"], accum_steps=[1, 2],
+    )  # fmt: skip
+    rows = run_benchmark(spec, tmp_path)
+    assert [(r.strategy, r.grad_checkpoint, r.accum_steps, r.micro_batch) for r in rows] == [
+        ("single", False, 1, 8),
+        ("single", False, 2, 4),
+        ("single", True, 1, 8),
+        ("single", True, 2, 4),
+    ]  # fmt: skip  (dp needs CUDA: skipped)
+    assert all(r.images_per_s > 0 and r.peak_allocated_mib == {} for r in rows)
+    table = format_table(rows)
+    assert table.count("\n") == 5 and "| single | cpu | on | 2 | 8 (4) |" in table
+    assert json.loads(json.dumps(rows_to_json(rows, spec)))["rows"][0]["strategy"] == "single"
