@@ -211,10 +211,14 @@ class SynthConfig:
 
 @dataclass
 class DataConfig:
-    # LMDB directories (or folders of LMDBs), or image folders holding a gt.txt.
+    # LMDB directories (or folders of LMDBs), or image folders holding a gt.txt; the
+    # entry "synth" is the on-the-fly synthetic generator.
     # Empty train -> the synthetic generator; empty val -> a fixed synthetic set.
     train: list[str] = field(default_factory=list)
     val: list[str] = field(default_factory=list)
+    # Share of every batch drawn from each data.train entry (e.g. [0.7, 0.3] for
+    # ["synth", "data/lmdb/real"]); empty = all entries pooled into one set.
+    train_ratios: list[float] = field(default_factory=list)
     # Built-in name (alnum36, alnum62, ascii94, ascii95), a .txt path, or "chars:<literal>".
     charset: str = "alnum36"
     # Lower-case labels before encoding; null = auto (fold when the charset has no capitals).
@@ -302,6 +306,20 @@ class Config:
                 f"{self.model.channels}"
             )
         _choice("data.unknown_chars", self.data.unknown_chars, ("skip", "error"))
+        d = self.data
+        if d.train_ratios:
+            if len(d.train_ratios) != len(d.train):
+                raise ConfigError(
+                    f"data.train_ratios has {len(d.train_ratios)} entries for {len(d.train)} "
+                    "data.train entries; give one share per entry"
+                )
+            if any(r <= 0 for r in d.train_ratios):
+                raise ConfigError(f"data.train_ratios must all be > 0, got {d.train_ratios}")
+        elif "synth" in d.train and len(d.train) > 1:
+            raise ConfigError(
+                "data.train mixes the endless synthetic generator with other data: say how "
+                "much of each batch comes from each with data.train_ratios (e.g. [0.7, 0.3])"
+            )
         self.data.synth.validate()
         _choice("train.optimizer", self.train.optimizer, ("adam", "adamw"))
         _choice("train.schedule", self.train.schedule, ("cosine", "linear", "constant"))

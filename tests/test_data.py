@@ -177,3 +177,46 @@ def test_eval_sampler_covers_every_sample_once_across_ranks():
     parts = [list(EvalBatchSampler(37, 5, widths=widths, world_size=2, rank=r)) for r in (0, 1)]
     flat = [i for p in parts for b in p for i in b]
     assert sorted(flat) == list(range(37))
+
+
+def test_split_counts_is_exact_and_proportional():
+    from crnn.data.batching import split_counts
+
+    assert split_counts([0.7, 0.3], 64) == [45, 19]
+    assert sum(split_counts([1, 1, 1], 64)) == 64
+    assert split_counts([2, 1, 1], 8) == [4, 2, 2]
+
+
+def test_mixed_sampler_ratios_coverage_ranks_and_resume():
+    from crnn.data.batching import MixedBatchSampler
+
+    kw = {"seed": 4}
+    s = MixedBatchSampler([None, 10], [0.75, 0.25], 16, **kw)
+    it = iter(s)
+    batches = [next(it) for _ in range(10)]
+    for b in batches:
+        assert sum(p == 0 for p, _, _ in b) == 12 and sum(p == 1 for p, _, _ in b) == 4
+    finite = [i for b in batches for p, i, _ in b if p == 1]
+    # 40 draws from a part of 10 samples: four shuffled epochs, each sample 4 times
+    assert sorted(finite) == sorted(list(range(10)) * 4)
+    assert finite[:10] != finite[10:20]
+    synth = [i for b in batches for p, i, _ in b if p == 0]
+    assert sorted(synth) == list(range(120))  # the endless part never repeats
+    ranks = [
+        MixedBatchSampler([None, 10], [0.75, 0.25], 16, world_size=2, rank=r, **kw) for r in (0, 1)
+    ]
+    r0, r1 = (iter(r) for r in ranks)
+    for step in range(5):
+        a, b = next(r0), next(r1)
+        assert sorted(a + b) == sorted(batches[step])
+    s.set_epoch(0, start_step=7)
+    assert next(iter(s)) == batches[7]
+
+
+def test_config_requires_ratios_to_mix_synth_with_data():
+    from crnn.config import ConfigError, load_config
+
+    with pytest.raises(ConfigError, match="data.train_ratios"):
+        load_config(None, ['data.train=["synth", "x"]'])
+    with pytest.raises(ConfigError, match="one share per entry"):
+        load_config(None, ['data.train=["synth", "x"]', "data.train_ratios=[1.0]"])

@@ -144,3 +144,17 @@ def test_sigkill_at_any_moment_leaves_a_loadable_checkpoint(tiny_overrides, tmp_
         steps.append(ckpt["step"])
     assert steps[1] > steps[0] >= 1  # the second launch resumed and went on
     assert not (out / "last.pt.tmp").exists()
+
+
+def test_training_mixes_synthetic_and_real_data(tiny_overrides):
+    lmdb = next(a for a in tiny_overrides if a.startswith("data.train=")).split("=", 1)[1]
+    path = lmdb.strip('[]"')
+    t = _train([*tiny_overrides, f'data.train=["synth", "{path}"]', "data.train_ratios=[0.5, 0.5]"])
+    batch = next(t._batches())
+    assert len(batch["labels"]) == 8
+    from conftest import WORDS
+
+    real = [lbl for lbl in batch["labels"] if lbl in WORDS]
+    assert 2 <= len(real) <= 6  # about half real words, half synthetic text
+    res = t.fit()
+    assert res.step == 6 and (res.output_dir / "last.pt").is_file()

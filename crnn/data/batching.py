@@ -217,3 +217,76 @@ class EvalBatchSampler(Sampler[list[int]]):
 
     def __len__(self) -> int:
         return len(self.batches)
+
+
+def split_counts(ratios: Sequence[float], total: int) -> list[int]:
+    """Split ``total`` into integers proportional to ``ratios`` (largest remainders)."""
+    s = float(sum(ratios))
+    exact = [r / s * total for r in ratios]
+    counts = [int(e) for e in exact]
+    by_remainder = sorted(range(len(ratios)), key=lambda i: counts[i] - exact[i])
+    for i in by_remainder[: total - sum(counts)]:
+        counts[i] += 1
+    return counts
+
+
+class MixedBatchSampler(_MicroBatches, Sampler[list[tuple[int, int, int]]]):
+    """Endless sampler mixing several datasets at fixed ratios in every global batch.
+
+    Global batch ``s`` takes ``counts[p]`` samples from part ``p`` (``split_counts``):
+    for an endless part (the synthetic generator, size None) indices
+    ``s * counts[p] ...``; for a finite part, consecutive positions of a per-part
+    sequence of shuffled epochs. The batch is shuffled and cut into micro-batches like
+    every global batch here. Everything is a function of ``(seed, s)``, so resuming at
+    step ``s`` is exact and the ranks never overlap. Items are ``(part, index, seed)``.
+    """
+
+    def __init__(
+        self,
+        sizes: Sequence[int | None],
+        ratios: Sequence[float],
+        batch_size: int,
+        *,
+        world_size: int = 1,
+        rank: int = 0,
+        accum_steps: int = 1,
+        seed: int = 0,
+    ) -> None:
+        _MicroBatches.__init__(self, batch_size, world_size, rank, accum_steps)
+        if len(sizes) != len(ratios):
+            raise ValueError(f"{len(sizes)} datasets but {len(ratios)} ratios")
+        self.sizes = list(sizes)
+        self.counts = split_counts(ratios, batch_size)
+        self.seed = seed
+        self.epoch = 0
+        self.start_step = 0
+        self.steps_per_epoch = 0  # endless
+        self._perm_cache: dict[tuple[int, int], np.ndarray] = {}
+
+    def set_epoch(self, epoch: int, start_step: int = 0) -> None:
+        self.epoch = epoch
+        self.start_step = start_step
+
+    def _finite(self, part: int, pos: int) -> int:
+        n = self.sizes[part]
+        assert n
+        epoch, k = divmod(pos, n)
+        key = (part, epoch)
+        if key not in self._perm_cache:
+            if len(self._perm_cache) > 2 * len(self.sizes):
+                self._perm_cache.clear()
+            self._perm_cache[key] = np.random.default_rng([self.seed, part, epoch]).permutation(n)
+        return int(self._perm_cache[key][k])
+
+    def global_batch(self, step: int) -> list[tuple[int, int, int]]:
+        items = []
+        for p, c in enumerate(self.counts):
+            for j in range(step * c, (step + 1) * c):
+                idx = j if self.sizes[p] is None else self._finite(p, j)
+                items.append((p, idx, (self.seed * 1_000_003 + p * 7_919 + j) % 2**63))
+        order = np.random.default_rng([self.seed, step, 1]).permutation(len(items))
+        return [items[i] for i in order]
+
+    def __iter__(self) -> Iterator[list[tuple[int, int, int]]]:
+        for s in itertools.count(self.start_step):
+            yield from self.split(self.global_batch(s))

@@ -387,3 +387,15 @@ class SynthDataset(Dataset):
             img = self.augment(img, random.Random(seed))
         label = self.charset.decode(target)
         return {"image": to_tensor(img), "target": target, "label": label, "raw_label": label}
+
+
+class MixedDataset(Dataset):
+    """Several datasets behind one index: items are ``(part, index, seed)`` keys, as
+    :class:`~crnn.data.batching.MixedBatchSampler` yields them."""
+
+    def __init__(self, parts: Sequence[Dataset]) -> None:
+        self.parts = list(parts)
+
+    def __getitem__(self, key: tuple[int, int, int]) -> dict[str, Any]:
+        part, index, seed = key
+        return self.parts[part][(index, seed)]

@@ -27,14 +27,14 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, Dataset
 from tqdm import tqdm
 from tqdm.contrib.logging import logging_redirect_tqdm
 
 from crnn.charset import Charset
 from crnn.config import Config, save_config
-from crnn.data.batching import BucketBatchSampler, StreamBatchSampler, collate
-from crnn.data.datasets import RecognitionDataset, SynthDataset, open_sources
+from crnn.data.batching import BucketBatchSampler, MixedBatchSampler, StreamBatchSampler, collate
+from crnn.data.datasets import MixedDataset, RecognitionDataset, SynthDataset, open_sources
 from crnn.data.transforms import ImageSpec, TrainAugment
 from crnn.engine import checkpoint as ckpt_io
 from crnn.engine.distributed import (
@@ -59,6 +59,9 @@ _MAX_ERROR_MESSAGES = 10
 # In a distributed run the ranks agree on stopping (Ctrl-C) at most this many steps
 # apart: each check is a collective, so not every step.
 STOP_CHECK_EVERY = 10
+
+
+TrainSampler = BucketBatchSampler | StreamBatchSampler | MixedBatchSampler
 
 
 @dataclass
@@ -270,32 +273,35 @@ class Trainer:
         cfg, info, tc = self.cfg, self.info, self.cfg.train
         augment = TrainAugment(cfg.data.augment) if cfg.data.augment.enabled else None
         common = {"world_size": info.world_size, "rank": info.rank, "accum_steps": tc.accum_steps}
-        if cfg.data.train:
-            ds = RecognitionDataset(
-                open_sources(cfg.data.train),
-                self.charset,
-                self.spec,
-                self._output_length,
-                unknown_chars=cfg.data.unknown_chars,
-                max_label_length=cfg.data.max_label_length,
-                augment=augment,
+        train = cfg.data.train or ["synth"]
+        if cfg.data.train_ratios:
+            parts = [self._train_part(entry, augment) for entry in train]
+            ds: Dataset = MixedDataset(parts)
+            self.train_sampler: TrainSampler = MixedBatchSampler(
+                [None if entry == "synth" else len(p) for entry, p in zip(train, parts)],
+                cfg.data.train_ratios,
+                tc.batch_size,
+                seed=tc.seed,
+                **common,
             )
-            self.train_sampler: BucketBatchSampler | StreamBatchSampler = BucketBatchSampler(
+            log.info(
+                "training on %s, mixed %s per global batch of %d",
+                ", ".join(train), self.train_sampler.counts, tc.batch_size,
+            )  # fmt: skip
+        elif train == ["synth"]:
+            ds = self._train_part("synth", augment)
+            self.train_sampler = StreamBatchSampler(tc.batch_size, seed=tc.seed, **common)
+            log.info("training on the synthetic generator")
+        else:
+            ds = self._train_part(train, augment)
+            self.train_sampler = BucketBatchSampler(
                 len(ds),
                 tc.batch_size,
-                widths=ds.widths if cfg.data.bucketing else None,
+                widths=ds.widths if cfg.data.bucketing else None,  # type: ignore[attr-defined]
                 shuffle=True,
                 seed=tc.seed,
                 **common,
             )
-        else:
-            gen = self._synth_generator(tc.seed)
-            if cfg.data.num_workers > 0:
-                # Draw every glyph once here so forked workers start with a warm cache.
-                gen.warm_up()
-            ds = SynthDataset(gen, self.charset, self.spec, self._output_length)
-            self.train_sampler = StreamBatchSampler(tc.batch_size, seed=tc.seed, **common)
-            log.info("training on the synthetic generator (no data.train given)")
         self.train_dataset = ds
         nw = cfg.data.num_workers
         self.train_loader = DataLoader(
@@ -325,6 +331,26 @@ class Trainer:
                 gen, self.charset, self.spec, self._output_length, length=cfg.data.synth.val_size
             )
             self.val_sets.append(("synth_val", make_eval_loader(vds, eval_bs, info, nw)))
+
+    def _train_part(self, entry: str | list[str], augment: TrainAugment | None) -> Dataset:
+        """The on-the-fly generator for ``"synth"``, else the samples of the given paths."""
+        cfg = self.cfg
+        if entry == "synth":
+            gen = self._synth_generator(cfg.train.seed)
+            if cfg.data.num_workers > 0:
+                # Draw every glyph once here so forked workers start with a warm cache.
+                gen.warm_up()
+            # The generator has its own effects; training augmentations are for real data.
+            return SynthDataset(gen, self.charset, self.spec, self._output_length)
+        return RecognitionDataset(
+            open_sources([entry] if isinstance(entry, str) else entry),
+            self.charset,
+            self.spec,
+            self._output_length,
+            unknown_chars=cfg.data.unknown_chars,
+            max_label_length=cfg.data.max_label_length,
+            augment=augment,
+        )
 
     def _synth_generator(self, seed: int) -> Any:
         from crnn.data.synth import SynthGenerator
