@@ -119,3 +119,30 @@ def test_predict_with_a_missing_checkpoint_is_a_usage_error(tmp_path, word_folde
 def test_help_explains_the_batch_size():
     r = run_tool("train", "--help")
     assert r.returncode == 0 and "GLOBAL batch" in r.stdout
+
+
+def test_create_lmdb_holds_out_a_stable_validation_split(tmp_path):
+    root = write_folder(tmp_path / "imgs", [f"w{i}" for i in range(40)])
+    args = [
+        "--root",
+        str(root),
+        "--out",
+        str(tmp_path / "tr"),
+        "--val-fraction",
+        "0.25",
+        "--val-out",
+        str(tmp_path / "va"),
+    ]
+    r = run_tool("create_lmdb", *args)
+    assert r.returncode == 0, r.stderr
+    train, val = LmdbReader(tmp_path / "tr").labels(), LmdbReader(tmp_path / "va").labels()
+    assert sorted(train + val) == sorted(f"w{i}" for i in range(40))
+    assert 3 <= len(val) <= 20  # about a quarter
+    lines = (root / "gt.txt").read_text().splitlines()
+    (root / "gt.txt").write_text("\n".join(reversed(lines)) + "\n")  # order must not matter
+    r = run_tool("create_lmdb", *args, "--overwrite")
+    assert r.returncode == 0 and sorted(LmdbReader(tmp_path / "va").labels()) == sorted(val)
+    bad = run_tool(
+        "create_lmdb", "--root", str(root), "--out", str(tmp_path / "x"), "--val-fraction", "0.2"
+    )
+    assert bad.returncode == 2 and "go together" in bad.stderr

@@ -9,8 +9,10 @@ rest are written. Exit code 0 when every line was written, 1 when some were left
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import sys
+import zlib
 from pathlib import Path
 
 from crnn.cli import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, setup_logging
@@ -32,8 +34,21 @@ def build_parser() -> argparse.ArgumentParser:
         "--charset",
         help="also report labels with characters outside this charset (they are still written)",
     )
+    p.add_argument(
+        "--val-fraction",
+        type=float,
+        default=0.0,
+        help="hold out about this fraction of the samples into --val-out (chosen by a hash of "
+        "the image path: the same split every time, whatever the line order)",
+    )
+    p.add_argument("--val-out", help="LMDB directory for the held-out samples")
     p.add_argument("-v", "--verbose", action="store_true")
     return p
+
+
+def held_out(rel_path: str, fraction: float) -> bool:
+    """Whether a sample belongs to the held-out split (stable across runs and orders)."""
+    return zlib.crc32(rel_path.encode("utf-8")) % 1_000_000 < fraction * 1_000_000
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -60,15 +75,19 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as e:
             log.error("%s", e)
             return EXIT_USAGE
+    if not 0.0 <= args.val_fraction < 1.0 or bool(args.val_fraction) != bool(args.val_out):
+        log.error("--val-fraction (in [0, 1)) and --val-out go together")
+        return EXIT_USAGE
     lines = gt.read_text(encoding="utf-8-sig", errors="replace").splitlines()
     bad: list[tuple[int, str]] = []
     outside = 0
     try:
         writer = LmdbWriter(args.out, overwrite=args.overwrite)
+        val_writer = LmdbWriter(args.val_out, overwrite=args.overwrite) if args.val_out else None
     except FileExistsError as e:
         log.error("%s", e)
         return EXIT_USAGE
-    with writer:
+    with writer, val_writer or contextlib.nullcontext():
         for lineno, line in enumerate(tqdm(lines, desc="create_lmdb", unit="img"), start=1):
             if not line.strip():
                 continue
@@ -92,7 +111,10 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             if charset is not None and charset.unknown_chars(label):
                 outside += 1
-            writer.add(data, label, size)
+            if val_writer is not None and held_out(rel, args.val_fraction):
+                val_writer.add(data, label, size)
+            else:
+                writer.add(data, label, size)
         count = writer.count
     for lineno, why in bad[:20]:
         log.warning("%s:%d: %s", gt, lineno, why)
@@ -107,6 +129,8 @@ def main(argv: list[str] | None = None) -> int:
     log.info(
         "wrote %d samples to %s (%d lines left out)", count, Path(args.out).resolve(), len(bad)
     )
+    if val_writer is not None:
+        log.info("wrote %d held-out samples to %s", val_writer.count, Path(args.val_out).resolve())
     return EXIT_FAILURE if bad else EXIT_OK
 
 

@@ -135,38 +135,54 @@ class LmdbWriter:
 # One read-only environment per LMDB per process. LMDB (and py-lmdb's guard) forbid
 # opening the same files twice in a process, and an environment must not be used
 # across fork(): a DataLoader worker closes what it inherited and opens its own.
-_ENVS: dict[str, tuple[int, lmdb.Environment]] = {}
+_ENVS: dict[str, tuple[int, tuple[int, int, int], lmdb.Environment]] = {}
 
 
-def _shared_env(path: Path) -> lmdb.Environment:
+def _signature(path: Path) -> tuple[int, int, int]:
+    st = (path / "data.mdb").stat()
+    return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+
+def _shared_env(path: Path, revalidate: bool = False) -> lmdb.Environment:
+    """This process's environment for ``path``.
+
+    ``revalidate`` compares the data file with the one opened before and reopens it if
+    the LMDB was re-created meanwhile (readers check once, when they are built; a
+    per-sample stat would cost a system call per image).
+    """
     pid = os.getpid()
-    stale = [k for k, (p, _) in _ENVS.items() if p != pid]
-    for k in stale:  # inherited from the parent process
-        try:
-            _ENVS.pop(k)[1].close()
-        except lmdb.Error:
-            pass
+    if any(p != pid for p, _, _ in _ENVS.values()):
+        for key in [k for k, (p, _, _) in _ENVS.items() if p != pid]:
+            _close_quietly(_ENVS.pop(key)[2])  # inherited from the parent process
+    key = str(path.resolve())
+    cached = _ENVS.get(key)
+    if cached is not None and not revalidate:
+        return cached[2]
     if not is_lmdb_dir(path):
         raise LmdbFormatError(f"{str(path)!r} is not an LMDB directory (no data.mdb)")
-    # Keyed by the data file's inode too: an LMDB re-created at the same path is new.
-    key = f"{path.resolve()}:{(path / 'data.mdb').stat().st_ino}"
-    if key not in _ENVS:
-        try:
-            env = lmdb.open(
-                str(path),
-                readonly=True,
-                lock=False,
-                readahead=False,
-                meminit=False,
-                max_readers=4,
-            )
-        except lmdb.Error as e:
-            raise LmdbFormatError(
-                f"cannot open LMDB {str(path)!r}: {e}. The file is corrupt or not an "
-                "LMDB; recreate it with tools/create_lmdb.py."
-            ) from e
-        _ENVS[key] = (pid, env)
-    return _ENVS[key][1]
+    sig = _signature(path)
+    if cached is not None:
+        if cached[1] == sig:
+            return cached[2]
+        _close_quietly(_ENVS.pop(key)[2])  # re-created since: the old handle is stale
+    try:
+        env = lmdb.open(
+            str(path), readonly=True, lock=False, readahead=False, meminit=False, max_readers=4
+        )
+    except lmdb.Error as e:
+        raise LmdbFormatError(
+            f"cannot open LMDB {str(path)!r}: {e}. The file is corrupt or not an "
+            "LMDB; recreate it with tools/create_lmdb.py."
+        ) from e
+    _ENVS[key] = (pid, sig, env)
+    return env
+
+
+def _close_quietly(env: lmdb.Environment) -> None:
+    try:
+        env.close()
+    except lmdb.Error:
+        pass
 
 
 class LmdbReader:
@@ -180,7 +196,7 @@ class LmdbReader:
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
         try:
-            with self.env.begin() as txn:
+            with _shared_env(self.path, revalidate=True).begin() as txn:
                 raw = txn.get(NUM_SAMPLES_KEY)
                 has_size = txn.get(_key(SIZE_KEY, 0)) is not None
         except lmdb.Error as e:
