@@ -4,7 +4,7 @@ import torch
 from conftest import write_folder
 
 from crnn.charset import Charset, UnknownCharacterError
-from crnn.data.batching import BucketBatchSampler, EvalBatchSampler, StreamBatchSampler, collate
+from crnn.data.batching import BucketBatchSampler, EvalBatchSampler, MixedBatchSampler, collate
 from crnn.data.datasets import FolderSource, RecognitionDataset, ctc_steps_needed, open_sources
 from crnn.data.transforms import ImageSpec
 from crnn.model import CRNN
@@ -161,15 +161,15 @@ def test_batch_size_must_split_evenly():
         BucketBatchSampler(100, 8, world_size=2, accum_steps=3)
 
 
-def test_stream_sampler_is_disjoint_across_ranks_and_resumable():
-    r0 = StreamBatchSampler(8, world_size=2, rank=0)
-    r1 = StreamBatchSampler(8, world_size=2, rank=1)
+def test_endless_sampler_is_disjoint_across_ranks_and_resumable():
+    r0 = MixedBatchSampler([None], [1.0], 8, world_size=2, rank=0)
+    r1 = MixedBatchSampler([None], [1.0], 8, world_size=2, rank=1)
     it0, it1 = iter(r0), iter(r1)
-    a = [i for _ in range(3) for i, _ in next(it0)]
-    b = [i for _ in range(3) for i, _ in next(it1)]
+    a = [i for _ in range(3) for _, i, _ in next(it0)]
+    b = [i for _ in range(3) for _, i, _ in next(it1)]
     assert not set(a) & set(b) and sorted(a + b) == list(range(24))
     r0.set_epoch(0, start_step=2)
-    assert [i for i, _ in next(iter(r0))] == a[8:12]
+    assert [i for _, i, _ in next(iter(r0))] == a[8:12]
 
 
 def test_eval_sampler_covers_every_sample_once_across_ranks():

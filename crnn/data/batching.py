@@ -161,38 +161,6 @@ class BucketBatchSampler(_MicroBatches, Sampler[list[tuple[int, int]]]):
         return (self.steps_per_epoch - self.start_step) * self.accum_steps
 
 
-class StreamBatchSampler(_MicroBatches, Sampler[list[tuple[int, int]]]):
-    """Endless sampler for on-the-fly data: global batch ``s`` is indices
-    ``[s * batch_size, (s + 1) * batch_size)``; resume by starting at step ``s``."""
-
-    def __init__(
-        self,
-        batch_size: int,
-        *,
-        world_size: int = 1,
-        rank: int = 0,
-        accum_steps: int = 1,
-        seed: int = 0,
-    ) -> None:
-        _MicroBatches.__init__(self, batch_size, world_size, rank, accum_steps)
-        self.seed = seed
-        self.epoch = 0
-        self.start_step = 0
-        self.steps_per_epoch = 0  # endless
-
-    def set_epoch(self, epoch: int, start_step: int = 0) -> None:
-        self.epoch = epoch
-        self.start_step = start_step
-
-    def __iter__(self) -> Iterator[list[tuple[int, int]]]:
-        for s in itertools.count(self.start_step):
-            lo = s * self.batch_size
-            items = [
-                (i, (self.seed * 1_000_003 + i) % 2**63) for i in range(lo, lo + self.batch_size)
-            ]
-            yield from self.split(items)
-
-
 class EvalBatchSampler(Sampler[list[int]]):
     """Every sample once, sorted by width (least padding), batches dealt round-robin to
     ranks. No padding samples are added, so all-reduced metrics count each sample once."""

@@ -33,7 +33,7 @@ from tqdm.contrib.logging import logging_redirect_tqdm
 
 from crnn.charset import Charset
 from crnn.config import Config, save_config
-from crnn.data.batching import BucketBatchSampler, MixedBatchSampler, StreamBatchSampler, collate
+from crnn.data.batching import BucketBatchSampler, MixedBatchSampler, collate
 from crnn.data.datasets import MixedDataset, RecognitionDataset, SynthDataset, open_sources
 from crnn.data.transforms import ImageSpec, TrainAugment
 from crnn.engine import checkpoint as ckpt_io
@@ -61,7 +61,7 @@ _MAX_ERROR_MESSAGES = 10
 STOP_CHECK_EVERY = 10
 
 
-TrainSampler = BucketBatchSampler | StreamBatchSampler | MixedBatchSampler
+TrainSampler = BucketBatchSampler | MixedBatchSampler
 
 
 @dataclass
@@ -274,24 +274,22 @@ class Trainer:
         augment = TrainAugment(cfg.data.augment) if cfg.data.augment.enabled else None
         common = {"world_size": info.world_size, "rank": info.rank, "accum_steps": tc.accum_steps}
         train = cfg.data.train or ["synth"]
-        if cfg.data.train_ratios:
+        if cfg.data.train_ratios or train == ["synth"]:
+            # Endless: the generator alone, or mixed with datasets at fixed ratios.
+            ratios = cfg.data.train_ratios or [1.0]
             parts = [self._train_part(entry, augment) for entry in train]
             ds: Dataset = MixedDataset(parts)
             self.train_sampler: TrainSampler = MixedBatchSampler(
                 [None if entry == "synth" else len(p) for entry, p in zip(train, parts)],
-                cfg.data.train_ratios,
+                ratios,
                 tc.batch_size,
                 seed=tc.seed,
                 **common,
             )
             log.info(
-                "training on %s, mixed %s per global batch of %d",
+                "training on %s, %s per global batch of %d",
                 ", ".join(train), self.train_sampler.counts, tc.batch_size,
             )  # fmt: skip
-        elif train == ["synth"]:
-            ds = self._train_part("synth", augment)
-            self.train_sampler = StreamBatchSampler(tc.batch_size, seed=tc.seed, **common)
-            log.info("training on the synthetic generator")
         else:
             ds = self._train_part(train, augment)
             self.train_sampler = BucketBatchSampler(
