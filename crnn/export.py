@@ -299,3 +299,44 @@ def agreement(
         "logit_range": rng_sum / max(n_frames, 1),
         "max_prob_error": max_prob,
     }
+
+
+def sample_images(
+    charset: Charset,
+    spec: ImageSpec,
+    count: int,
+    data: list[str] | None = None,
+    offset: int = 0,
+    seed: int = 0,
+) -> list[np.ndarray]:
+    """``count`` preprocessed ``(C, H, W)`` uint8 images for calibration or checking.
+
+    From ``data`` (LMDBs or image folders, as for training; a seeded shuffle, images
+    ``offset .. offset + count`` of it, so two calls with different offsets give
+    disjoint sets), or when ``data`` is empty rendered by the synthetic generator
+    (indices from ``offset``). Images that do not decode are left out.
+    """
+    from crnn.data.image import ImageDecodeError, preprocess_array
+
+    out: list[np.ndarray] = []
+    if data:
+        from crnn.data.datasets import open_sources
+
+        sources = open_sources(data)
+        items = [(s, i) for s in sources for i in range(len(s))]
+        order = np.random.default_rng(seed).permutation(len(items))[offset : offset + count]
+        for k in order.tolist():
+            src, i = items[k]
+            try:
+                out.append(preprocess_array(src.image_bytes(i), spec))
+            except ImageDecodeError:
+                continue
+        return out
+    from crnn.config import SynthConfig
+    from crnn.data.synth import SynthGenerator
+
+    gen = SynthGenerator(charset, SynthConfig(), seed=seed, height=spec.height, rgb=spec.rgb)
+    for i in range(offset, offset + count):
+        img, _ = gen.render(i)
+        out.append(preprocess_array(img, spec))
+    return out
