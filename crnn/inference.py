@@ -187,10 +187,14 @@ class Recognizer:
         return self.predict_tensors([self.preprocess(im) for im in images])
 
 
+# Release files shipped inside the package (data shipped with it, so reading it by the
+# module's location is right).
+MODELS_DIR = Path(__file__).parent / "assets" / "models"
+
+
 def bundled_models(suffix: str = ".pt") -> list[Path]:
     """Release files shipped inside the package (``crnn/assets/models/*<suffix>``)."""
-    folder = Path(__file__).parent / "assets" / "models"
-    return sorted(folder.glob(f"*{suffix}")) if folder.is_dir() else []
+    return sorted(MODELS_DIR.glob(f"*{suffix}")) if MODELS_DIR.is_dir() else []
 
 
 def default_checkpoint(prefer_onnx: bool = True) -> Path:
