@@ -290,6 +290,15 @@ def _dataset(paths: list[str], shape: str, charset: Charset, model: CRNN, augmen
 # ---- sections -------------------------------------------------------------------------
 
 
+@contextlib.contextmanager
+def _onednn_off() -> Iterator[None]:
+    with warnings.catch_warnings():
+        # Switching oneDNN off and on warns about Intel GPUs' TF32, beside the point here.
+        warnings.filterwarnings("ignore", message="TF32 acceleration")
+        with torch.backends.mkldnn.flags(enabled=False):
+            yield
+
+
 def count_flops(model: CRNN, height: int, width: int) -> dict[str, float]:
     """FLOPs per image (forward, training step) and the conv/recurrent split.
 
@@ -307,9 +316,7 @@ def count_flops(model: CRNN, height: int, width: int) -> dict[str, float]:
     b = 2
     x = torch.randn(b, m.hparams["in_channels"], height, width)
     out: dict[str, float] = {}
-    with warnings.catch_warnings(), torch.backends.mkldnn.flags(enabled=False):
-        # Switching oneDNN off and on warns about Intel GPUs' TF32, which is beside the point.
-        warnings.filterwarnings("ignore", message="TF32 acceleration")
+    with _onednn_off():
         m.eval()
         with FlopCounterMode(display=False) as fc, torch.no_grad():
             m(x)
