@@ -420,9 +420,19 @@ def _loader_rate(
             epoch += 1
 
     it = batches()
-    next(it)  # start the workers
     try:
-        return time_calls(lambda: next(it), batch, opts, warmup=max(2, 2 * workers))
+        # Start the workers and drain what they prefetched, so the runs see steady state.
+        for _ in range(2 + 4 * workers):
+            next(it)
+        rates, per_call = [], []
+        for _ in range(opts.repeats):  # timed by the clock: a prefetched batch costs ~0
+            n, t0 = 0, time.perf_counter()
+            while (dt := time.perf_counter() - t0) < opts.seconds or n == 0:
+                next(it)
+                n += 1
+            rates.append(n * batch / dt)
+            per_call.append(dt / n)
+        return Timing(rates, 1000 * statistics.median(per_call), batch)
     finally:
         it.close()
         _stop_workers(loader)
@@ -484,23 +494,33 @@ def _train_case(
 
 
 def _gpu_busy_fraction(fn: Callable[[], Any], calls: int, device: torch.device) -> float | None:
-    """Share of wall time the GPU spent in kernels while ``fn`` ran ``calls`` times
-    (torch.profiler); None if the profiler gives no device times."""
+    """Share of wall time during which a GPU kernel ran while ``fn`` ran ``calls`` times
+    (torch.profiler with CUDA activity only, so the host is not slowed by recording its
+    ops; overlapping kernels are counted once). None if the profiler saw no kernels."""
+    from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
     _sync(device)
-    t0 = time.perf_counter()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        t0 = time.perf_counter()
         for _ in range(calls):
             fn()
         _sync(device)
-    wall_us = (time.perf_counter() - t0) * 1e6
-    busy = 0.0
-    for evt in prof.events():
-        dt = getattr(evt, "device_type", None)
-        if dt is not None and "CUDA" in str(dt):
-            busy += float(getattr(evt, "device_time", 0.0) or 0.0)
-    return busy / wall_us if busy > 0 else None
+        wall_us = (time.perf_counter() - t0) * 1e6
+    spans = sorted(
+        (e.time_range.start, e.time_range.end)
+        for e in prof.events()
+        if e.device_type == DeviceType.CUDA
+    )
+    busy, end = 0.0, float("-inf")
+    for a, b in spans:  # union of the kernel intervals
+        if a > end:
+            busy += b - a
+            end = b
+        elif b > end:
+            busy += b - end
+            end = b
+    return min(1.0, busy / wall_us) if busy > 0 else None
 
 
 # ---- the run --------------------------------------------------------------------------
@@ -795,11 +815,12 @@ class _Run:
         export_onnx(model.cpu().eval(), self.charset, spec, path)
         model.to(self.device)
         threads = self.opts.threads or None
-        out = {"ONNX Runtime fp32": OnnxModel(path, threads=threads)}
+        where = " (CPU)" if self.gpu else ""  # the CPU execution provider, also on a GPU box
+        out = {f"ONNX Runtime fp32{where}": OnnxModel(path, threads=threads)}
         if self.opts.int8:
             calib = sample_images(self.charset, spec, 32 if self.opts.quick else 128)
             q = quantize_int8(path, int8_path(path), calib)
-            out["ONNX Runtime int8"] = OnnxModel(q, threads=threads)
+            out[f"ONNX Runtime int8{where}"] = OnnxModel(q, threads=threads)
         return out
 
     def predict_section(self, work: Path) -> None:
