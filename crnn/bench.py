@@ -687,6 +687,8 @@ class _Run:
     def train_section(self) -> None:
         batch = self.opts.train_batch or (512 if self.gpu else 64)
         variants: list[tuple[str, str, bool, bool, bool]] = [("fp32", "none", False, False, True)]
+        if not self.gpu:
+            variants.append(("fp32 + channels_last", "none", True, False, True))
         if self.gpu:
             variants += [
                 ("bf16", "bf16", False, False, True),
