@@ -271,6 +271,11 @@ class TrainConfig:
     grad_checkpoint: bool = False
     compile: bool = False
     channels_last: bool = False
+    # cuDNN autotuning (torch.backends.cudnn.benchmark) on CUDA: each new input shape is
+    # timed once per algorithm, then the fastest is used. Widths are multiples of
+    # data.width_multiple up to data.max_width (29 shapes by default), so the one-off
+    # cost is seconds in a run of hours; switch off for data with very many widths.
+    cudnn_benchmark: bool = True
     # Images logged (with predictions) to TensorBoard at each validation.
     log_images: int = 16
     # Initialise weights from a checkpoint (fine-tuning); the charset may differ.

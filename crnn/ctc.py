@@ -3,6 +3,11 @@
 The model returns ``(B, T, K)``; this module is the only place that transposes to
 the ``(T, B, K)`` layout ``torch.nn.functional.ctc_loss`` wants, so nothing wrapped
 by DataParallel/DDP ever sees a time-first tensor.
+
+Decoding takes logits as a PyTorch tensor or a NumPy array and runs in NumPy (greedy
+decoding reduces a tensor on its own device first, so only ``(B, T)`` arg-maxes cross to
+the host). Only the loss needs PyTorch, which is imported there: predicting with an
+ONNX model (``crnn.runtime``) decodes without ever importing it.
 """
 
 from __future__ import annotations
@@ -11,13 +16,35 @@ from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import editdistance
 import numpy as np
-import torch
-import torch.nn.functional as F
 
 from crnn.charset import BLANK, Charset
+
+if TYPE_CHECKING:
+    import torch
+
+# A tensor or an array: decoding accepts either.
+Array = Any
+
+
+def _is_tensor(x: Any) -> bool:
+    return hasattr(x, "detach")
+
+
+def _to_numpy(x: Array, dtype: Any = None) -> np.ndarray:
+    """A host NumPy copy-or-view of a tensor or array (optionally cast)."""
+    arr = x.detach().cpu().numpy() if _is_tensor(x) else np.asarray(x)
+    return arr if dtype is None else arr.astype(dtype, copy=False)
+
+
+def log_softmax_np(x: np.ndarray) -> np.ndarray:
+    """``log_softmax`` over the last axis, in ``x``'s float dtype."""
+    m = x.max(axis=-1, keepdims=True)
+    z = x - m
+    return z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
 
 
 def ctc_loss_per_sample(
@@ -39,6 +66,8 @@ def ctc_loss_per_sample(
     (``zero_infinity``) so one bad sample cannot poison a batch; the data pipeline
     filters or widens such samples beforehand, so this is a safety net.
     """
+    import torch.nn.functional as F
+
     log_probs = logits.float().log_softmax(dim=-1).transpose(0, 1)  # (T, B, K)
     return F.ctc_loss(
         log_probs,
@@ -84,20 +113,27 @@ class Prediction:
 
 
 def greedy_decode(
-    logits: torch.Tensor,
+    logits: Array,
     charset: Charset,
-    lengths: torch.Tensor | None = None,
+    lengths: Array | None = None,
 ) -> list[Prediction]:
     """Best-path decoding: arg-max per frame, merge repeats, drop blanks.
 
     Args:
-        logits: ``(B, T, K)``.
+        logits: ``(B, T, K)`` tensor (reduced on its device) or NumPy array.
         lengths: ``(B,)`` valid frames per sample; frames beyond are ignored.
     """
-    probs = logits.detach().float().softmax(dim=-1)
-    best_p, best = probs.max(dim=-1)  # (B, T)
-    best_p, best = best_p.cpu().tolist(), best.cpu().tolist()
-    lens = lengths.cpu().tolist() if lengths is not None else [len(b) for b in best]
+    if _is_tensor(logits):
+        probs = logits.detach().float().softmax(dim=-1)
+        best_p_t, best_t = probs.max(dim=-1)  # (B, T)
+        best_p, best = best_p_t.cpu().tolist(), best_t.cpu().tolist()
+    else:
+        x = np.asarray(logits, dtype=np.float32)
+        best_np = x.argmax(axis=-1)
+        # The arg-max's probability: exp(0) over the sum of exp(x - max).
+        z = np.exp(x - np.take_along_axis(x, best_np[..., None], axis=-1))
+        best_p, best = (1.0 / z.sum(axis=-1)).tolist(), best_np.tolist()
+    lens = _to_numpy(lengths).tolist() if lengths is not None else [len(b) for b in best]
     out = []
     for ids, ps, n in zip(best, best_p, lens):
         chars: list[int] = []
@@ -127,9 +163,9 @@ _NEG_INF = float("-inf")
 
 
 def prefix_beam_search(
-    log_probs: torch.Tensor,
+    log_probs: Array,
     beam_width: int,
-    lengths: torch.Tensor | None = None,
+    lengths: Array | None = None,
 ) -> list[list[tuple[tuple[int, ...], float]]]:
     """CTC prefix beam search in log space, for a whole batch at once.
 
@@ -157,12 +193,12 @@ def prefix_beam_search(
     """
     if beam_width < 1:
         raise ValueError(f"beam_width must be >= 1, got {beam_width}")
-    lp = log_probs.detach().double().cpu().numpy().copy()
+    lp = _to_numpy(log_probs, np.float64).copy()
     b, t_max, k = lp.shape
     if lengths is not None:
         # Frames past a sample's length become "certainly blank": that leaves every
         # prefix's total probability (and so the ranking) unchanged.
-        lens = lengths.detach().cpu().numpy()
+        lens = _to_numpy(lengths)
         pad = np.arange(t_max)[None, :] >= lens[:, None]
         lp[pad] = _NEG_INF
         lp[pad, BLANK] = 0.0
@@ -233,8 +269,11 @@ def prefix_beam_search(
     return out
 
 
-def sequence_log_probs(log_probs: torch.Tensor, sequences: Sequence[Sequence[int]]) -> list[float]:
+def sequence_log_probs(log_probs: Array, sequences: Sequence[Sequence[int]]) -> list[float]:
     """Exact CTC log-probability of each label sequence under one sample's frames.
+
+    The CTC forward algorithm in log space over the topology (blank, c1, blank, c2, ...,
+    blank), vectorised over the sequences (NumPy, float64).
 
     Args:
         log_probs: ``(T, K)`` log-probabilities of one sample (valid frames only).
@@ -245,22 +284,40 @@ def sequence_log_probs(log_probs: torch.Tensor, sequences: Sequence[Sequence[int
     """
     if not sequences:
         return []
-    n, t = len(sequences), log_probs.shape[0]
-    lp = log_probs.detach().float().cpu()[:, None, :].expand(t, n, log_probs.shape[1])
-    flat = [c for seq in sequences for c in seq]
-    loss = F.ctc_loss(
-        lp,
-        torch.tensor(flat, dtype=torch.long),
-        torch.full((n,), t, dtype=torch.long),
-        torch.tensor([len(s) for s in sequences], dtype=torch.long),
-        blank=BLANK,
-        reduction="none",
-        zero_infinity=False,
+    lp = _to_numpy(log_probs, np.float64)
+    t_max = lp.shape[0]
+    n = np.array([len(x) for x in sequences])
+    if t_max == 0:
+        return [0.0 if k == 0 else _NEG_INF for k in n.tolist()]
+    b = len(sequences)
+    s_max = 2 * int(n.max()) + 1
+    labels = np.zeros((b, s_max), dtype=np.int64)
+    for i, ids in enumerate(sequences):
+        labels[i, 1 : 2 * len(ids) : 2] = ids
+    n_states = 2 * n + 1
+    valid = np.arange(s_max)[None, :] < n_states[:, None]
+    skip = np.zeros((b, s_max), dtype=bool)
+    skip[:, 3::2] = labels[:, 3::2] != labels[:, 1:-2:2]
+    emit = lp[:, labels]  # (T, B, S)
+    emit[:, ~valid] = _NEG_INF
+    alpha = np.full((b, s_max), _NEG_INF)
+    alpha[:, :2] = emit[0, :, :2]
+    from_1 = np.full((b, s_max), _NEG_INF)
+    from_2 = np.full((b, s_max), _NEG_INF)
+    with np.errstate(invalid="ignore"):
+        for t in range(1, t_max):
+            from_1[:, 1:] = alpha[:, :-1]
+            from_2[:, 2:] = np.where(skip[:, 2:], alpha[:, :-2], _NEG_INF)
+            alpha = np.logaddexp(np.logaddexp(alpha, from_1), from_2) + emit[t]
+    r = np.arange(b)
+    last = n_states - 1
+    end = np.where(
+        n > 0, np.logaddexp(alpha[r, last], alpha[r, np.maximum(last - 1, 0)]), alpha[r, 0]
     )
-    return [-v for v in loss.tolist()]
+    return [float(v) for v in end]
 
 
-def alignment_confidences(log_probs: torch.Tensor, ids: Sequence[int]) -> tuple[float, ...]:
+def alignment_confidences(log_probs: Array, ids: Sequence[int]) -> tuple[float, ...]:
     """Per-character confidences along the most likely alignment of a given text.
 
     Viterbi over the CTC topology (blank, c1, blank, c2, ..., blank); character ``i``'s
@@ -271,7 +328,7 @@ def alignment_confidences(log_probs: torch.Tensor, ids: Sequence[int]) -> tuple[
         log_probs: ``(T, K)`` log-probabilities of one sample (valid frames only).
         ids: the text's label ids.
     """
-    lp = log_probs.detach().double().cpu().numpy()[None]
+    lp = _to_numpy(log_probs, np.float64)[None]
     return _alignment_confidences(lp, [lp.shape[1]], [ids])[0]
 
 
@@ -419,8 +476,8 @@ class Lexicon:
 _BUCKETS = 64
 
 
-def _best_path_ids(log_probs: torch.Tensor, lengths: list[int]) -> list[list[int]]:
-    best = log_probs.argmax(dim=-1).tolist()
+def _best_path_ids(log_probs: np.ndarray, lengths: list[int]) -> list[list[int]]:
+    best = log_probs.argmax(axis=-1).tolist()
     out = []
     for ids, n in zip(best, lengths):
         seq, prev = [], BLANK
@@ -433,9 +490,9 @@ def _best_path_ids(log_probs: torch.Tensor, lengths: list[int]) -> list[list[int
 
 
 def decode(
-    logits: torch.Tensor,
+    logits: Array,
     charset: Charset,
-    lengths: torch.Tensor | None = None,
+    lengths: Array | None = None,
     beam_width: int = 0,
     lexicon: Lexicon | None = None,
     max_edits: int = 2,
@@ -444,7 +501,7 @@ def decode(
     optionally a lexicon on top of either.
 
     Args:
-        logits: ``(B, T, K)`` raw scores.
+        logits: ``(B, T, K)`` raw scores, a tensor or a NumPy array.
         lengths: ``(B,)`` valid frames per sample (default: all ``T``).
         beam_width: 0 for greedy decoding, else the beam of :func:`prefix_beam_search`.
         lexicon: snap each text to the most probable word within ``max_edits`` edits
@@ -453,9 +510,12 @@ def decode(
     """
     if beam_width <= 0 and lexicon is None:
         return greedy_decode(logits, charset, lengths)
-    log_probs = logits.detach().float().log_softmax(dim=-1).cpu()
+    if _is_tensor(logits):
+        log_probs = logits.detach().float().log_softmax(dim=-1).cpu().numpy()
+    else:
+        log_probs = log_softmax_np(np.asarray(logits, dtype=np.float32))
     b, t = log_probs.shape[:2]
-    lens = lengths.cpu().tolist() if lengths is not None else [t] * b
+    lens = _to_numpy(lengths).tolist() if lengths is not None else [t] * b
     if beam_width > 0:
         beams = prefix_beam_search(log_probs, beam_width, lengths)
     else:
@@ -478,7 +538,7 @@ def decode(
         if score == _NEG_INF:  # greedy candidate: score its text exactly
             score = sequence_log_probs(lp, [ids])[0]
         chosen.append((ids, score))
-    confs = _alignment_confidences(log_probs.double().numpy(), lens, [ids for ids, _ in chosen])
+    confs = _alignment_confidences(log_probs.astype(np.float64), lens, [ids for ids, _ in chosen])
     return [
         Prediction(charset.decode(ids), float(np.exp(score)), conf)
         for (ids, score), conf in zip(chosen, confs)

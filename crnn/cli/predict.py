@@ -7,7 +7,10 @@ the rest are still predicted, and the exit code is then 1.
 Decoding is greedy unless --beam N asks for CTC prefix beam search; --lexicon FILE (one
 word per line) snaps each text to the most probable word within --max-edits edits.
 Confidence is then the probability of the text summed over its alignments. An .onnx
-file written by tools/export.py may be given as the checkpoint (runs on ONNX Runtime).
+file written by tools/export.py may be given as the checkpoint: it runs on ONNX Runtime
+and PyTorch is then never imported (start-up in a fraction of a second). Without
+--checkpoint, the bundled model's .onnx export is used when there is one (and
+onnxruntime is installed), else its .pt file.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import os
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 from crnn.cli import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, setup_logging
 
@@ -39,8 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "-c",
         "--checkpoint",
-        help="a checkpoint, run directory, release file or exported .onnx file "
-        "(default: the bundled English model)",
+        help="a checkpoint, run directory, release file or exported .onnx file (an "
+        ".int8.onnx file is the faster int8 flavour; default: the bundled English model)",
     )
     p.add_argument(
         "--beam",
@@ -102,14 +106,10 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     setup_logging(args.verbose)
     files, errors = expand_inputs(args.inputs)
-    import torch
-
-    from crnn.data.transforms import ImageDecodeError
-    from crnn.engine.checkpoint import CheckpointError
+    # Nothing here imports PyTorch unless the model is a PyTorch checkpoint.
+    from crnn.data.image import ImageDecodeError
     from crnn.inference import Recognizer, default_checkpoint
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
     results: list[dict[str, object]] = []
     if args.beam < 0 or args.max_edits < 0:
         log.error("--beam and --max-edits must be >= 0, got %d and %d", args.beam, args.max_edits)
@@ -121,12 +121,22 @@ def main(argv: list[str] | None = None) -> int:
         "max_edits": args.max_edits,
     }
     try:
-        ckpt = args.checkpoint or default_checkpoint()
+        on_gpu = (args.device or "").startswith("cuda")
+        ckpt = args.checkpoint or default_checkpoint(prefer_onnx=not on_gpu)
         if str(ckpt).endswith(".onnx"):
             rec = Recognizer.from_onnx(ckpt, threads=args.threads, **decoding)
+            if rec.model.quantization:
+                log.info(
+                    "%s is %s-quantised (see docs/benchmarks.md)", ckpt, rec.model.quantization
+                )
         else:
+            import torch
+
+            if args.threads:
+                torch.set_num_threads(args.threads)
             rec = Recognizer.from_checkpoint(ckpt, device=args.device, **decoding)
-    except (CheckpointError, FileNotFoundError, RuntimeError, ImportError, ValueError) as e:
+    # CheckpointError is a RuntimeError (caught without importing the checkpoint module).
+    except (FileNotFoundError, RuntimeError, ImportError, ValueError) as e:
         log.error("%s", e)
         return EXIT_USAGE
     if rec.lexicon is not None:
@@ -144,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.json:
             results.append({"path": path, "error": why})
 
-    def load(path: str) -> torch.Tensor | ImageDecodeError:
+    def load(path: str) -> Any:
         try:
             return rec.preprocess(path)
         except ImageDecodeError as e:
@@ -155,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
         for k in range(0, len(files), _CHUNK):
             chunk = files[k : k + _CHUNK]
             loaded = list(pool.map(load, chunk))
-            good = [(f, t) for f, t in zip(chunk, loaded) if isinstance(t, torch.Tensor)]
+            good = [(f, t) for f, t in zip(chunk, loaded) if not isinstance(t, ImageDecodeError)]
             preds = rec.predict_tensors([t for _, t in good])
             by_path = {f: p for (f, _), p in zip(good, preds)}
             for f, t in zip(chunk, loaded):

@@ -42,15 +42,15 @@ def collate(samples: list[dict[str, Any]]) -> dict[str, Any]:
         return {"images": None, "widths": None, "targets": None, "target_lengths": None,
                 "labels": [], "raw_labels": [], "errors": errors}  # fmt: skip
     images, widths = pad_batch([s["image"] for s in good])
-    lengths = torch.tensor([len(s["target"]) for s in good], dtype=torch.long)
-    targets = torch.zeros((len(good), max(int(lengths.max()), 1)), dtype=torch.long)
+    lengths = [len(s["target"]) for s in good]
+    targets = np.zeros((len(good), max(max(lengths), 1)), dtype=np.int64)
     for i, s in enumerate(good):
-        targets[i, : len(s["target"])] = torch.tensor(s["target"], dtype=torch.long)
+        targets[i, : lengths[i]] = s["target"]
     return {
         "images": images,
         "widths": widths,
-        "targets": targets,
-        "target_lengths": lengths,
+        "targets": torch.from_numpy(targets),
+        "target_lengths": torch.tensor(lengths, dtype=torch.long),
         "labels": [s["label"] for s in good],
         "raw_labels": [s["raw_label"] for s in good],
         "errors": errors,

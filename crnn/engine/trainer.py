@@ -199,6 +199,8 @@ class Trainer:
             grad_checkpoint=tc.grad_checkpoint,
         )
         self.device = next(self.model.parameters()).device
+        if self.device.type == "cuda":
+            torch.backends.cudnn.benchmark = tc.cudnn_benchmark
         self.device_ids = device_ids if strategy == "dp" else None
         self.optimizer = self._make_optimizer()
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
@@ -422,8 +424,12 @@ class Trainer:
 
     def _to_device(self, batch: dict[str, Any]) -> tuple[torch.Tensor, ...]:
         dev = self.device
+        # F.ctc_loss reads the lengths on the host: CUDA ones would be copied back, a
+        # device sync every step. On one device they stay on the host (DP and DDP move
+        # every argument to the GPU themselves).
+        host = ("widths", "target_lengths") if self.strategy == "none" else ()
         return tuple(
-            batch[k].to(dev, non_blocking=True)
+            batch[k] if k in host else batch[k].to(dev, non_blocking=True)
             for k in ("images", "widths", "targets", "target_lengths")
         )
 

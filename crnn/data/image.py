@@ -1,0 +1,172 @@
+"""Decoding and resizing: the one preprocessing of every image, without PyTorch.
+
+``preprocess_array`` turns a path, encoded bytes, a PIL image or an array into the
+model's input pixels, ``(C, H, W)`` uint8 (NumPy). Training, evaluation and the
+PyTorch recognizer wrap it in a tensor (``crnn.data.transforms.preprocess``); the ONNX
+Runtime path of ``tools/predict.py`` uses it as it is, so answering from an exported
+model never imports PyTorch (whose import alone takes 1.5-3 s on a small CPU).
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import os
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from PIL import Image, UnidentifiedImageError
+
+ImageSource = Any  # str | os.PathLike | bytes | PIL.Image.Image | np.ndarray | torch.Tensor
+
+
+class ImageDecodeError(ValueError):
+    """An input that is not a readable image."""
+
+
+@dataclass(frozen=True)
+class ImageSpec:
+    """How an image becomes a model input; stored in every checkpoint."""
+
+    height: int = 32
+    min_width: int = 16
+    max_width: int = 128
+    width_multiple: int = 4
+    rgb: bool = False
+
+    @property
+    def channels(self) -> int:
+        return 3 if self.rgb else 1
+
+    @classmethod
+    def from_config(cls, data_cfg: Any) -> ImageSpec:
+        return cls(
+            height=data_cfg.height,
+            min_width=data_cfg.min_width,
+            max_width=data_cfg.max_width,
+            width_multiple=data_cfg.width_multiple,
+            rgb=data_cfg.rgb,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "height": self.height,
+            "min_width": self.min_width,
+            "max_width": self.max_width,
+            "width_multiple": self.width_multiple,
+            "rgb": self.rgb,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ImageSpec:
+        return cls(
+            **{k: d[k] for k in ("height", "min_width", "max_width", "width_multiple", "rgb")}
+        )
+
+
+def resized_width(width: int, height: int, spec: ImageSpec, min_width: int = 0) -> int:
+    """Width after resizing to ``spec.height`` keeping the aspect ratio.
+
+    Clamped to ``[max(spec.min_width, min_width), spec.max_width]`` and rounded up to a
+    multiple of ``spec.width_multiple``.
+    """
+    w = round(spec.height * width / max(height, 1))
+    w = max(w, spec.min_width, min_width)
+    m = spec.width_multiple
+    w = int(math.ceil(w / m) * m)
+    cap = spec.max_width // m * m
+    return max(m, min(w, cap))
+
+
+def load_image(source: ImageSource, rgb: bool = False) -> Image.Image:
+    """Decode any supported input into a PIL image in ``L`` (or ``RGB``) mode.
+
+    Accepts a path, encoded bytes, a PIL image, or an array/tensor ``(H, W)``,
+    ``(H, W, C)`` (uint8, or float in [0, 1]). Raises :class:`ImageDecodeError`.
+    """
+    mode = "RGB" if rgb else "L"
+    name = "image"
+    try:
+        if isinstance(source, Image.Image):
+            img = source
+        elif isinstance(source, (bytes, bytearray, memoryview)):
+            name = f"{len(source)} bytes"
+            img = Image.open(io.BytesIO(source))
+            img.load()
+        elif isinstance(source, (str, os.PathLike)):
+            name = repr(str(source))
+            img = Image.open(source)
+            img.load()
+        elif isinstance(source, np.ndarray) or _is_tensor(source):
+            arr = source if isinstance(source, np.ndarray) else source.detach().cpu().numpy()
+            if arr.dtype != np.uint8:
+                if not np.issubdtype(arr.dtype, np.floating):
+                    raise ImageDecodeError(
+                        f"array of dtype {arr.dtype}: expected uint8 or float in [0, 1]"
+                    )
+                arr = (np.clip(arr, 0, 1) * 255 + 0.5).astype(np.uint8)
+            if arr.ndim == 3 and arr.shape[2] == 1:
+                arr = arr[:, :, 0]
+            if arr.ndim not in (2, 3) or (arr.ndim == 3 and arr.shape[2] not in (3, 4)):
+                raise ImageDecodeError(
+                    f"array of shape {arr.shape}: expected (H, W) or (H, W, 3|4)"
+                )
+            img = Image.fromarray(arr)
+        else:
+            raise ImageDecodeError(
+                f"cannot read an image from {type(source).__name__}: expected a path, bytes, "
+                "a PIL image or a uint8 array"
+            )
+    except ImageDecodeError:
+        raise
+    except FileNotFoundError:
+        raise ImageDecodeError(f"{name}: file not found") from None
+    except IsADirectoryError:
+        raise ImageDecodeError(f"{name}: is a directory, not an image") from None
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as e:
+        raise ImageDecodeError(f"{name}: not a readable image ({e})") from None
+    if img.width < 1 or img.height < 1:
+        raise ImageDecodeError(f"{name}: empty image ({img.width}x{img.height})")
+    if img.mode != mode:
+        if img.mode in ("RGBA", "LA") or "transparency" in img.info:
+            # Composite transparent text on white rather than on black.
+            bg = Image.new("RGBA", img.size, (255, 255, 255, 255))
+            img = Image.alpha_composite(bg, img.convert("RGBA"))
+        img = img.convert(mode)
+    return img
+
+
+def resize(img: Image.Image, spec: ImageSpec, min_width: int = 0) -> Image.Image:
+    """Resize to ``spec.height`` keeping the aspect ratio (see :func:`resized_width`)."""
+    w = resized_width(img.width, img.height, spec, min_width)
+    if (w, spec.height) == img.size:
+        return img
+    return img.resize((w, spec.height), Image.BILINEAR)
+
+
+def to_array(img: Image.Image) -> np.ndarray:
+    """PIL -> ``(C, H, W)`` uint8 array (a writable copy of the pixels)."""
+    w, h = img.size
+    # One copy through tobytes(); np.array(img) copies twice and costs ~50 % more on
+    # word-sized images, where per-sample overhead is a fair part of the data pipeline.
+    flat = np.frombuffer(bytearray(img.tobytes()), dtype=np.uint8)
+    if img.mode == "L":
+        return flat.reshape(1, h, w)
+    return np.ascontiguousarray(flat.reshape(h, w, -1).transpose(2, 0, 1))
+
+
+def preprocess_array(source: ImageSource, spec: ImageSpec, min_width: int = 0) -> np.ndarray:
+    """Decode, convert, resize to ``spec.height`` keeping the ratio -> ``(C, H, W)`` uint8.
+
+    ``min_width`` widens narrow images (training uses it so a label fits the output).
+    Raises :class:`ImageDecodeError` for input that is not a readable image.
+    """
+    return to_array(resize(load_image(source, spec.rgb), spec, min_width))
+
+
+def _is_tensor(x: Any) -> bool:
+    # A tensor exists only once PyTorch is imported; never import it here for the check.
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(x, torch.Tensor)
