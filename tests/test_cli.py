@@ -146,3 +146,21 @@ def test_create_lmdb_holds_out_a_stable_validation_split(tmp_path):
         "create_lmdb", "--root", str(root), "--out", str(tmp_path / "x"), "--val-fraction", "0.2"
     )
     assert bad.returncode == 2 and "go together" in bad.stderr
+
+
+def test_train_in_chunks_with_until_step(tmp_path, word_lmdb):
+    from crnn.engine.checkpoint import load_checkpoint
+
+    out = tmp_path / "chunks"
+    common = ["--gpus", "cpu"]
+    r = run_tool(
+        "train", *common, "--train", str(word_lmdb), "--val", str(word_lmdb), "--output-dir", str(out),
+        "--until-step", "2", "--set", *TINY_MODEL, "train.max_steps=4", "train.val_every=10",
+        "train.batch_size=8", "data.num_workers=0",
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "stopping at step 2 as asked" in r.stderr
+    ckpt = load_checkpoint(out / "last.pt")
+    assert ckpt["step"] == 2 and ckpt["config"]["train"]["max_steps"] == 4
+    r = run_tool("train", *common, "--resume", str(out), "--time-limit", "30")
+    assert r.returncode == 0 and "finished 4 steps" in r.stderr

@@ -90,6 +90,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="continue a run from its last.pt (or a given checkpoint); --set still applies",
     )
     p.add_argument(
+        "--until-step",
+        type=int,
+        metavar="N",
+        help="save and stop after step N without changing the schedule (train in chunks; "
+        "continue with --resume)",
+    )
+    p.add_argument(
+        "--time-limit",
+        type=float,
+        metavar="MINUTES",
+        help="save and stop once this many minutes have passed (to fit a GPU allocation); "
+        "continue with --resume",
+    )
+    p.add_argument(
         "--gpus",
         default=None,
         help="GPUs to use, e.g. 0 or 0,1 (indices among CUDA_VISIBLE_DEVICES), 'all', or 'cpu'. "
@@ -145,7 +159,12 @@ def main(argv: list[str] | None = None) -> int:
         cfg, resume = resolve_config(args)
         devices = parse_gpus(args.gpus, args.nproc)
         result = run_training(
-            cfg, devices, resume=resume, argv=sys.argv[1:] if argv is None else argv
+            cfg,
+            devices,
+            resume=resume,
+            argv=sys.argv[1:] if argv is None else argv,
+            stop_at_step=args.until_step,
+            time_limit_s=args.time_limit * 60 if args.time_limit else None,
         )
     except DistributedRunError as e:
         log.error("%s", e)
