@@ -164,3 +164,5 @@ def test_train_in_chunks_with_until_step(tmp_path, word_lmdb):
     assert ckpt["step"] == 2 and ckpt["config"]["train"]["max_steps"] == 4
     r = run_tool("train", *common, "--resume", str(out), "--time-limit", "30")
     assert r.returncode == 0 and "finished 4 steps" in r.stderr
+    log = (out / "train.log").read_text()  # one log across both launches, set-up included
+    assert "stopping at step 2" in log and "resumed at step 2" in log and "finished 4 steps" in log

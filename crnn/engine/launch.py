@@ -19,6 +19,7 @@ import traceback
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TypeVar
 
 import torch
@@ -26,6 +27,7 @@ from torch.distributed.elastic.multiprocessing.errors import ErrorHandler, Proce
 
 from crnn.config import Config
 from crnn.engine.distributed import cleanup, env_rank, init_distributed
+from crnn.engine.logging import run_log_file
 
 _T = TypeVar("_T")
 
@@ -127,7 +129,8 @@ def run_training(
         check_launch(cfg, devices, ranks[2])
         info = init_distributed(devices.torch_devices(), cfg.dist.backend, cfg.dist.timeout_s)
         try:
-            return run_recorded(lambda: Trainer(cfg, info, resume=resume).fit(**fit_kwargs))
+            with run_log_file(Path(cfg.train.output_dir) / "train.log", info.is_main):
+                return run_recorded(lambda: Trainer(cfg, info, resume=resume).fit(**fit_kwargs))
         finally:
             cleanup()
     n_procs = devices.nproc if devices.kind == "cpu" else len(devices.ids)
@@ -146,7 +149,8 @@ def run_training(
         return launch_processes(n_procs, argv if argv is not None else sys.argv[1:], devices)
     info = init_distributed(devices.torch_devices())
     device_ids = devices.ids if devices.kind == "cuda" and cfg.dist.strategy == "dp" else None
-    return Trainer(cfg, info, resume=resume, device_ids=device_ids).fit(**fit_kwargs)
+    with run_log_file(Path(cfg.train.output_dir) / "train.log"):
+        return Trainer(cfg, info, resume=resume, device_ids=device_ids).fit(**fit_kwargs)
 
 
 def check_launch(cfg: Config, devices: Devices, world_size: int) -> None:

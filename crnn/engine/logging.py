@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +13,25 @@ import torch
 from PIL import Image, ImageDraw, ImageFont
 
 log = logging.getLogger(__name__)
+
+
+@contextlib.contextmanager
+def run_log_file(path: str | Path, enabled: bool = True) -> Iterator[None]:
+    """Copy every log message to ``path`` while the block runs (appending, so a resumed
+    run continues the same file). Only rank 0 passes ``enabled``."""
+    if not enabled:
+        yield
+        return
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(path, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.addHandler(handler)
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
+        handler.close()
 
 
 class RunLogger:

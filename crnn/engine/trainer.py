@@ -119,14 +119,6 @@ class _StopRequest:
             signal.signal(sig, handler)
 
 
-def _add_log_file(path: Path) -> logging.Handler:
-    """Copy every log message of this run to ``path`` (appending across resumes)."""
-    handler = logging.FileHandler(path, encoding="utf-8")
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    logging.getLogger().addHandler(handler)
-    return handler
-
-
 def _worker_init(_: int) -> None:
     # Ctrl-C reaches the whole process group; workers leave it to the main process,
     # which finishes its step and shuts them down.
@@ -530,11 +522,9 @@ class Trainer:
         tc = self.cfg.train
         t_start = time.monotonic()
         self._stop_check_every = min(tc.log_every, STOP_CHECK_EVERY)
-        log_file = None
         if self.info.is_main:
             self.out.mkdir(parents=True, exist_ok=True)
             save_config(self.cfg, self.out / "config.yaml")
-            log_file = _add_log_file(self.out / "train.log")
             log.info(
                 "run directory %s (checkpoints last.pt/best.pt, log train.log, "
                 "TensorBoard: tensorboard --logdir %s)",
@@ -605,9 +595,6 @@ class Trainer:
         finally:
             bar.close()
             self.logger.close()
-            if log_file is not None:
-                logging.getLogger().removeHandler(log_file)
-                log_file.close()
         return FitResult(self.step, interrupted, self.last_metrics, self.best, self.out)
 
     def _best_str(self) -> str:
