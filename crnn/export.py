@@ -48,6 +48,7 @@ from torch import nn
 from crnn import __version__
 from crnn.charset import Charset
 from crnn.data.transforms import ImageSpec, normalize
+from crnn.engine.checkpoint import atomic_write
 from crnn.model import CRNN
 from crnn.runtime import (  # noqa: F401 -- re-exported: running lives in crnn.runtime
     META_PREFIX,
@@ -134,13 +135,7 @@ def export_onnx(
     proto.producer_name = "crnn-ocr"
     proto.producer_version = __version__
     onnx.checker.check_model(proto)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        onnx.save(proto, str(tmp))
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return path
+    return atomic_write(path, lambda f: f.write(proto.SerializeToString()))
 
 
 def compare_with_torch(
@@ -251,12 +246,7 @@ def quantize_int8(
             entry = proto.metadata_props.add()
             entry.key, entry.value = k, v
         proto.doc_string = "int8 (static, per-channel) " + onnx.load(str(src)).doc_string
-        tmp_dst = dst.with_name(f".{dst.name}.tmp-{os.getpid()}")
-        try:
-            onnx.save(proto, str(tmp_dst))
-            os.replace(tmp_dst, dst)
-        finally:
-            tmp_dst.unlink(missing_ok=True)
+        atomic_write(dst, lambda f: f.write(proto.SerializeToString()))
     return dst
 
 

@@ -34,8 +34,9 @@ import random
 import re
 import warnings
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import torch
 from torch import nn
@@ -56,14 +57,16 @@ class CheckpointError(RuntimeError):
     """A checkpoint that cannot be read or does not fit."""
 
 
-def atomic_save(obj: Any, path: str | os.PathLike[str]) -> Path:
-    """``torch.save`` to ``path`` atomically (temp file + fsync + rename)."""
+def atomic_write(path: str | os.PathLike[str], write: Callable[[BinaryIO], Any]) -> Path:
+    """Write a file atomically: ``write(f)`` fills a temporary file in the same folder,
+    which is fsync'd and renamed over ``path``; a crash leaves the old file or the new
+    one, never a torn one."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
         with open(tmp, "wb") as f:
-            torch.save(obj, f)
+            write(f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -78,6 +81,11 @@ def atomic_save(obj: Any, path: str | os.PathLike[str]) -> Path:
     except OSError:
         pass
     return path
+
+
+def atomic_save(obj: Any, path: str | os.PathLike[str]) -> Path:
+    """``torch.save`` to ``path`` atomically (see :func:`atomic_write`)."""
+    return atomic_write(path, lambda f: torch.save(obj, f))
 
 
 def strip_prefixes(state_dict: dict[str, Any]) -> dict[str, Any]:
