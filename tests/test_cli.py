@@ -1,6 +1,7 @@
 """The command-line tools end to end, as a user runs them, bad input included."""
 
 import json
+import re
 
 import pytest
 from conftest import TINY_MODEL, run_tool, write_folder
@@ -166,3 +167,4 @@ def test_train_in_chunks_with_until_step(tmp_path, word_lmdb):
     assert r.returncode == 0 and "finished 4 steps" in r.stderr
     log = (out / "train.log").read_text()  # one log across both launches, set-up included
     assert "stopping at step 2" in log and "resumed at step 2" in log and "finished 4 steps" in log
+    assert re.search(r"step 4 \S+: acc [0-9.]+  alnum-acc", log), log  # validation is logged

@@ -666,8 +666,8 @@ class Trainer:
             for k in ("accuracy", "alnum_accuracy", "cer", "ned"):
                 scalars[f"val/{name}/{k}"] = res.metrics[k]
             scalars[f"val/{name}/images_per_s"] = res.images_per_s
-            if self.info.is_main:
-                tqdm.write(f"step {self.step} {name}: {format_metrics(res.metrics)}")
+            if self.info.is_main:  # into train.log too, not only onto the console
+                log.info("step %d %s: %s", self.step, name, format_metrics(res.metrics))
             ex = res.examples
             if ex and self.cfg.train.log_images:
                 k = self.cfg.train.log_images
