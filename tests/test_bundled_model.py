@@ -1,0 +1,77 @@
+"""The English model shipped in crnn/assets/models: it loads, reads the sample images,
+its ONNX twin agrees with it, and ``tools/predict.py`` uses it with no checkpoint given."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from crnn import inference
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLES = ROOT / "data" / "samples"
+
+pytestmark = pytest.mark.skipif(
+    not inference.bundled_models(), reason="no model bundled in crnn/assets/models"
+)
+
+
+def _samples() -> list[tuple[Path, str]]:
+    rows = [line.split("\t") for line in (SAMPLES / "gt.txt").read_text().splitlines() if line]
+    return [(SAMPLES / name, label) for name, label in rows]
+
+
+def test_bundled_release_is_small_and_describes_itself():
+    from crnn.engine.checkpoint import load_checkpoint
+
+    for path in inference.bundled_models(".pt") + inference.bundled_models(".onnx"):
+        assert path.stat().st_size < 20 * 2**20, f"{path} is over the 20 MB budget"
+    ckpt = load_checkpoint(inference.bundled_models()[-1])
+    assert ckpt["charset"], "release has no charset"
+    assert "optimizer" not in ckpt, "release still carries optimizer state"
+
+
+def test_bundled_model_reads_the_samples():
+    rec = inference.Recognizer.from_checkpoint(inference.bundled_models()[-1], device="cpu")
+    samples = _samples()
+    preds = rec.predict([p for p, _ in samples])
+    right = sum(pred.text == label for pred, (_, label) in zip(preds, samples))
+    # The samples are synthetic renders of dictionary words, the kind of image the
+    # model was mostly trained on; a working model reads nearly all of them.
+    assert right >= len(samples) - 2, [(p.text, lab) for p, (_, lab) in zip(preds, samples)]
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("onnxruntime") is None, reason="onnxruntime not installed"
+)
+def test_bundled_onnx_agrees_with_the_pytorch_release():
+    onnx = [p for p in inference.bundled_models(".onnx") if not p.name.endswith(".int8.onnx")]
+    if not onnx:
+        pytest.skip("no ONNX model bundled")
+    images = [p for p, _ in _samples()]
+    torch_rec = inference.Recognizer.from_checkpoint(inference.bundled_models()[-1], device="cpu")
+    onnx_rec = inference.Recognizer.from_onnx(onnx[-1])
+    for a, b in zip(torch_rec.predict(images), onnx_rec.predict(images)):
+        assert a.text == b.text
+        assert a.confidence == pytest.approx(b.confidence, abs=2e-2)
+
+
+def test_predict_without_checkpoint_uses_the_bundled_model():
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "predict.py"), "--json", str(SAMPLES)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    rows = json.loads(out.stdout)
+    texts = {Path(r["path"]).name: r["text"] for r in rows}
+    labels = {p.name: label for p, label in _samples()}
+    assert set(texts) == set(labels)
+    assert sum(texts[k] == labels[k] for k in labels) >= len(labels) - 2
