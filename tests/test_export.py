@@ -3,6 +3,7 @@ its charset and image spec, and tools/export.py checks what it writes."""
 
 import json
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -142,3 +143,23 @@ def test_predict_cli_runs_an_onnx_file(exported, word_folder, tmp_path, capsys):
     rows = [line.split("\t") for line in from_onnx.splitlines()]
     assert [r[:2] for r in rows] == [line.split("\t")[:2] for line in from_torch.splitlines()]
     assert [r[0] for r in rows] == images
+
+
+def test_eval_cli_scores_an_onnx_export_like_its_checkpoint(tmp_path, word_lmdb):
+    # A trained reader (so accuracy is neither 0 nor 1 by accident), evaluated on padded,
+    # width-bucketed batches: the ONNX path needs exact per-sample CTC lengths too.
+    reader = str(Path(__file__).parent / "fixtures" / "tiny_reader.pt")
+    onnx_path = tmp_path / "reader.onnx"
+    assert run_tool("export", reader, "-o", str(onnx_path)).returncode == 0
+    rows = {}
+    for name, model in (("pt", reader), ("onnx", str(onnx_path))):
+        out = tmp_path / f"{name}.json"
+        r = run_tool("eval", model, str(word_lmdb), "--json", str(out), "--batch-size", "16")
+        assert r.returncode == 0, r.stderr[-2000:]
+        rows[name] = json.loads(out.read_text())[0]
+    assert rows["onnx"]["count"] == rows["pt"]["count"] == 64
+    assert 0 < rows["pt"]["accuracy"]
+    for k in ("accuracy", "alnum_accuracy", "cer", "ned"):
+        assert rows["onnx"][k] == pytest.approx(rows["pt"][k], abs=1e-9), k
+    missing = run_tool("eval", str(tmp_path / "nope.onnx"), str(word_lmdb))
+    assert missing.returncode == 2 and "nope.onnx" in missing.stderr

@@ -1,4 +1,4 @@
-"""Evaluate a checkpoint on labelled datasets.
+"""Evaluate a checkpoint, or its ONNX export, on labelled datasets.
 
 DATA may be LMDB directories, folders holding LMDBs, or image folders with a gt.txt.
 Prints one row per dataset: word accuracy (exact, charset-normalised), case-insensitive
@@ -24,7 +24,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="eval.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    p.add_argument("checkpoint", help="checkpoint file, run directory or release file")
+    p.add_argument(
+        "checkpoint",
+        help="checkpoint file, run directory, release file, or an .onnx export (ONNX Runtime)",
+    )
     p.add_argument("data", nargs="+", help="datasets to evaluate (one table row each)")
     p.add_argument("--batch-size", type=int, default=128)
     p.add_argument(
@@ -62,29 +65,48 @@ def main(argv: list[str] | None = None) -> int:
     from crnn.engine.evaluator import evaluate, make_eval_loader
     from crnn.inference import default_device
 
+    output_length = None
     try:
-        model, charset, spec = model_from_checkpoint(
-            load_checkpoint(args.checkpoint), args.checkpoint
-        )
-    except CheckpointError as e:
+        if str(args.checkpoint).endswith(".onnx"):
+            from crnn.model import build_model
+            from crnn.runtime import OnnxModel
+
+            model = OnnxModel(args.checkpoint)
+            charset, spec = model.charset, model.spec
+            mc = model.model_config
+            # Built only for its time-step arithmetic: a padded batch still gets exact
+            # per-sample CTC lengths.
+            output_length = build_model(mc, mc["num_classes"], mc["in_channels"]).output_length
+            if args.device and args.device != "cpu":
+                log.warning("an .onnx model is evaluated with ONNX Runtime on the CPU")
+            device = torch.device("cpu")
+        else:
+            model, charset, spec = model_from_checkpoint(
+                load_checkpoint(args.checkpoint), args.checkpoint
+            )
+            device = torch.device(args.device) if args.device else default_device()
+            model.to(device)
+    except (CheckpointError, FileNotFoundError, ImportError) as e:
         log.error("%s", e)
         return EXIT_USAGE
-    device = torch.device(args.device) if args.device else default_device()
-    model.to(device)
     info = DistInfo(device=device)
     rows = []
     failed = False
     for path in args.data:
         try:
             ds = RecognitionDataset(
-                open_sources([path]), charset, spec, model.output_length, evaluation=True
+                open_sources([path]),
+                charset,
+                spec,
+                output_length or model.output_length,
+                evaluation=True,
             )  # type: ignore[arg-type]
         except (FileNotFoundError, LmdbFormatError) as e:
             log.error("%s: %s", path, e)
             failed = True
             continue
         loader = make_eval_loader(ds, args.batch_size, info, args.workers, widths=ds.widths)
-        res = evaluate(model, loader, charset, info, args.amp)
+        res = evaluate(model, loader, charset, info, args.amp, output_length)
         if res.bad_images:
             log.warning("%s: %d images could not be read and were left out", path, res.bad_images)
         rows.append(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,16 +52,25 @@ def make_eval_loader(
 
 @torch.inference_mode()
 def evaluate(
-    model: nn.Module,
+    model: nn.Module | Any,
     loader: DataLoader,
     charset: Charset,
     info: DistInfo,
     amp: str = "none",
+    output_length: Callable[[torch.Tensor], torch.Tensor] | None = None,
 ) -> EvalResult:
     """Greedy-decode every batch of ``loader`` with the bare ``model``; metrics are
-    summed over ranks, so every rank returns the same numbers."""
-    was_training = model.training
-    model.eval()
+    summed over ranks, so every rank returns the same numbers.
+
+    ``model`` may also be an exported :class:`crnn.runtime.OnnxModel` (uint8 images in,
+    normalised inside; CPU), with ``output_length`` giving its time steps per real
+    width (a PyTorch model's own ``output_length`` is the default)."""
+    is_torch = isinstance(model, nn.Module)
+    if output_length is None:
+        output_length = unwrap(model).output_length  # type: ignore[assignment]
+    was_training = model.training if is_torch else False
+    if is_torch:
+        model.eval()
     metrics = TextMetrics()
     examples: dict[str, Any] = {}
     bad = 0
@@ -71,11 +81,15 @@ def evaluate(
             bad += len(batch["errors"])
             if batch["images"] is None:
                 continue
-            images = batch["images"].to(info.device, non_blocking=True)
-            widths = batch["widths"].to(info.device, non_blocking=True)
-            with autocast_for(info.device, amp):
-                logits = model(normalize(images))
-            lengths = unwrap(model).output_length(widths).clamp(max=logits.shape[1])  # type: ignore[operator]
+            if is_torch:
+                images = batch["images"].to(info.device, non_blocking=True)
+                widths = batch["widths"].to(info.device, non_blocking=True)
+                with autocast_for(info.device, amp):
+                    logits = model(normalize(images))
+            else:
+                widths = batch["widths"]
+                logits = model(batch["images"])
+            lengths = output_length(widths).clamp(max=logits.shape[1])
             preds = [p.text for p in greedy_decode(logits, charset, lengths)]
             metrics.update(preds, batch["labels"], batch["raw_labels"])
             n += len(preds)
@@ -87,7 +101,8 @@ def evaluate(
                     "preds": preds,
                 }
     finally:
-        model.train(was_training)
+        if is_torch:
+            model.train(was_training)
     elapsed = time.perf_counter() - t0
     counts = torch.tensor([n, bad, elapsed], dtype=torch.float64)
     total = all_reduce_sum(torch.cat([metrics.to_tensor(), counts]), info)
