@@ -297,8 +297,9 @@ def launch_processes(nproc: int, argv: list[str], devices: Devices | None = None
     Each process gets ``RANK``/``LOCAL_RANK``/``WORLD_SIZE`` and joins the run. When one
     fails, the others are stopped (SIGTERM, then SIGKILL) and :class:`DistributedRunError`
     names the failed rank and why. Ctrl-C (SIGINT) or SIGTERM here is passed on to every
-    rank, which finish their step, save ``last.pt`` once (rank 0) and exit: the result
-    is then ``interrupted``.
+    rank, which finish their step, save ``last.pt`` once (rank 0) and exit; this process
+    then exits with code 130 itself (see the ``SignalException`` branch). Ranks that all
+    exit with 130 without a signal here give an ``interrupted`` result.
     """
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
@@ -338,5 +339,13 @@ def launch_processes(nproc: int, argv: list[str], devices: Devices | None = None
         # The agent has already passed the signal on and waited for the ranks to save.
         name = signal.Signals(e.sigval).name
         log.warning("%s: every rank was told to stop after saving its step", name)
-        return LaunchResult(interrupted=True)
+        # On a signal, torch's launch_agent deliberately leaves its rendezvous (a TCPStore
+        # server thread) running; tearing that down at interpreter exit sometimes aborts
+        # the process ("terminate called without an active exception", exit -6 instead of
+        # 130; seen once in a CI-like run). The ranks have saved and exited and nothing is
+        # left to do here, so flush the logs and leave at once with the interrupt code.
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(130)
     return LaunchResult(interrupted=False)
