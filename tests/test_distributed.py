@@ -43,6 +43,19 @@ ENV = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
 ENV.pop("CRNN_FAULT_INJECT", None)
 
 
+def wait_all_ok(procs: list[subprocess.Popen], logs: list[Path]) -> list[str]:
+    """Wait for every process (killing any left over), then return their logs; all must
+    have exited 0, else the assertion shows each log's tail."""
+    try:
+        codes = [p.wait(timeout=240) for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+    texts = [p.read_text() for p in logs]
+    assert codes == [0] * len(procs), "\n\n".join(t[-3000:] for t in texts)
+    return texts
+
+
 def base_overrides(lmdb: Path, out: Path, *extra: str) -> list[str]:
     """A tiny run whose learning rate does not depend on max_steps (constant after a
     two-step warm-up), so runs of different lengths and their resumptions compare."""
@@ -316,13 +329,7 @@ def ddp_run(word_lmdb, tmp_path_factory):
                 [sys.executable, str(ROOT / "tests" / "ddp_worker.py"), str(tmp / "spec.json")],
                 env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
             ))  # fmt: skip
-    try:
-        codes = [p.wait(timeout=240) for p in procs]
-    finally:
-        for p in procs:
-            p.kill()
-    texts = [p.read_text() for p in logs]
-    assert codes == [0, 0], "\n\n".join(t[-3000:] for t in texts)
+    texts = wait_all_ok(procs, logs)
     results = [torch.load(f"{spec['result']}-rank{r}.pt", weights_only=False) for r in range(2)]
     return {"tmp": tmp, "logs": texts, "results": results, "lmdb": word_lmdb}
 
@@ -512,13 +519,7 @@ def test_two_nodes_on_loopback_with_torchrun(word_lmdb, tmp_path):
             procs.append(
                 subprocess.Popen(cmd, env=ENV, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
             )
-    try:
-        codes = [p.wait(timeout=240) for p in procs]
-    finally:
-        for p in procs:
-            p.kill()
-    texts = [p.read_text() for p in logs]
-    assert codes == [0, 0], "\n\n".join(t[-3000:] for t in texts)
+    texts = wait_all_ok(procs, logs)
     main = [i for i, t in enumerate(texts) if "run directory" in t]
     assert len(main) == 1, "exactly one node hosts global rank 0"
     other = 1 - main[0]
