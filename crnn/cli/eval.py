@@ -65,7 +65,6 @@ def main(argv: list[str] | None = None) -> int:
     from crnn.engine.evaluator import evaluate, make_eval_loader
     from crnn.inference import default_device
 
-    output_length = None
     try:
         if str(args.checkpoint).endswith(".onnx"):
             from crnn.model import build_model
@@ -84,6 +83,7 @@ def main(argv: list[str] | None = None) -> int:
             model, charset, spec = model_from_checkpoint(
                 load_checkpoint(args.checkpoint), args.checkpoint
             )
+            output_length = model.output_length
             device = torch.device(args.device) if args.device else default_device()
             model.to(device)
     except (CheckpointError, FileNotFoundError, ImportError) as e:
@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
                 open_sources([path]),
                 charset,
                 spec,
-                output_length or model.output_length,
+                output_length,
                 evaluation=True,
             )  # type: ignore[arg-type]
         except (FileNotFoundError, LmdbFormatError) as e:
