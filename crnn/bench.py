@@ -53,7 +53,7 @@ import torch
 
 from crnn.charset import Charset
 from crnn.config import ModelConfig
-from crnn.data.transforms import ImageSpec
+from crnn.data.image import ImageSpec
 from crnn.model import CRNN, build_model
 
 log = logging.getLogger(__name__)
@@ -333,7 +333,7 @@ def count_flops(model: CRNN, height: int, width: int) -> dict[str, float]:
     """
     from torch.utils.flop_counter import FlopCounterMode
 
-    from crnn.ctc import ctc_loss
+    from crnn.ctc.loss import ctc_loss
 
     m = CRNN(model.num_classes, model.hparams["in_channels"], model.hparams["channels"],
              model.hparams["hidden"], model.arch)  # fmt: skip
@@ -764,7 +764,7 @@ class _Run:
             trainer = Trainer(cfg, info)
             trainer.train_module.train()
             waited = [0.0]
-            batches = _timed(trainer._batches(), waited)
+            batches = _timed(trainer.batches(), waited)
 
             def step(trainer: Trainer = trainer, batches: Iterator[Any] = batches) -> None:
                 trainer.train_step(batches)
@@ -795,7 +795,7 @@ class _Run:
         model = make_model(self.opts, self.charset).to(self.device).eval()
         if self.device.type == "cpu":
             torch.set_flush_denormal(True)
-        from crnn.data.transforms import normalize
+        from crnn.backends.torch import normalize
         from crnn.engine.parallel import autocast_for
 
         torch_cases: list[tuple[str, str, bool]] = [("PyTorch fp32", "none", False)]
@@ -833,8 +833,10 @@ class _Run:
 
     def _onnx_models(self, model: CRNN, work: Path) -> dict[str, Any]:
         try:
-            from crnn.export import export_onnx, int8_path, quantize_int8, sample_images
-            from crnn.runtime import OnnxModel, require_onnx
+            from crnn.backends.onnx import OnnxBackend as OnnxModel
+            from crnn.backends.onnx import require_onnx
+            from crnn.data.datasets import sample_images
+            from crnn.export import export_onnx, int8_path, quantize_int8
 
             require_onnx()
         except ImportError as e:
@@ -854,21 +856,15 @@ class _Run:
         return out
 
     def predict_section(self, work: Path) -> None:
+        from crnn import checkpoint as ck
         from crnn.config import SynthConfig
         from crnn.data.synth import SynthGenerator
-        from crnn.engine import checkpoint as ck
         from crnn.export import export_onnx
+        from crnn.io import atomic_save
 
         model = make_model(self.opts, self.charset).eval()
-        ckpt = {
-            "format": ck.FORMAT,
-            "version": ck.VERSION,
-            "model": model.state_dict(),
-            "model_config": dict(model.hparams),
-            "charset": self.charset.to_dict(),
-            "image": ImageSpec().to_dict(),
-        }
-        pt = ck.atomic_save(ckpt, work / "predict.pt")
+        ckpt = ck.ModelBundle(model, self.charset, ImageSpec()).header()
+        pt = atomic_save(ckpt, work / "predict.pt")
         onnx_path = work / "predict.onnx"
         have_onnx = True
         try:

@@ -18,6 +18,41 @@ from typing import Any, Union
 
 import yaml
 
+# ---- architectures ---------------------------------------------------------------------
+# The layer tables live here, not in crnn.model, so that code which only needs the time
+# step arithmetic (the ONNX backend, which must not import torch) can read them.
+
+# (kind, out_index or kernel, ...) per layer, in order; "conv" entries are
+# (name index, kernel, padding, batchnorm, bias) and "pool" entries are (kernel, stride, padding).
+_CRNN_LAYOUT: list[tuple[Any, ...]] = [
+    ("conv", 0, 3, 1, False, True), ("pool", (2, 2), (2, 2), (0, 0)),
+    ("conv", 1, 3, 1, False, True), ("pool", (2, 2), (2, 2), (0, 0)),
+    ("conv", 2, 3, 1, True, True), ("conv", 3, 3, 1, False, True), ("pool", (2, 2), (2, 1), (0, 1)),
+    ("conv", 4, 3, 1, True, True), ("conv", 5, 3, 1, False, True), ("pool", (2, 2), (2, 1), (0, 1)),
+    ("conv", 6, 2, 0, True, True),
+]  # fmt: skip
+_VGG_LAYOUT: list[tuple[Any, ...]] = [
+    ("conv", 0, 3, 1, False, True), ("pool", (2, 2), (2, 2), (0, 0)),
+    ("conv", 1, 3, 1, False, True), ("pool", (2, 2), (2, 2), (0, 0)),
+    ("conv", 2, 3, 1, False, True), ("conv", 3, 3, 1, False, True), ("pool", (2, 1), (2, 1), (0, 0)),
+    ("conv", 4, 3, 1, True, False), ("conv", 5, 3, 1, True, False), ("pool", (2, 1), (2, 1), (0, 0)),
+    ("conv", 6, 2, 0, False, True),
+]  # fmt: skip
+LAYOUTS = {"crnn": _CRNN_LAYOUT, "vgg": _VGG_LAYOUT}
+
+
+def output_length(width: Any, arch: str = "crnn") -> Any:
+    """Time steps ``T`` the ``arch`` network produces for an input (or real, unpadded)
+    width: an int, or elementwise for a NumPy array or tensor of widths."""
+    w = width
+    for layer in LAYOUTS[arch]:
+        if layer[0] == "conv":
+            k, s, p = layer[2], 1, layer[3]
+        else:
+            k, s, p = layer[1][1], layer[2][1], layer[3][1]
+        w = (w + 2 * p - k) // s + 1
+    return w
+
 
 class ConfigError(ValueError):
     """A configuration file or override that does not fit the schema."""
@@ -302,8 +337,22 @@ class Config:
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
-    def validate(self) -> None:
-        """Cross-field checks with messages that say how to fix the value."""
+    def validate(
+        self,
+        world_size: int | None = None,
+        device_type: str | None = None,
+        devices: int | None = None,
+    ) -> None:
+        """Every cross-field rule, with messages that say how to fix the value.
+
+        Without arguments only the config itself is checked (at load time). A launch
+        adds what it knows, and the rules that depend on it run too:
+
+        Args:
+            world_size: training processes (DDP ranks) in the whole run.
+            device_type: ``cpu`` or ``cuda``.
+            devices: devices this process was given (``--gpus``/``--nproc``).
+        """
         _choice("model.arch", self.model.arch, ("crnn", "vgg"))
         if len(self.model.channels) != 7:
             raise ConfigError(
@@ -348,6 +397,46 @@ class Config:
         for name in ("max_steps", "batch_size", "accum_steps", "val_every", "log_every"):
             if getattr(self.train, name) < 1:
                 raise ConfigError(f"train.{name} must be >= 1, got {getattr(self.train, name)}")
+        self._validate_run(world_size, device_type, devices)
+
+    def _validate_run(
+        self, world_size: int | None, device_type: str | None, devices: int | None
+    ) -> None:
+        strategy = self.dist.strategy
+        if devices is not None and devices > 1:
+            flag = "--nproc" if device_type == "cpu" else "--gpus"
+            if strategy == "none":
+                raise ConfigError(
+                    f"--strategy none trains on one device, but {devices} were asked for "
+                    f"({flag}); use --strategy ddp (or dp for GPUs in one process), or list "
+                    "one device"
+                )
+            if strategy == "dp" and device_type == "cpu":
+                raise ConfigError(
+                    "--strategy dp (DataParallel) needs CUDA GPUs; --gpus cpu --nproc N runs DDP"
+                )
+        if world_size is not None and world_size > 1 and strategy != "ddp":
+            # Ranks that never all-reduce would silently train separate models.
+            raise ConfigError(
+                f"dist.strategy={strategy} runs in one process, but this run has {world_size} "
+                f"processes; use --strategy ddp with several processes, or start "
+                f"tools/train.py --strategy {strategy} without torchrun"
+            )
+        if self.dist.sync_bn and device_type == "cpu":
+            raise ConfigError(
+                "dist.sync_bn=true needs GPUs: PyTorch's SyncBatchNorm has no CPU "
+                "implementation. Use dist.sync_bn=false with --gpus cpu."
+            )
+        if world_size is not None:
+            parts = world_size * self.train.accum_steps
+            bs = self.train.batch_size
+            if bs % parts:
+                raise ConfigError(
+                    f"train.batch_size={bs} is the global batch per optimizer step; it must "
+                    f"split evenly over {world_size} processes x {self.train.accum_steps} "
+                    f"accumulation steps = {parts}. Use e.g. "
+                    f"train.batch_size={max(parts, bs // parts * parts)}"
+                )
 
 
 def _choice(key: str, value: str, allowed: tuple[str, ...]) -> None:

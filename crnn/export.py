@@ -21,7 +21,7 @@ The graph (opset 17, exported with PyTorch's TorchScript-based exporter):
 
 ``onnx`` and ``onnxruntime`` are optional (``pip install 'crnn-ocr[onnx]'``); they are
 imported only here, on first use. Running an exported file needs neither PyTorch nor
-this module: see :mod:`crnn.runtime`.
+this module: see :mod:`crnn.backends.onnx`.
 
 :func:`quantize_int8` writes a second flavour of the file with int8 convolutions and
 linear layers (static quantisation, calibrated on images): about twice as fast on CPUs
@@ -43,20 +43,14 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch import nn
 
 from crnn import __version__
+from crnn.backends.onnx import META_PREFIX, OnnxBackend, require_onnx
+from crnn.backends.torch import Uint8Model
 from crnn.charset import Charset
-from crnn.data.transforms import ImageSpec, normalize
-from crnn.engine.checkpoint import atomic_write
+from crnn.data.image import ImageSpec
+from crnn.io import atomic_write
 from crnn.model import CRNN
-from crnn.runtime import (  # noqa: F401 -- re-exported: running lives in crnn.runtime
-    META_PREFIX,
-    OnnxModel,
-    OnnxUnavailableError,
-    read_metadata,
-    require_onnx,
-)
 
 OPSET = 17
 INPUT_DOC = (
@@ -67,17 +61,6 @@ OUTPUT_DOC = (
     "float32 logits (batch, time steps, classes); class 0 is the CTC blank, class i is "
     "charset chars[i - 1]; softmax over the last axis for probabilities"
 )
-
-
-class _UInt8Model(nn.Module):
-    """uint8 images in, logits out: the normalisation becomes part of the graph."""
-
-    def __init__(self, model: CRNN) -> None:
-        super().__init__()
-        self.model = model
-
-    def forward(self, images: torch.Tensor) -> torch.Tensor:
-        return self.model(images.float() / 127.5 - 1.0)
 
 
 def export_onnx(
@@ -92,7 +75,9 @@ def export_onnx(
     onnx, _ = require_onnx()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    wrapper = _UInt8Model(model).eval()  # eval: BatchNorm must use its running statistics
+    # The same module that training and inference put in front of the CRNN; eval mode:
+    # BatchNorm must use its running statistics.
+    wrapper = Uint8Model(model).eval()
     width = max(spec.min_width, min(100, spec.max_width))
     # Batch 1: the LSTM export is then free of any batch-size constant.
     dummy = torch.full((1, spec.channels, spec.height, width), 128, dtype=torch.uint8)
@@ -140,14 +125,14 @@ def export_onnx(
 
 def compare_with_torch(
     model: CRNN,
-    onnx_model: OnnxModel,
+    onnx_model: OnnxBackend,
     widths: list[int],
     batch_sizes: list[int],
     seed: int = 0,
 ) -> dict[tuple[int, int], float]:
     """Max absolute logit difference between PyTorch and ONNX Runtime on random uint8
     images, per ``(batch size, width)``."""
-    model = model.eval()
+    wrapper = Uint8Model(model).eval()
     gen = torch.Generator().manual_seed(seed)
     c, h = onnx_model.spec.channels, onnx_model.spec.height
     out = {}
@@ -155,7 +140,7 @@ def compare_with_torch(
         for w in widths:
             x = torch.randint(0, 256, (b, c, h, w), dtype=torch.uint8, generator=gen)
             with torch.inference_mode():
-                ref = model(normalize(x)).numpy()
+                ref = wrapper(x).numpy()
             got = onnx_model(x).numpy()
             if got.shape != ref.shape:
                 raise RuntimeError(f"ONNX gave {got.shape}, PyTorch {ref.shape} at {(b, w)}")
@@ -255,7 +240,7 @@ def agreement(
 ) -> dict[str, float]:
     """How far ``candidate`` (e.g. the int8 model) is from ``reference`` (the float one).
 
-    Both are callables on uint8 ``(B, C, H, W)`` batches returning logits (``OnnxModel``
+    Both are callables on uint8 ``(B, C, H, W)`` batches returning logits (``OnnxBackend``
     instances). Returns ``images``, ``text_agreement`` (fraction of images whose greedy
     text is identical), ``max_abs_logit_error``/``mean_abs_logit_error`` (logit units),
     ``logit_range`` (mean per-frame max minus min logit of the reference, for scale) and
@@ -289,44 +274,3 @@ def agreement(
         "logit_range": rng_sum / max(n_frames, 1),
         "max_prob_error": max_prob,
     }
-
-
-def sample_images(
-    charset: Charset,
-    spec: ImageSpec,
-    count: int,
-    data: list[str] | None = None,
-    offset: int = 0,
-    seed: int = 0,
-) -> list[np.ndarray]:
-    """``count`` preprocessed ``(C, H, W)`` uint8 images for calibration or checking.
-
-    From ``data`` (LMDBs or image folders, as for training; a seeded shuffle, images
-    ``offset .. offset + count`` of it, so two calls with different offsets give
-    disjoint sets), or when ``data`` is empty rendered by the synthetic generator
-    (indices from ``offset``). Images that do not decode are left out.
-    """
-    from crnn.data.image import ImageDecodeError, preprocess_array
-
-    out: list[np.ndarray] = []
-    if data:
-        from crnn.data.datasets import open_sources
-
-        sources = open_sources(data)
-        items = [(s, i) for s in sources for i in range(len(s))]
-        order = np.random.default_rng(seed).permutation(len(items))[offset : offset + count]
-        for k in order.tolist():
-            src, i = items[k]
-            try:
-                out.append(preprocess_array(src.image_bytes(i), spec))
-            except ImageDecodeError:
-                continue
-        return out
-    from crnn.config import SynthConfig
-    from crnn.data.synth import SynthGenerator
-
-    gen = SynthGenerator(charset, SynthConfig(), seed=seed, height=spec.height, rgb=spec.rgb)
-    for i in range(offset, offset + count):
-        img, _ = gen.render(i)
-        out.append(preprocess_array(img, spec))
-    return out

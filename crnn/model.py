@@ -24,23 +24,7 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-# (kind, out_index or kernel, ...) per layer, in order; "conv" entries are
-# (name index, kernel, padding, batchnorm, bias) and "pool" entries are (kernel, stride, padding).
-_CRNN_LAYOUT: list[tuple[Any, ...]] = [
-    ("conv", 0, 3, 1, False, True), ("pool", (2, 2), (2, 2), (0, 0)),
-    ("conv", 1, 3, 1, False, True), ("pool", (2, 2), (2, 2), (0, 0)),
-    ("conv", 2, 3, 1, True, True), ("conv", 3, 3, 1, False, True), ("pool", (2, 2), (2, 1), (0, 1)),
-    ("conv", 4, 3, 1, True, True), ("conv", 5, 3, 1, False, True), ("pool", (2, 2), (2, 1), (0, 1)),
-    ("conv", 6, 2, 0, True, True),
-]  # fmt: skip
-_VGG_LAYOUT: list[tuple[Any, ...]] = [
-    ("conv", 0, 3, 1, False, True), ("pool", (2, 2), (2, 2), (0, 0)),
-    ("conv", 1, 3, 1, False, True), ("pool", (2, 2), (2, 2), (0, 0)),
-    ("conv", 2, 3, 1, False, True), ("conv", 3, 3, 1, False, True), ("pool", (2, 1), (2, 1), (0, 0)),
-    ("conv", 4, 3, 1, True, False), ("conv", 5, 3, 1, True, False), ("pool", (2, 1), (2, 1), (0, 0)),
-    ("conv", 6, 2, 0, False, True),
-]  # fmt: skip
-LAYOUTS = {"crnn": _CRNN_LAYOUT, "vgg": _VGG_LAYOUT}
+from crnn.config import LAYOUTS, output_length
 
 
 class BiLSTM(nn.Module):
@@ -184,12 +168,7 @@ class CRNN(nn.Module):
 
     def output_length(self, width: int | torch.Tensor) -> int | torch.Tensor:
         """Time steps ``T`` produced for an input (or a real, unpadded) width."""
-        w = width
-        for m in self.cnn.children():
-            if isinstance(m, (nn.Conv2d, nn.MaxPool2d)):
-                k, s, p = (_pair(v)[1] for v in (m.kernel_size, m.stride, m.padding))
-                w = (w + 2 * p - k) // s + 1
-        return w
+        return output_length(width, self.arch)
 
     def min_width_for(self, steps: int, multiple: int = 1) -> int:
         """The smallest input width (a multiple of ``multiple``) giving ``>= steps`` time steps."""
@@ -197,10 +176,6 @@ class CRNN(nn.Module):
         while self.output_length(w) < steps:
             w += multiple
         return w
-
-
-def _pair(v: int | tuple[int, ...]) -> tuple[int, int]:
-    return (v, v) if isinstance(v, int) else (int(v[0]), int(v[1]))
 
 
 def build_model(model_cfg: Any, num_classes: int, in_channels: int) -> CRNN:
@@ -213,3 +188,21 @@ def build_model(model_cfg: Any, num_classes: int, in_channels: int) -> CRNN:
         hidden=int(get("hidden")),
         arch=str(get("arch")),
     )
+
+
+def classifier_name(arch: str) -> str:
+    """State-dict prefix of the layer whose rows are the classes (``K`` rows)."""
+    return "fc" if arch == "vgg" else "rnn.1.proj"
+
+
+def hparams_from_state_dict(state_dict: dict[str, Any], arch: str) -> dict[str, Any]:
+    """:attr:`CRNN.hparams` read off the weight shapes of a (prefix-free) state_dict.
+
+    Raises ``KeyError`` naming the first weight a model of ``arch`` needs and lacks."""
+    return {
+        "arch": arch,
+        "channels": [int(state_dict[f"cnn.conv{i}.weight"].shape[0]) for i in range(7)],
+        "hidden": int(state_dict["rnn.0.lstm.weight_hh_l0"].shape[1]),
+        "in_channels": int(state_dict["cnn.conv0.weight"].shape[1]),
+        "num_classes": int(state_dict[f"{classifier_name(arch)}.weight"].shape[0]),
+    }

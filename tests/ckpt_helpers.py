@@ -7,9 +7,9 @@ import logging
 import torch
 from torch import nn
 
+from crnn import checkpoint as ck
 from crnn.charset import Charset
-from crnn.data.transforms import ImageSpec
-from crnn.engine import checkpoint as ck
+from crnn.data.image import ImageSpec
 from crnn.model import CRNN
 
 TINY = {"channels": [8, 16, 16, 32, 32, 32, 32], "hidden": 16}
@@ -39,15 +39,7 @@ def tiny_model(arch: str = "crnn", num_classes: int = 37, seed: int = 0) -> CRNN
 
 def native_checkpoint(model: CRNN, charset: Charset, **extra: object) -> dict:
     """A crnn-ocr checkpoint dict for ``model`` (plus any extra top-level entries)."""
-    return {
-        "format": ck.FORMAT,
-        "version": ck.VERSION,
-        "model": model.state_dict(),
-        "model_config": dict(model.hparams),
-        "charset": charset.to_dict(),
-        "image": ImageSpec().to_dict(),
-        **extra,
-    }
+    return {**ck.ModelBundle(model, charset, ImageSpec()).header(), **extra}
 
 
 def run_main(main, *argv, capsys) -> tuple[int, str, str]:

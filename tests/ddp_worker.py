@@ -53,8 +53,8 @@ def main(spec_path: str) -> None:
         getitem = RecognitionDataset.__getitem__
 
         def recording_getitem(self: RecognitionDataset, item: Any) -> dict[str, Any]:
-            if self is trainer.train_dataset:
-                seen.setdefault((trainer.epoch, trainer.step), []).append(int(item[0]))
+            if self is trainer.data.dataset:
+                seen.setdefault((trainer.state.epoch, trainer.state.step), []).append(int(item[0]))
             return getitem(self, item)
 
         RecognitionDataset.__getitem__ = recording_getitem  # type: ignore[method-assign]
@@ -62,7 +62,7 @@ def main(spec_path: str) -> None:
         RecognitionDataset.__getitem__ = getitem  # type: ignore[method-assign]
         result: dict[str, Any] = {
             "seen": seen,
-            "metrics": trainer.last_metrics,
+            "metrics": trainer.state.metrics,
             "params": {n: p.detach().clone() for n, p in trainer.model.named_parameters()},
             "buffers": {n: b.clone() for n, b in trainer.model.named_buffers()},
         }
@@ -85,7 +85,7 @@ def main(spec_path: str) -> None:
             return forward(*args, **kwargs)
 
         acc.train_module.forward = forward_marking_micro_steps  # type: ignore[method-assign]
-        batches = acc._batches()
+        batches = acc.batches()
         acc.train_module.train()
         for _ in range(spec["phase2_steps"]):
             acc.train_step(batches)

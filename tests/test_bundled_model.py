@@ -27,7 +27,7 @@ def _samples() -> list[tuple[Path, str]]:
 
 
 def test_bundled_release_is_small_and_describes_itself():
-    from crnn.engine.checkpoint import load_checkpoint
+    from crnn.checkpoint import load_checkpoint
 
     for path in inference.bundled_models(".pt") + inference.bundled_models(".onnx"):
         assert path.stat().st_size < 20 * 2**20, f"{path} is over the 20 MB budget"
@@ -55,7 +55,7 @@ def test_bundled_onnx_agrees_with_the_pytorch_release():
         pytest.skip("no ONNX model bundled")
     images = [p for p, _ in _samples()]
     torch_rec = inference.Recognizer.from_checkpoint(inference.bundled_models()[-1], device="cpu")
-    onnx_rec = inference.Recognizer.from_onnx(onnx[-1])
+    onnx_rec = inference.Recognizer.from_checkpoint(onnx[-1])
     for a, b in zip(torch_rec.predict(images), onnx_rec.predict(images)):
         assert a.text == b.text
         assert a.confidence == pytest.approx(b.confidence, abs=2e-2)

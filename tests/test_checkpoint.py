@@ -14,15 +14,17 @@ from ckpt_helpers import TINY, native_checkpoint, randomise, run_main, tiny_mode
 from conftest import run_tool
 from torch import nn
 
+from crnn import checkpoint as ck
+from crnn.backends.torch import normalize
 from crnn.charset import Charset
 from crnn.cli import convert_checkpoint
 from crnn.config import load_config
-from crnn.data.transforms import ImageSpec, normalize
-from crnn.engine import checkpoint as ck
+from crnn.data.image import ImageSpec
 from crnn.engine.distributed import DistInfo
 from crnn.engine.trainer import Trainer
 from crnn.inference import Recognizer
-from crnn.model import CRNN
+from crnn.io import atomic_save
+from crnn.model import CRNN, classifier_name
 
 ALNUM = "0123456789abcdefghijklmnopqrstuvwxyz"
 
@@ -72,7 +74,7 @@ def test_every_prefix_combination_loads(tmp_path):
         with torch.no_grad():
             torch.testing.assert_close(fresh(x), want, rtol=0, atol=0, msg=name)
         # ...and from a file, through the loader every tool uses.
-        path = ck.atomic_save(
+        path = atomic_save(
             native_checkpoint(fresh, Charset(ALNUM)) | {"model": sd}, tmp_path / "c.pt"
         )
         loaded, _, _ = ck.model_from_checkpoint(ck.load_checkpoint(path))
@@ -196,7 +198,7 @@ def test_release_file_is_hash_named_inference_only_and_loads(tmp_path, fp16):
         rng={},
         metrics={"accuracy": 0.5},
     )
-    src = ck.atomic_save(train_ckpt, tmp_path / "best.pt")
+    src = atomic_save(train_ckpt, tmp_path / "best.pt")
     out = ck.save_release(ck.load_checkpoint(src), tmp_path / "rel" / "crnn_en.pt", fp16=fp16)
     m = re.fullmatch(r"crnn_en-([0-9a-f]{8})\.pt", out.name)
     assert m, out.name
@@ -349,7 +351,7 @@ def test_imported_foreign_weights_give_the_reference_logits(layout, request, tmp
     assert ckpt["imported"]["layout"] == layout
     assert ckpt["model_config"]["arch"] == {"meijieru": "crnn", "clova": "vgg"}[layout]
     model, charset, spec = ck.model_from_checkpoint(
-        ck.load_checkpoint(ck.atomic_save(ckpt, tmp_path / "n.pt"))
+        ck.load_checkpoint(atomic_save(ckpt, tmp_path / "n.pt"))
     )
     model.eval()
     for width in (100, 164):
@@ -408,7 +410,7 @@ def test_charset_change_keeps_the_rows_of_shared_characters(arch):
         i, j = new_cs.index(ch), old_cs.index(ch)
         torch.testing.assert_close(ln[..., i], lo[..., j], rtol=0, atol=1e-6)
     # ...new characters keep the new model's fresh rows, everything else is the old model.
-    cls = ck.classifier_prefix(arch)
+    cls = classifier_name(arch)
     for ch in report.added:
         i = new_cs.index(ch)
         assert torch.equal(sd[f"{cls}.weight"][i], fresh[f"{cls}.weight"][i])
@@ -420,7 +422,7 @@ def test_charset_change_keeps_the_rows_of_shared_characters(arch):
 def test_fine_tuning_from_another_charset_through_the_trainer(tiny_overrides, tmp_path, caplog):
     old_cs = Charset.from_spec("alnum36")
     old = tiny_model("crnn", old_cs.num_classes, seed=3)
-    src = ck.atomic_save(native_checkpoint(old, old_cs), tmp_path / "alnum36.pt")
+    src = atomic_save(native_checkpoint(old, old_cs), tmp_path / "alnum36.pt")
     cfg = load_config(None, [*tiny_overrides, "data.charset=alnum62", f"train.init_from={src}"])
     with caplog.at_level(logging.INFO, logger="crnn"):
         t = Trainer(cfg, DistInfo())
@@ -445,7 +447,7 @@ def test_fine_tuning_from_another_charset_through_the_trainer(tiny_overrides, tm
 
 def test_convert_cli_each_mode(tmp_path, capsys, meijieru, clova):
     model = tiny_model()
-    src = ck.atomic_save(
+    src = atomic_save(
         native_checkpoint(model, Charset(ALNUM), optimizer={}), tmp_path / "last.pt"
     )
     main = convert_checkpoint.main
@@ -461,7 +463,7 @@ def test_convert_cli_each_mode(tmp_path, capsys, meijieru, clova):
         main, "release", src, "-o", tmp_path / "crnn_en.pt", "--fp16", capsys=capsys
     )
     assert rc == 0 and re.fullmatch(r".*crnn_en-[0-9a-f]{8}\.pt", out.strip())
-    assert Recognizer.from_checkpoint(out.strip(), device="cpu").model.hparams == model.hparams
+    assert Recognizer.from_checkpoint(out.strip(), device="cpu").backend.model.hparams == model.hparams
     for layout, (_, path) in {"meijieru": meijieru, "clova": clova}.items():
         dst = tmp_path / f"{layout}.pt"
         rc, _, err = run_main(main, "import", path, "--alphabet", ALNUM, "-o", dst, capsys=capsys)

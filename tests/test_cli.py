@@ -150,7 +150,7 @@ def test_create_lmdb_holds_out_a_stable_validation_split(tmp_path):
 
 
 def test_train_in_chunks_with_until_step(tmp_path, word_lmdb):
-    from crnn.engine.checkpoint import load_checkpoint
+    from crnn.checkpoint import load_checkpoint
 
     out = tmp_path / "chunks"
     common = ["--gpus", "cpu"]

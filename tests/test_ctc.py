@@ -4,7 +4,8 @@ import pytest
 import torch
 
 from crnn.charset import Charset
-from crnn.ctc import ctc_loss, ctc_loss_per_sample, greedy_decode
+from crnn.ctc import greedy_decode
+from crnn.ctc.loss import ctc_loss, ctc_loss_per_sample
 
 
 def _logits(frames, k=4, hi=10.0):

@@ -6,7 +6,7 @@ from conftest import write_folder
 from crnn.charset import Charset, UnknownCharacterError
 from crnn.data.batching import BucketBatchSampler, EvalBatchSampler, MixedBatchSampler, collate
 from crnn.data.datasets import FolderSource, RecognitionDataset, ctc_steps_needed, open_sources
-from crnn.data.transforms import ImageSpec
+from crnn.data.image import ImageSpec
 from crnn.model import CRNN
 
 T = CRNN(37).output_length

@@ -24,9 +24,10 @@ import pytest
 import torch
 from conftest import ROOT, TINY_MODEL
 
-from crnn.config import load_config
-from crnn.engine.checkpoint import load_checkpoint, model_from_checkpoint
-from crnn.engine.distributed import DistInfo, FaultInjection, select_device
+from crnn.checkpoint import load_checkpoint, model_from_checkpoint
+from crnn.config import ConfigError, load_config
+from crnn.engine.distributed import DistInfo, select_device
+from crnn.engine.faults import FaultInjection
 from crnn.engine.launch import (
     SHUTDOWN_GRACE_S,
     Devices,
@@ -95,7 +96,7 @@ def step_grads(trainer: Trainer, freeze_bn: bool = False) -> dict[str, torch.Ten
         for m in trainer.model.modules():
             if isinstance(m, torch.nn.modules.batchnorm._BatchNorm):
                 m.eval()
-    trainer.train_step(trainer._batches())
+    trainer.train_step(trainer.batches())
     hook.remove()
     return seen
 
@@ -164,7 +165,7 @@ def test_accumulation_equals_one_batch_k_times_larger(word_lmdb, tmp_path):
     fixed = ["data.min_width=96", "data.max_width=96"]
     one = one_process(base_overrides(word_lmdb, tmp_path / "a", *fixed))
     accum = one_process(base_overrides(word_lmdb, tmp_path / "b", *fixed, "train.accum_steps=2"))
-    assert accum.train_sampler.micro_batch_size == 4 and one.train_sampler.micro_batch_size == 8
+    assert accum.data.sampler.micro_batch_size == 4 and one.data.sampler.micro_batch_size == 8
     g_one, g_accum = step_grads(one, freeze_bn=True), step_grads(accum, freeze_bn=True)
     assert all(g.abs().sum() > 0 for g in g_one.values())
     assert_same_tensors(g_accum, g_one, rtol=1e-4, atol=1e-6)
@@ -211,27 +212,28 @@ def test_gpus_count_the_visible_devices_and_local_rank_picks_the_listed_one(monk
 
 
 def test_launcher_refuses_what_the_ranks_could_not_run(word_lmdb, tmp_path, monkeypatch):
-    """Checked before any process starts, with a message that says how to fix it."""
+    """Checked before any process starts (all in Config.validate), with a message that
+    says how to fix it."""
     for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
         monkeypatch.delenv(var, raising=False)
     cfg = load_config(None, base_overrides(word_lmdb, tmp_path, "train.batch_size=6"))
     with pytest.raises(
-        LaunchError, match=r"batch_size=6 is the global batch.*split\s+evenly over 4"
+        ConfigError, match=r"batch_size=6 is the global batch.*split\s+evenly over 4"
     ):
         run_training(cfg, Devices("cpu", [], 4))
     cfg = load_config(None, base_overrides(word_lmdb, tmp_path, "dist.sync_bn=true"))
-    with pytest.raises(LaunchError, match="SyncBatchNorm has no CPU implementation"):
+    with pytest.raises(ConfigError, match="SyncBatchNorm has no CPU implementation"):
         run_training(cfg, Devices("cpu", [], 2))
     cfg = load_config(None, base_overrides(word_lmdb, tmp_path, "dist.strategy=none"))
-    with pytest.raises(LaunchError, match="--strategy none trains on one device, but 2"):
+    with pytest.raises(ConfigError, match="--strategy none trains on one device, but 2"):
         run_training(cfg, Devices("cpu", [], 2))
     cfg = load_config(None, base_overrides(word_lmdb, tmp_path, "dist.strategy=dp"))
-    with pytest.raises(LaunchError, match="DataParallel.*needs CUDA GPUs"):
+    with pytest.raises(ConfigError, match="DataParallel.*needs CUDA GPUs"):
         run_training(cfg, Devices("cpu", [], 2))
     monkeypatch.setenv("RANK", "0")
     monkeypatch.setenv("WORLD_SIZE", "2")
     with pytest.raises(
-        LaunchError, match="strategy=dp runs in one process, but this is rank 0 of 2"
+        ConfigError, match="strategy=dp runs in one process, but this run has 2 processes"
     ):
         run_training(cfg, Devices("cpu", [], 1))
     assert not tmp_path.joinpath("last.pt").exists()
@@ -490,7 +492,7 @@ def test_ctrl_c_stops_every_rank_saves_once_and_resumes_in_one_process(word_lmdb
     resumed = one_process(
         base_overrides(word_lmdb, tmp_path / "resumed", *more), resume=out / "last.pt"
     )
-    assert resumed.step == stopped
+    assert resumed.state.step == stopped
     resumed.fit()
     straight = one_process(base_overrides(word_lmdb, tmp_path / "straight", *more))
     straight.fit()

@@ -16,14 +16,15 @@ ort = pytest.importorskip("onnxruntime")
 
 import onnx  # noqa: E402
 
+from crnn.backends.torch import TorchBackend, normalize  # noqa: E402
 from crnn.charset import Charset  # noqa: E402
 from crnn.cli import export as export_cli  # noqa: E402
 from crnn.cli import predict as predict_cli  # noqa: E402
 from crnn.ctc import greedy_decode  # noqa: E402
-from crnn.data.transforms import ImageSpec, normalize  # noqa: E402
-from crnn.engine import checkpoint as ck  # noqa: E402
+from crnn.data.image import ImageSpec  # noqa: E402
 from crnn.export import export_onnx  # noqa: E402
 from crnn.inference import Recognizer  # noqa: E402
+from crnn.io import atomic_save  # noqa: E402
 from crnn.model import CRNN  # noqa: E402
 
 CHARSET = Charset.from_spec("alnum36")
@@ -90,28 +91,29 @@ def test_the_onnx_file_is_all_a_consumer_needs(exported):
 def test_recognizer_from_onnx_reads_like_the_pytorch_one(exported, word_folder):
     model, spec, path = exported
     images = sorted((word_folder / "images").iterdir())[:6]
-    torch_rec = Recognizer(model, CHARSET, spec, device="cpu")
-    onnx_rec = Recognizer.from_onnx(path, threads=1)
+    torch_rec = Recognizer(TorchBackend(model, CHARSET, spec, device="cpu"))
+    onnx_rec = Recognizer.from_checkpoint(path, threads=1)
     assert onnx_rec.charset == CHARSET and onnx_rec.spec == spec
     for a, b in zip(torch_rec.predict(images), onnx_rec.predict(images)):
         assert a.text == b.text
         assert a.confidence == pytest.approx(b.confidence, rel=1e-3, abs=1e-6)
-    beam = Recognizer.from_onnx(path, beam_width=3).predict(images)
+    beam = Recognizer.from_checkpoint(path, beam_width=3).predict(images)
     assert [p.text for p in beam] == [
-        p.text for p in Recognizer(model, CHARSET, spec, "cpu", beam_width=3).predict(images)
+        p.text
+        for p in Recognizer(TorchBackend(model, CHARSET, spec, "cpu"), beam_width=3).predict(images)
     ]
 
 
 def test_export_tool_writes_and_checks_the_file(tmp_path):
     torch.manual_seed(0)
     model = randomise(CRNN(37, **TINY), seed=0)
-    src = ck.atomic_save(native_checkpoint(model, CHARSET), tmp_path / "best.pt")
+    src = atomic_save(native_checkpoint(model, CHARSET), tmp_path / "best.pt")
     out = tmp_path / "model.onnx"
     r = run_tool("export", str(src), "-o", str(out), "--check-widths", "32,100,400")
     assert r.returncode == 0, r.stderr
     assert "batch 3, width 400: max |ONNX - PyTorch|" in r.stderr
     assert "ONNX Runtime matches PyTorch" in r.stderr
-    assert Recognizer.from_onnx(out).charset == CHARSET
+    assert Recognizer.from_checkpoint(out).charset == CHARSET
 
 
 def test_export_usage_errors(tmp_path, capsys, monkeypatch):
@@ -120,7 +122,7 @@ def test_export_usage_errors(tmp_path, capsys, monkeypatch):
     )
     assert rc == 2 and "none.pt' not found" in err
     torch.manual_seed(0)
-    src = ck.atomic_save(native_checkpoint(CRNN(37, **TINY), CHARSET), tmp_path / "c.pt")
+    src = atomic_save(native_checkpoint(CRNN(37, **TINY), CHARSET), tmp_path / "c.pt")
     (tmp_path / "old.onnx").write_bytes(b"keep me")
     rc, _, err = run_main(export_cli.main, src, "-o", tmp_path / "old.onnx", capsys=capsys)
     assert rc == 2 and "exists; pass --overwrite" in err
@@ -134,7 +136,7 @@ def test_export_usage_errors(tmp_path, capsys, monkeypatch):
 def test_predict_cli_runs_an_onnx_file(exported, word_folder, tmp_path, capsys):
     model, spec, path = exported
     ckpt = native_checkpoint(model, CHARSET) | {"image": spec.to_dict()}
-    src = ck.atomic_save(ckpt, tmp_path / "best.pt")
+    src = atomic_save(ckpt, tmp_path / "best.pt")
     images = [str(p) for p in sorted((word_folder / "images").iterdir())[:3]]
     rc, from_onnx, _ = run_main(predict_cli.main, "-c", path, *images, capsys=capsys)
     assert rc == 0

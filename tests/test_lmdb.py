@@ -8,8 +8,8 @@ from crnn.charset import Charset
 from crnn.data import lmdb as lm
 from crnn.data.batching import collate
 from crnn.data.datasets import RecognitionDataset, open_sources
+from crnn.data.image import ImageSpec
 from crnn.data.lmdb import LmdbFormatError, LmdbReader, LmdbWriter, find_lmdb_roots
-from crnn.data.transforms import ImageSpec
 from crnn.model import CRNN
 
 T = CRNN(37).output_length

@@ -16,13 +16,16 @@ import torch
 from ckpt_helpers import run_main
 from conftest import ROOT, TINY_MODEL, write_folder
 
+from crnn import checkpoint as ck
 from crnn import inference
+from crnn.backends.torch import TorchBackend, normalize
 from crnn.bench import BenchOptions, count_flops, format_tables, padding_fraction, run_bench
 from crnn.config import load_config
 from crnn.ctc import greedy_decode
-from crnn.data.transforms import ImageSpec, normalize, preprocess
-from crnn.engine import checkpoint as ck
+from crnn.data.image import ImageSpec
+from crnn.data.transforms import preprocess
 from crnn.engine import parallel
+from crnn.engine.data import to_device
 from crnn.engine.distributed import DistInfo
 from crnn.engine.trainer import Trainer
 from crnn.inference import Recognizer
@@ -62,7 +65,7 @@ def test_bucketed_epoch_has_every_sample_once_and_exact_ctc_input_lengths(tmp_pa
         f"train.output_dir={tmp_path / 'run'}", "dist.strategy=none",
     ])  # fmt: skip
     t = Trainer(cfg, DistInfo())
-    ds, sampler = t.train_dataset, t.train_sampler
+    ds, sampler = t.data.dataset, t.data.sampler
     seen_lengths: list[torch.Tensor] = []
     real = parallel.ctc_loss_per_sample
 
@@ -73,7 +76,7 @@ def test_bucketed_epoch_has_every_sample_once_and_exact_ctc_input_lengths(tmp_pa
     monkeypatch.setattr(parallel, "ctc_loss_per_sample", spy)
     sampler.set_epoch(0)
     keys = list(sampler)
-    batches = list(t.train_loader)
+    batches = list(t.data.loader)
     assert len(keys) == len(batches) == sampler.steps_per_epoch * cfg.train.accum_steps
     indices = []
     padded = unpadded = 0
@@ -82,7 +85,7 @@ def test_bucketed_epoch_has_every_sample_once_and_exact_ctc_input_lengths(tmp_pa
         assert batch["widths"].tolist() == alone
         assert batch["images"].shape[-1] == max(alone)
         with torch.no_grad():
-            t.train_module(*t._to_device(batch))
+            t.train_module(*to_device(batch, t.device))
         expected = [t.model.output_length(w) for w in alone]
         assert seen_lengths[-1].tolist() == expected  # not the padded batch's length
         indices += [i for i, _ in mb]
@@ -102,7 +105,7 @@ def test_bucketed_epoch_has_every_sample_once_and_exact_ctc_input_lengths(tmp_pa
 def test_the_fixture_model_reads(reader, word_folder):
     model, charset, _ = reader
     paths, labels = _word_images(word_folder, 32)
-    rec = Recognizer(model, charset, ImageSpec(), device="cpu")
+    rec = Recognizer(TorchBackend(model, charset, ImageSpec(), device="cpu"))
     texts = [p.text for p in rec.predict(paths)]
     assert sum(t == lbl for t, lbl in zip(texts, labels)) >= 0.8 * len(labels), texts
 
@@ -127,9 +130,9 @@ def test_bf16_autocast_reads_like_fp32(reader, word_folder):
 
 def test_int8_export_reads_like_fp32_and_says_so(reader, word_folder, tmp_path, capsys):
     pytest.importorskip("onnxruntime")
+    from crnn.backends.onnx import OnnxBackend
     from crnn.cli import export as export_cli
     from crnn.export import agreement, int8_path
-    from crnn.runtime import OnnxModel
 
     out = tmp_path / "m.onnx"
     rc, _, err = run_main(
@@ -138,7 +141,7 @@ def test_int8_export_reads_like_fp32_and_says_so(reader, word_folder, tmp_path, 
     )  # fmt: skip
     assert rc == 0, err
     assert "identical texts" in err
-    fp32, int8 = OnnxModel(out), OnnxModel(int8_path(out))
+    fp32, int8 = OnnxBackend(out), OnnxBackend(int8_path(out))
     assert (fp32.quantization, int8.quantization) == ("", "int8-static")
     _, charset, spec = reader
     images = [preprocess(p, spec).numpy() for p in _word_images(word_folder, 64)[0][24:]]
@@ -183,7 +186,7 @@ def test_predict_from_onnx_never_imports_torch_and_matches_pytorch(reader, word_
         assert "LEAKED []" in r.stderr, r.stderr
         got = json.loads(r.stdout)
         beam = {"beam_width": 4, "lexicon": str(lex)} if extra else {}
-        want = Recognizer(model, charset, spec, device="cpu", **beam).predict(paths)
+        want = Recognizer(TorchBackend(model, charset, spec, device="cpu"), **beam).predict(paths)
         assert [g["text"] for g in got] == [w.text for w in want]
         assert [g["confidence"] for g in got] == pytest.approx(
             [w.confidence for w in want], rel=1e-3, abs=1e-5

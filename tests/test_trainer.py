@@ -8,10 +8,11 @@ import pytest
 import torch
 from conftest import ROOT
 
+from crnn.checkpoint import load_checkpoint, model_from_checkpoint
 from crnn.config import load_config
-from crnn.engine.checkpoint import load_checkpoint, model_from_checkpoint
 from crnn.engine.distributed import DistInfo
-from crnn.engine.trainer import Trainer, lr_factor
+from crnn.engine.optim import lr_factor
+from crnn.engine.trainer import Trainer
 
 
 def _train(overrides, resume=None):
@@ -24,7 +25,7 @@ def test_tiny_run_learns_and_writes_self_describing_checkpoints(tiny_overrides):
         [*tiny_overrides, "train.max_steps=40", "train.val_every=40", "train.warmup_steps=5"]
     )
     losses = []
-    batches = t._batches()
+    batches = t.batches()
     for _ in range(40):
         loss_sum, n = t.train_step(batches)
         losses.append(loss_sum.item() / n)
@@ -73,12 +74,12 @@ def test_resume_continues_exactly(tiny_overrides, tmp_path):
     resumed = _train(
         [*base, f"train.output_dir={tmp_path / 'part'}"], resume=tmp_path / "part" / "last.pt"
     )
-    assert resumed.step == 3
+    assert resumed.state.step == 3
     assert resumed.scheduler.get_last_lr() == pytest.approx(
         [3e-3 * lr_factor(3, resumed.cfg.train)] * 2
     )
     resumed.fit()
-    assert resumed.step == 6
+    assert resumed.state.step == 6
     for (name, a), b in zip(full.model.state_dict().items(), resumed.model.state_dict().values()):
         torch.testing.assert_close(a, b, rtol=0, atol=0, msg=name)
 
@@ -86,7 +87,7 @@ def test_resume_continues_exactly(tiny_overrides, tmp_path):
 def test_resume_refuses_another_charset(tiny_overrides):
     t = _train(tiny_overrides)
     t.fit()
-    from crnn.engine.checkpoint import CheckpointError
+    from crnn.checkpoint import CheckpointError
 
     with pytest.raises(CheckpointError, match="charset"):
         _train([*tiny_overrides, "data.charset=alnum62"], resume=t.out / "last.pt")
@@ -150,7 +151,7 @@ def test_training_mixes_synthetic_and_real_data(tiny_overrides):
     lmdb = next(a for a in tiny_overrides if a.startswith("data.train=")).split("=", 1)[1]
     path = lmdb.strip('[]"')
     t = _train([*tiny_overrides, f'data.train=["synth", "{path}"]', "data.train_ratios=[0.5, 0.5]"])
-    batch = next(t._batches())
+    batch = next(t.batches())
     assert len(batch["labels"]) == 8
     from conftest import WORDS
 

@@ -7,17 +7,10 @@ import torch
 from conftest import render_word
 from PIL import Image
 
+from crnn.backends.torch import normalize
 from crnn.config import AugmentConfig
-from crnn.data.transforms import (
-    ImageDecodeError,
-    ImageSpec,
-    TrainAugment,
-    load_image,
-    normalize,
-    pad_batch,
-    preprocess,
-    resized_width,
-)
+from crnn.data.image import ImageDecodeError, ImageSpec, load_image, resized_width
+from crnn.data.transforms import TrainAugment, pad_batch, preprocess
 
 
 def test_resize_keeps_ratio_rounds_and_clamps():

@@ -43,7 +43,7 @@ finished() {
   [ -f "$run_dir/last.pt" ] || return 1
   $PY - "$run_dir/last.pt" <<'EOF'
 import sys
-from crnn.engine.checkpoint import load_checkpoint
+from crnn.checkpoint import load_checkpoint
 ckpt = load_checkpoint(sys.argv[1])
 sys.exit(0 if ckpt["step"] >= ckpt["config"]["train"]["max_steps"] else 1)
 EOF

@@ -80,9 +80,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     setup_logging(args.verbose)
+    from crnn import checkpoint as ck
     from crnn.charset import Charset
-    from crnn.data.transforms import ImageSpec
-    from crnn.engine import checkpoint as ck
+    from crnn.data.image import ImageSpec
+    from crnn.io import atomic_save
 
     out = Path(args.out)
     src = Path(args.src)
@@ -94,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.mode in ("single", "dp"):
             converted = ck.convert_prefixes(obj, args.mode, str(src))
             n = len(ck.extract_state_dict(converted, str(src)))
-            ck.atomic_save(converted, out)
+            atomic_save(converted, out)
             log.info("wrote %s (%d weight keys, %s names)", out, n, args.mode)
         elif args.mode == "release":
             final = ck.save_release(obj, out, fp16=args.fp16, source=str(src))
@@ -108,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
                 charset = Charset.from_spec(args.charset, fold)
             spec = ImageSpec(min_width=args.min_width, max_width=args.max_width)
             ckpt = ck.import_state_dict(obj, charset, args.layout, spec, str(src))
-            ck.atomic_save(ckpt, out)
+            atomic_save(ckpt, out)
             mc = ckpt["model_config"]
             log.info(
                 "imported %s (%s layout) as a crnn-ocr checkpoint %s: arch %s, %d classes, "

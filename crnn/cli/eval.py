@@ -14,6 +14,7 @@ import json
 import logging
 import sys
 from pathlib import Path
+from typing import Any
 
 from crnn.cli import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, setup_logging
 
@@ -53,72 +54,48 @@ def format_table(rows: list[dict[str, object]]) -> str:
     return "\n".join(lines)
 
 
+def evaluate_path(backend: Any, path: str, args: argparse.Namespace) -> dict[str, Any]:
+    """One table row: ``path`` read and scored with ``backend``."""
+    from crnn.data.datasets import RecognitionDataset, open_sources
+    from crnn.evaluation import evaluate, make_eval_loader
+
+    ds = RecognitionDataset(
+        open_sources([path]), backend.charset, backend.spec, backend.output_length,
+        evaluation=True,
+    )  # fmt: skip
+    loader = make_eval_loader(ds, args.batch_size, args.workers, widths=ds.widths)
+    res = evaluate(backend, loader)
+    if res.bad_images:
+        log.warning("%s: %d images could not be read and were left out", path, res.bad_images)
+    return {
+        "dataset": Path(path).name or path,
+        "path": str(path),
+        **res.metrics,
+        "images_per_s": res.images_per_s,
+        "bad_images": res.bad_images,
+        "skipped_empty_labels": ds.skipped.get("empty", 0),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     setup_logging(args.verbose)
-    import torch
-
-    from crnn.data.datasets import RecognitionDataset, open_sources
+    from crnn.backends import load_backend
     from crnn.data.lmdb import LmdbFormatError
-    from crnn.engine.checkpoint import CheckpointError, load_checkpoint, model_from_checkpoint
-    from crnn.engine.distributed import DistInfo
-    from crnn.engine.evaluator import evaluate, make_eval_loader
-    from crnn.inference import default_device
 
-    try:
-        if str(args.checkpoint).endswith(".onnx"):
-            from crnn.model import build_model
-            from crnn.runtime import OnnxModel
-
-            model = OnnxModel(args.checkpoint)
-            charset, spec = model.charset, model.spec
-            mc = model.model_config
-            # Built only for its time-step arithmetic: a padded batch still gets exact
-            # per-sample CTC lengths.
-            output_length = build_model(mc, mc["num_classes"], mc["in_channels"]).output_length
-            if args.device and args.device != "cpu":
-                log.warning("an .onnx model is evaluated with ONNX Runtime on the CPU")
-            device = torch.device("cpu")
-        else:
-            model, charset, spec = model_from_checkpoint(
-                load_checkpoint(args.checkpoint), args.checkpoint
-            )
-            output_length = model.output_length
-            device = torch.device(args.device) if args.device else default_device()
-            model.to(device)
-    except (CheckpointError, FileNotFoundError, ImportError) as e:
+    try:  # a CheckpointError is a RuntimeError
+        backend = load_backend(args.checkpoint, device=args.device, amp=args.amp)
+    except (RuntimeError, ValueError, FileNotFoundError, ImportError) as e:
         log.error("%s", e)
         return EXIT_USAGE
-    info = DistInfo(device=device)
     rows = []
     failed = False
     for path in args.data:
         try:
-            ds = RecognitionDataset(
-                open_sources([path]),
-                charset,
-                spec,
-                output_length,
-                evaluation=True,
-            )  # type: ignore[arg-type]
+            rows.append(evaluate_path(backend, path, args))
         except (FileNotFoundError, LmdbFormatError) as e:
             log.error("%s: %s", path, e)
             failed = True
-            continue
-        loader = make_eval_loader(ds, args.batch_size, info, args.workers, widths=ds.widths)
-        res = evaluate(model, loader, charset, info, args.amp, output_length)
-        if res.bad_images:
-            log.warning("%s: %d images could not be read and were left out", path, res.bad_images)
-        rows.append(
-            {
-                "dataset": Path(path).name or path,
-                "path": str(path),
-                **res.metrics,
-                "images_per_s": res.images_per_s,
-                "bad_images": res.bad_images,
-                "skipped_empty_labels": ds.skipped.get("empty", 0),
-            }
-        )
     if rows:
         print(format_table(rows))
     if args.json:

@@ -101,18 +101,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     setup_logging(args.verbose)
-    from crnn.engine.checkpoint import CheckpointError, load_checkpoint, model_from_checkpoint
-    from crnn.export import (
-        OnnxModel,
-        OnnxUnavailableError,
-        compare_with_torch,
-        export_onnx,
-        require_onnx,
-    )
+    from crnn.backends.onnx import OnnxBackend, OnnxUnavailableError, require_onnx
+    from crnn.checkpoint import CheckpointError, load_checkpoint, model_from_checkpoint
+    from crnn.export import compare_with_torch, export_onnx, int8_path
 
     out = Path(args.out)
-    from crnn.export import int8_path
-
     for target in (out, int8_path(out)) if args.int8 else (out,):
         if target.exists() and not args.overwrite:
             log.error("%s exists; pass --overwrite to replace it", target)
@@ -130,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     log.info("wrote %s (%.1f MB)", out, out.stat().st_size / 1e6)
     if args.no_check:
         return EXIT_OK if not args.int8 else _int8(args, out, charset, spec)
-    diffs = compare_with_torch(model, OnnxModel(out), args.check_widths, args.check_batch_sizes)
+    diffs = compare_with_torch(model, OnnxBackend(out), args.check_widths, args.check_batch_sizes)
     worst = max(diffs.values())
     for (b, w), d in diffs.items():
         log.info("batch %d, width %d: max |ONNX - PyTorch| = %.2e", b, w, d)
@@ -147,7 +140,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _int8(args: argparse.Namespace, out: Path, charset: object, spec: object) -> int:
-    from crnn.export import OnnxModel, agreement, int8_path, quantize_int8, sample_images
+    from crnn.backends.onnx import OnnxBackend
+    from crnn.data.datasets import sample_images
+    from crnn.export import agreement, int8_path, quantize_int8
 
     dst = int8_path(out)
     n = args.calibration_images
@@ -157,7 +152,7 @@ def _int8(args: argparse.Namespace, out: Path, charset: object, spec: object) ->
     log.info(
         "wrote %s (%.1f MB), calibrated on %d images", dst, dst.stat().st_size / 1e6, len(calib)
     )
-    a = agreement(OnnxModel(out), OnnxModel(dst), check)
+    a = agreement(OnnxBackend(out), OnnxBackend(dst), check)
     log.info(
         "int8 vs float on %d other images: %.1f %% identical texts, logit error max %.3f "
         "mean %.4f (mean logit range per frame %.1f), largest probability change %.3f",

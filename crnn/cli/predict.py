@@ -20,6 +20,7 @@ import json
 import logging
 import os
 import sys
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -102,43 +103,21 @@ def expand_inputs(inputs: list[str]) -> tuple[list[str], list[tuple[str, str]]]:
     return files, errors
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    setup_logging(args.verbose)
-    files, errors = expand_inputs(args.inputs)
-    # Nothing here imports PyTorch unless the model is a PyTorch checkpoint.
-    from crnn.data.image import ImageDecodeError
+def load_recognizer(args: argparse.Namespace) -> Any:
+    """The Recognizer the arguments ask for (PyTorch is imported only for a PyTorch
+    checkpoint). Raises with a message for the user on bad input."""
     from crnn.inference import Recognizer, default_checkpoint
 
-    results: list[dict[str, object]] = []
     if args.beam < 0 or args.max_edits < 0:
-        log.error("--beam and --max-edits must be >= 0, got %d and %d", args.beam, args.max_edits)
-        return EXIT_USAGE
-    decoding = {
-        "batch_size": args.batch_size,
-        "beam_width": args.beam,
-        "lexicon": args.lexicon,
-        "max_edits": args.max_edits,
-    }
-    try:
-        on_gpu = (args.device or "").startswith("cuda")
-        ckpt = args.checkpoint or default_checkpoint(prefer_onnx=not on_gpu)
-        if str(ckpt).endswith(".onnx"):
-            rec = Recognizer.from_onnx(ckpt, threads=args.threads, **decoding)
-            if rec.model.quantization:
-                log.info(
-                    "%s is %s-quantised (see docs/benchmarks.md)", ckpt, rec.model.quantization
-                )
-        else:
-            import torch
-
-            if args.threads:
-                torch.set_num_threads(args.threads)
-            rec = Recognizer.from_checkpoint(ckpt, device=args.device, **decoding)
-    # CheckpointError is a RuntimeError (caught without importing the checkpoint module).
-    except (FileNotFoundError, RuntimeError, ImportError, ValueError) as e:
-        log.error("%s", e)
-        return EXIT_USAGE
+        raise ValueError(f"--beam and --max-edits must be >= 0, got {args.beam} and {args.max_edits}")
+    on_gpu = (args.device or "").startswith("cuda")
+    ckpt = args.checkpoint or default_checkpoint(prefer_onnx=not on_gpu)
+    rec = Recognizer.from_checkpoint(
+        ckpt, device=args.device, threads=args.threads, batch_size=args.batch_size,
+        beam_width=args.beam, lexicon=args.lexicon, max_edits=args.max_edits,
+    )  # fmt: skip
+    if getattr(rec.backend, "quantization", ""):
+        log.info("%s is %s-quantised (see docs/benchmarks.md)", ckpt, rec.backend.quantization)
     if rec.lexicon is not None:
         log.info("lexicon: %d words", len(rec.lexicon))
         if rec.lexicon.skipped:
@@ -148,11 +127,13 @@ def main(argv: list[str] | None = None) -> int:
                 len(rec.lexicon.skipped),
                 ", ".join(repr(w) for w in rec.lexicon.skipped[:3]),
             )
-    n_inputs = len(files) + len(errors)
-    for path, why in errors:
-        print(f"error: {path}: {why}", file=sys.stderr)
-        if args.json:
-            results.append({"path": path, "error": why})
+    return rec
+
+
+def predict_files(rec: Any, files: list[str]) -> Iterator[tuple[str, Any]]:
+    """``(path, Prediction or ImageDecodeError)`` for each file, in order; images are
+    decoded on threads (PIL releases the GIL) and predicted in rounds of ``_CHUNK``."""
+    from crnn.data.image import ImageDecodeError
 
     def load(path: str) -> Any:
         try:
@@ -160,33 +141,41 @@ def main(argv: list[str] | None = None) -> int:
         except ImageDecodeError as e:
             return e
 
-    # PIL releases the GIL while decoding, so threads overlap file reads and decodes.
     with ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1)) as pool:
         for k in range(0, len(files), _CHUNK):
             chunk = files[k : k + _CHUNK]
             loaded = list(pool.map(load, chunk))
-            good = [(f, t) for f, t in zip(chunk, loaded) if not isinstance(t, ImageDecodeError)]
-            preds = rec.predict_tensors([t for _, t in good])
-            by_path = {f: p for (f, _), p in zip(good, preds)}
+            good = [t for t in loaded if not isinstance(t, ImageDecodeError)]
+            preds = iter(rec.predict_preprocessed(good))
             for f, t in zip(chunk, loaded):
-                if isinstance(t, ImageDecodeError):
-                    errors.append((f, str(t)))
-                    print(f"error: {t}", file=sys.stderr)
-                    if args.json:
-                        results.append({"path": f, "error": str(t)})
-                    continue
-                p = by_path[f]
-                if args.json:
-                    results.append(
-                        {
-                            "path": f,
-                            "text": p.text,
-                            "confidence": round(p.confidence, 6),
-                            "char_confidences": [round(c, 6) for c in p.char_confidences],
-                        }
-                    )
-                else:
-                    print(f"{f}\t{p.text}\t{p.confidence:.4f}", flush=False)
+                yield f, t if isinstance(t, ImageDecodeError) else next(preds)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    setup_logging(args.verbose)
+    files, errors = expand_inputs(args.inputs)
+    try:  # a CheckpointError is a RuntimeError (caught without importing torch)
+        rec = load_recognizer(args)
+    except (FileNotFoundError, RuntimeError, ImportError, ValueError) as e:
+        log.error("%s", e)
+        return EXIT_USAGE
+    n_inputs = len(files) + len(errors)
+    results: list[dict[str, object]] = [{"path": p, "error": why} for p, why in errors]
+    for path, why in errors:
+        print(f"error: {path}: {why}", file=sys.stderr)
+    for f, p in predict_files(rec, files):
+        if isinstance(p, Exception):
+            errors.append((f, str(p)))
+            print(f"error: {p}", file=sys.stderr)
+            results.append({"path": f, "error": str(p)})
+        elif args.json:
+            results.append({
+                "path": f, "text": p.text, "confidence": round(p.confidence, 6),
+                "char_confidences": [round(c, 6) for c in p.char_confidences],
+            })  # fmt: skip
+        else:
+            print(f"{f}\t{p.text}\t{p.confidence:.4f}", flush=False)
     if args.json:
         json.dump(results, sys.stdout, ensure_ascii=False, indent=1)
         print()

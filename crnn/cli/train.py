@@ -9,14 +9,18 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 
+import crnn
+from crnn.checkpoint import CheckpointError, load_checkpoint
 from crnn.cli import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, setup_logging
 from crnn.config import Config, ConfigError, apply_overrides, config_from_dict, load_config
-from crnn.engine.checkpoint import CheckpointError, load_checkpoint
 from crnn.engine.distributed import env_rank
 from crnn.engine.launch import (
+    ChildProcess,
+    Devices,
     DistributedRunError,
     LaunchError,
     parse_gpus,
@@ -151,6 +155,18 @@ def resolve_config(args: argparse.Namespace) -> tuple[Config, str | None]:
     return apply_overrides(config_from_dict(state["config"]), overrides), str(path)
 
 
+def rank_command(argv: list[str], devices: Devices) -> ChildProcess:
+    """What each launched rank runs: this command line again, as ``python -m
+    crnn.cli.train``, with this crnn importable even from a clone that was never
+    pip-installed, and the CPU threads shared out (torchrun does the same)."""
+    root = str(Path(crnn.__file__).resolve().parent.parent)
+    env = {"PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+    if "OMP_NUM_THREADS" not in os.environ:
+        n = devices.nproc if devices.kind == "cpu" else len(devices.ids)
+        env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // n))
+    return ChildProcess([sys.executable, "-m", "crnn.cli.train", *argv], env)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     ranks = env_rank()
@@ -158,14 +174,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cfg, resume = resolve_config(args)
         devices = parse_gpus(args.gpus, args.nproc)
+        child = rank_command(sys.argv[1:] if argv is None else argv, devices)
         result = run_training(
-            cfg,
-            devices,
-            resume=resume,
-            argv=sys.argv[1:] if argv is None else argv,
-            stop_at_step=args.until_step,
+            cfg, devices, resume=resume, child=child, stop_at_step=args.until_step,
             time_limit_s=args.time_limit * 60 if args.time_limit else None,
-        )
+        )  # fmt: skip
     except DistributedRunError as e:
         log.error("%s", e)
         return EXIT_FAILURE
@@ -173,6 +186,11 @@ def main(argv: list[str] | None = None) -> int:
         log.error("%s", e)
         record_rank_error(e)  # a launched rank: let the launcher say why it stopped
         return EXIT_USAGE
+    if getattr(result, "signal", ""):  # the launcher itself was stopped: see LaunchResult
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(EXIT_INTERRUPTED)
     return EXIT_INTERRUPTED if result.interrupted else EXIT_OK
 
 

@@ -58,12 +58,13 @@ def collate(samples: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _check_divisible(batch_size: int, world_size: int, accum_steps: int) -> int:
+    """The micro-batch size; the arguments must fit (``Config.validate`` says how to fix
+    a training config that does not)."""
     parts = world_size * accum_steps
     if batch_size % parts:
         raise ValueError(
-            f"train.batch_size={batch_size} (the global batch per optimizer step) must be "
-            f"divisible by world_size x accum_steps = {world_size} x {accum_steps} = {parts}; "
-            f"try batch_size={max(parts, batch_size // parts * parts)}"
+            f"batch_size {batch_size} is not divisible by world_size x accum_steps = "
+            f"{world_size} x {accum_steps} = {parts}"
         )
     return batch_size // parts
 

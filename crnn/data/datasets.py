@@ -24,16 +24,16 @@ from PIL import Image
 from torch.utils.data import Dataset
 
 from crnn.charset import Charset, UnknownCharacterError
-from crnn.data.lmdb import LmdbReader, find_lmdb_roots, is_lmdb_dir
-from crnn.data.transforms import (
+from crnn.data.image import (
     ImageDecodeError,
     ImageSpec,
-    TrainAugment,
     load_image,
+    preprocess_array,
     resize,
     resized_width,
-    to_tensor,
 )
+from crnn.data.lmdb import LmdbReader, find_lmdb_roots, is_lmdb_dir
+from crnn.data.transforms import TrainAugment, to_tensor
 
 log = logging.getLogger(__name__)
 
@@ -399,3 +399,41 @@ class MixedDataset(Dataset):
     def __getitem__(self, key: tuple[int, int, int]) -> dict[str, Any]:
         part, index, seed = key
         return self.parts[part][(index, seed)]
+
+
+def sample_images(
+    charset: Charset,
+    spec: ImageSpec,
+    count: int,
+    data: Sequence[str] | None = None,
+    offset: int = 0,
+    seed: int = 0,
+) -> list[np.ndarray]:
+    """``count`` preprocessed ``(C, H, W)`` uint8 images, e.g. to calibrate or check an
+    int8 export.
+
+    From ``data`` (LMDBs or image folders, as for training; a seeded shuffle, images
+    ``offset .. offset + count`` of it, so two calls with different offsets give
+    disjoint sets), or when ``data`` is empty rendered by the synthetic generator
+    (indices from ``offset``). Images that do not decode are left out.
+    """
+    out: list[np.ndarray] = []
+    if data:
+        sources = open_sources(data)
+        items = [(s, i) for s in sources for i in range(len(s))]
+        order = np.random.default_rng(seed).permutation(len(items))[offset : offset + count]
+        for k in order.tolist():
+            src, i = items[k]
+            try:
+                out.append(preprocess_array(src.image_bytes(i), spec))
+            except ImageDecodeError:
+                continue
+        return out
+    from crnn.config import SynthConfig
+    from crnn.data.synth import SynthGenerator
+
+    gen = SynthGenerator(charset, SynthConfig(), seed=seed, height=spec.height, rgb=spec.rgb)
+    for i in range(offset, offset + count):
+        img, _ = gen.render(i)
+        out.append(preprocess_array(img, spec))
+    return out

@@ -2,11 +2,12 @@
 
 The pipeline keeps images as ``uint8`` until they reach the device: ``preprocess``
 returns a ``(C, H, W)`` uint8 tensor, the collate function pads and stacks those, and
-:func:`normalize` turns a batch into floats in ``[-1, 1]`` on the device. That moves a
-quarter of the bytes through DataLoader workers and host-to-device copies.
+the model's input module (``crnn.backends.torch.Uint8Model``) turns a batch into floats
+in ``[-1, 1]`` on the device. That moves a quarter of the bytes through DataLoader
+workers and host-to-device copies.
 
 Decoding and resizing themselves live in :mod:`crnn.data.image` (NumPy and Pillow
-only, for the PyTorch-free prediction path) and are re-exported here.
+only, for the PyTorch-free prediction path).
 """
 
 from __future__ import annotations
@@ -19,16 +20,7 @@ import numpy as np
 import torch
 from PIL import Image, ImageFilter, ImageOps
 
-from crnn.data.image import (  # noqa: F401 -- re-exported: the names callers know
-    ImageDecodeError,
-    ImageSource,
-    ImageSpec,
-    load_image,
-    preprocess_array,
-    resize,
-    resized_width,
-    to_array,
-)
+from crnn.data.image import ImageSource, ImageSpec, preprocess_array, to_array
 
 
 def to_tensor(img: Image.Image) -> torch.Tensor:
@@ -39,11 +31,6 @@ def to_tensor(img: Image.Image) -> torch.Tensor:
 def preprocess(source: ImageSource, spec: ImageSpec, min_width: int = 0) -> torch.Tensor:
     """:func:`crnn.data.image.preprocess_array` as a tensor: ``(C, H, W)`` uint8."""
     return torch.from_numpy(preprocess_array(source, spec, min_width))
-
-
-def normalize(images: torch.Tensor) -> torch.Tensor:
-    """``uint8`` ``(B, C, H, W)`` -> float in ``[-1, 1]`` (same device)."""
-    return images.float().div_(127.5).sub_(1.0)
 
 
 def pad_batch(images: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:

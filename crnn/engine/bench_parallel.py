@@ -147,7 +147,7 @@ def _measure(
     from crnn.engine.trainer import Trainer
 
     trainer = Trainer(cfg, info, device_ids=device_ids)
-    micro = trainer.train_sampler.micro_batch_size
+    micro = trainer.data.sampler.micro_batch_size
     batches = itertools.repeat(
         _batch(micro, spec.width, spec.label_length, trainer.charset.num_classes)
     )

@@ -2,8 +2,8 @@
 
 * Started by ``torchrun`` (``RANK``/``WORLD_SIZE`` set): join that run.
 * Several GPUs with DDP (or ``--gpus cpu --nproc N``): start one process per device
-  with PyTorch's own elastic launcher (the engine behind ``torchrun``), each re-running
-  this command line, which then takes the first branch.
+  with PyTorch's own elastic launcher (the engine behind ``torchrun``), each running the
+  command the CLI gives (:class:`ChildProcess`), which then takes the first branch.
 * Otherwise one process: one device, or DataParallel over the listed GPUs.
 """
 
@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import signal
-import sys
 import time
 import traceback
 import uuid
@@ -27,6 +27,7 @@ from torch.distributed.elastic.multiprocessing.errors import ErrorHandler, Proce
 
 from crnn.config import Config
 from crnn.engine.distributed import cleanup, env_rank, init_distributed
+from crnn.engine.faults import FaultInjection
 from crnn.engine.logging import run_log_file
 
 _T = TypeVar("_T")
@@ -109,72 +110,60 @@ def run_training(
     cfg: Config,
     devices: Devices,
     resume: str | None = None,
-    argv: list[str] | None = None,
+    child: ChildProcess | None = None,
     **fit_kwargs: Any,
 ) -> Any:
-    """Train with ``cfg`` on ``devices``; returns the trainer's ``FitResult`` (or a
-    :class:`LaunchResult` from the process that started the ranks).
+    """Train with ``cfg`` on ``devices``; returns the trainer's ``FitResult``, or a
+    :class:`LaunchResult` from the process that started the ranks.
 
-    ``fit_kwargs`` go to :meth:`Trainer.fit` (``stop_at_step``, ``time_limit_s``)."""
+    Started by a launcher (``RANK``/``WORLD_SIZE`` set), this process is one rank. Else
+    DDP over several devices starts ``child`` once per device (:func:`launch`); anything
+    else trains here. Every rule the run must satisfy is checked first
+    (:meth:`Config.validate`), before any process starts. ``fit_kwargs`` go to
+    :meth:`Trainer.fit` (``stop_at_step``, ``time_limit_s``).
+    """
     from crnn.engine.trainer import Trainer
 
     ranks = env_rank()
+    n_devices = devices.nproc if devices.kind == "cpu" else len(devices.ids)
+    world = ranks[2] if ranks is not None else (n_devices if cfg.dist.strategy == "ddp" else 1)
+    cfg.validate(world, devices.kind, 1 if ranks is not None else n_devices)
     if ranks is not None:  # one rank of torchrun or of our own launch
-        if ranks[2] > 1 and cfg.dist.strategy != "ddp":
-            raise LaunchError(
-                f"dist.strategy={cfg.dist.strategy} runs in one process, but this is rank "
-                f"{ranks[0]} of {ranks[2]}; use --strategy ddp with several processes, or "
-                f"start tools/train.py --strategy {cfg.dist.strategy} without torchrun"
-            )
-        check_launch(cfg, devices, ranks[2])
         info = init_distributed(devices.torch_devices(), cfg.dist.backend, cfg.dist.timeout_s)
         try:
             with run_log_file(Path(cfg.train.output_dir) / "train.log", info.is_main):
-                return run_recorded(lambda: Trainer(cfg, info, resume=resume).fit(**fit_kwargs))
+                return run_recorded(lambda: _fit(Trainer(cfg, info, resume=resume), fit_kwargs))
         finally:
             cleanup()
-    n_procs = devices.nproc if devices.kind == "cpu" else len(devices.ids)
-    if n_procs > 1 and cfg.dist.strategy == "none":
-        raise LaunchError(
-            f"--strategy none trains on one device, but {n_procs} were asked for "
-            f"({'--nproc' if devices.kind == 'cpu' else '--gpus'}); use --strategy ddp "
-            "(or dp for GPUs in one process), or list one device"
-        )
-    if n_procs > 1 and cfg.dist.strategy == "dp" and devices.kind == "cpu":
-        raise LaunchError(
-            "--strategy dp (DataParallel) needs CUDA GPUs; --gpus cpu --nproc N runs DDP"
-        )
-    if n_procs > 1 and cfg.dist.strategy == "ddp":
-        check_launch(cfg, devices, n_procs)
-        return launch_processes(n_procs, argv if argv is not None else sys.argv[1:], devices)
+    if world > 1:
+        if child is None:
+            raise LaunchError("a multi-process run needs the command that starts one rank")
+        return launch(child, world, devices)
     info = init_distributed(devices.torch_devices())
     device_ids = devices.ids if devices.kind == "cuda" and cfg.dist.strategy == "dp" else None
     with run_log_file(Path(cfg.train.output_dir) / "train.log"):
-        return Trainer(cfg, info, resume=resume, device_ids=device_ids).fit(**fit_kwargs)
+        return _fit(Trainer(cfg, info, resume=resume, device_ids=device_ids), fit_kwargs)
 
 
-def check_launch(cfg: Config, devices: Devices, world_size: int) -> None:
-    """Refuse, before starting any process, what the ranks could not run: a global
-    batch that ranks and accumulation steps cannot share equally, SyncBatchNorm on the
-    CPU."""
-    if cfg.dist.sync_bn and devices.kind == "cpu":
-        raise LaunchError(
-            "dist.sync_bn=true needs GPUs: PyTorch's SyncBatchNorm has no CPU implementation. "
-            "Use dist.sync_bn=false with --gpus cpu."
-        )
-    parts = world_size * cfg.train.accum_steps
-    if cfg.train.batch_size % parts:
-        bs = cfg.train.batch_size
-        raise LaunchError(
-            f"train.batch_size={bs} is the global batch per optimizer step; it must split "
-            f"evenly over {world_size} processes x {cfg.train.accum_steps} accumulation steps "
-            f"= {parts}. Use e.g. train.batch_size={max(parts, bs // parts * parts)}"
-        )
+def _fit(trainer: Any, fit_kwargs: dict[str, Any]) -> Any:
+    fault = FaultInjection.from_env()
+    if fault is not None:  # tests of failure handling only
+        trainer.step_callbacks.append(fault.maybe_fire)
+    return trainer.fit(**fit_kwargs)
 
 
 @dataclass
 class LaunchResult:
+    """How a launch ended (failures raise :class:`DistributedRunError` instead).
+
+    ``signal`` names the signal that stopped the launcher itself. torch's launch agent
+    then deliberately leaves its rendezvous (a TCPStore server thread) running, and
+    tearing that down at interpreter exit sometimes aborts the process ("terminate
+    called without an active exception", exit -6 instead of 130): a command-line caller
+    should flush its output and leave with ``os._exit``."""
+
     interrupted: bool
+    signal: str = ""
 
 
 # ---- failures of launched ranks -------------------------------------------------------
@@ -291,15 +280,26 @@ def describe_failures(failures: dict[int, ProcessFailure]) -> str:
     return msg + ". The last checkpoint, if any, is intact (resume with --resume RUN_DIR)."
 
 
-def launch_processes(nproc: int, argv: list[str], devices: Devices | None = None) -> LaunchResult:
-    """Run ``python -m crnn.cli.train argv`` in ``nproc`` processes on this machine.
+@dataclass(frozen=True)
+class ChildProcess:
+    """How to start one rank: its command line and the environment variables to add.
 
-    Each process gets ``RANK``/``LOCAL_RANK``/``WORLD_SIZE`` and joins the run. When one
-    fails, the others are stopped (SIGTERM, then SIGKILL) and :class:`DistributedRunError`
-    names the failed rank and why. Ctrl-C (SIGINT) or SIGTERM here is passed on to every
-    rank, which finish their step, save ``last.pt`` once (rank 0) and exit; this process
-    then exits with code 130 itself (see the ``SignalException`` branch). Ranks that all
-    exit with 130 without a signal here give an ``interrupted`` result.
+    The CLI supplies it (the engine does not know which program trains); the launcher's
+    own environment is left untouched."""
+
+    command: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+
+
+def launch(child: ChildProcess, nproc: int, devices: Devices | None = None) -> LaunchResult:
+    """Run ``child`` in ``nproc`` processes on this machine and wait for them.
+
+    Each process gets ``RANK``/``LOCAL_RANK``/``WORLD_SIZE`` (plus ``child.env``) and
+    joins the run. When one fails, the others are stopped (SIGTERM, then SIGKILL) and
+    :class:`DistributedRunError` names the failed rank and why. Ctrl-C (SIGINT) or
+    SIGTERM here is passed on to every rank, which finish their step, save ``last.pt``
+    once (rank 0) and exit; the result then says ``interrupted`` and names the
+    ``signal`` (see :class:`LaunchResult` for what the caller should then do).
     """
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
@@ -316,13 +316,8 @@ def launch_processes(nproc: int, argv: list[str], devices: Devices | None = None
         monitor_interval=0.5,
         shutdown_timeout=SHUTDOWN_GRACE_S,
     )
-    # The children run `python -m crnn.cli.train`: make this crnn importable for them
-    # even when it runs from a clone that was never pip-installed.
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
-    if "OMP_NUM_THREADS" not in os.environ:
-        # N processes each using every core slow each other down (torchrun does the same).
-        os.environ["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // nproc))
+    # `env NAME=VALUE... command`: the children get child.env, this process keeps its own.
+    args = [f"{k}={v}" for k, v in child.env.items()] + list(child.command)
     where = (
         f"GPUs {','.join(map(str, devices.ids))}"
         if devices is not None and devices.kind == "cuda"
@@ -330,7 +325,7 @@ def launch_processes(nproc: int, argv: list[str], devices: Devices | None = None
     )
     log.info("starting %d processes (DDP) on %s", nproc, where)
     try:
-        elastic_launch(config, entrypoint=sys.executable)("-m", "crnn.cli.train", *argv)
+        elastic_launch(config, entrypoint=shutil.which("env") or "/usr/bin/env")(*args)
     except ChildFailedError as e:
         if all(f.exitcode == 130 for f in e.failures.values()):
             return LaunchResult(interrupted=True)
@@ -339,13 +334,5 @@ def launch_processes(nproc: int, argv: list[str], devices: Devices | None = None
         # The agent has already passed the signal on and waited for the ranks to save.
         name = signal.Signals(e.sigval).name
         log.warning("%s: every rank was told to stop after saving its step", name)
-        # On a signal, torch's launch_agent deliberately leaves its rendezvous (a TCPStore
-        # server thread) running; tearing that down at interpreter exit sometimes aborts
-        # the process ("terminate called without an active exception", exit -6 instead of
-        # 130; seen once in a CI-like run). The ranks have saved and exited and nothing is
-        # left to do here, so flush the logs and leave at once with the interrupt code.
-        logging.shutdown()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(130)
+        return LaunchResult(interrupted=True, signal=name)
     return LaunchResult(interrupted=False)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,8 @@ from typing import Any
 import numpy as np
 import torch
 from PIL import Image, ImageDraw, ImageFont
+
+from crnn.engine.distributed import DistInfo, all_reduce_sum
 
 log = logging.getLogger(__name__)
 
@@ -122,3 +125,142 @@ def format_metrics(metrics: dict[str, Any]) -> str:
         f"acc {metrics['accuracy']:.4f}  alnum-acc {metrics['alnum_accuracy']:.4f}  "
         f"CER {metrics['cer']:.4f}  NED {metrics['ned']:.4f}  (n={int(metrics['count'])})"
     )
+
+
+class BadImageReport:
+    """Counts training images that could not be read; shows the first few messages,
+    then only counts (``data/bad_images`` in TensorBoard)."""
+
+    def __init__(self, count: int = 0, show: int = 10) -> None:
+        self.count = count
+        self.show = show
+        self._shown = 0
+
+    def add(self, errors: list[str]) -> None:
+        self.count += len(errors)
+        for e in errors:
+            if self._shown < self.show:
+                log.warning("skipped an unreadable image: %s", e)
+                self._shown += 1
+                if self._shown == self.show:
+                    log.warning(
+                        "further unreadable images are counted, not shown "
+                        "(data/bad_images in TensorBoard)"
+                    )
+
+
+def throughput_and_memory(
+    per_rank: torch.Tensor, device: torch.device, device_ids: list[int] | None
+) -> tuple[dict[str, float], dict[str, tuple[float, float]]]:
+    """TensorBoard scalars for images/s per rank and peak GPU memory, from the
+    all-reduced ``(world, 3)`` rows (images/s, peak allocated MiB, peak reserved MiB);
+    also the peaks per GPU (DataParallel: this process's GPUs) or per rank (DDP)."""
+    values = {
+        f"throughput/images_per_s/rank{r}": float(per_rank[r, 0]) for r in range(len(per_rank))
+    }
+    peaks: dict[str, tuple[float, float]] = {}
+    if device_ids:  # DataParallel: this one process sees every GPU
+        for d in device_ids:
+            m = memory_stats(torch.device("cuda", d))
+            peaks[f"gpu{d}"] = (m["peak_allocated_mib"], m["peak_reserved_mib"])
+    elif device.type == "cuda":
+        for r in range(len(per_rank)):
+            peaks[f"rank{r}"] = (float(per_rank[r, 1]), float(per_rank[r, 2]))
+    for who, (alloc, reserved) in peaks.items():
+        values[f"memory/peak_allocated_mib/{who}"] = alloc
+        values[f"memory/peak_reserved_mib/{who}"] = reserved
+    return values, peaks
+
+
+def format_peaks(peaks: dict[str, tuple[float, float]]) -> str:
+    """One line that shows the balance between GPUs."""
+    where = ", ".join(f"{who} {a:.0f}/{r:.0f}" for who, (a, r) in peaks.items())
+    return f"peak GPU memory, MiB allocated/reserved: {where}"
+
+
+class TrainMeter:
+    """Loss and images/s since the last log line, all-reduced over ranks, with peak GPU
+    memory per rank (DDP) or per GPU (DataParallel). Every rank calls :meth:`log` (one
+    all-reduce); rank 0's :class:`RunLogger` writes."""
+
+    def __init__(self, info: DistInfo, device: torch.device, device_ids: list[int] | None):
+        self.info, self.device, self.device_ids = info, device, device_ids
+        self.peaks: dict[str, tuple[float, float]] = {}
+        self.restart_clock()
+
+    def restart_clock(self) -> None:
+        """Start timing anew (after validation, so it stays out of images/s)."""
+        self._t = time.perf_counter()
+
+    def log(
+        self, run_loss: torch.Tensor, run_n: int, values: dict[str, float], step: int,
+        logger: RunLogger,
+    ) -> tuple[float, float]:  # fmt: skip
+        """Write ``train/loss``, ``train/images_per_s``, throughput and memory scalars
+        plus ``values``; returns ``(mean loss, images/s)`` over all ranks."""
+        now = time.perf_counter()
+        elapsed, self._t = max(now - self._t, 1e-9), now
+        world = self.info.world_size
+        sums = torch.tensor([run_loss.item(), float(run_n)], dtype=torch.float64)
+        # One row per rank: images/s, peak allocated MiB, peak reserved MiB.
+        rows = torch.zeros((world, 3), dtype=torch.float64)
+        mem = memory_stats(self.device)
+        rows[self.info.rank] = torch.tensor(
+            [run_n / elapsed, mem.get("peak_allocated_mib", 0.0), mem.get("peak_reserved_mib", 0.0)]
+        )
+        reduced = all_reduce_sum(torch.cat([sums, rows.flatten()]), self.info)
+        loss = reduced[0].item() / max(reduced[1].item(), 1.0)
+        per_rank = reduced[2:].view(world, 3)
+        ips = float(per_rank[:, 0].sum())
+        more, peaks = throughput_and_memory(per_rank, self.device, self.device_ids)
+        if peaks and not self.peaks and self.info.is_main:  # the balance, early on
+            log.info(format_peaks(peaks))
+        self.peaks = peaks
+        logger.scalars({"train/loss": loss, "train/images_per_s": ips, **values, **more}, step)
+        return loss, ips
+
+
+METRICS = ("accuracy", "alnum_accuracy", "cer", "ned")
+
+
+def log_validation(
+    logger: RunLogger, results: list[tuple[str, Any]], pooled: dict[str, float], step: int,
+    images: int = 0,
+) -> None:  # fmt: skip
+    """Metrics per validation set (``val/NAME/...``) and pooled (``val/...``) to
+    TensorBoard, a line per set to the log (so train.log keeps them), and a grid of
+    ``images`` predictions per set."""
+    scalars = {f"val/{k}": pooled[k] for k in METRICS}
+    for name, res in results:
+        scalars.update({f"val/{name}/{k}": res.metrics[k] for k in METRICS})
+        scalars[f"val/{name}/images_per_s"] = res.images_per_s
+        if logger.enabled:
+            log.info("step %d %s: %s", step, name, format_metrics(res.metrics))
+        ex = res.examples
+        if ex and images:
+            logger.prediction_grid(
+                f"val/{name}/predictions", ex["images"][:images], ex["widths"][:images],
+                ex["labels"][:images], ex["preds"][:images], step,
+            )  # fmt: skip
+    logger.scalars(scalars, step)
+    logger.flush()
+
+
+def announce_run(
+    out: Path, model: Any, cfg: Any, strategy: str, info: DistInfo, device: torch.device
+) -> None:
+    """Say where the run's files go and what it trains (rank 0)."""
+    log.info(
+        "run directory %s (checkpoints last.pt/best.pt, log train.log, "
+        "TensorBoard: tensorboard --logdir %s)",
+        out.resolve(), out,
+    )  # fmt: skip
+    n_params = sum(p.numel() for p in model.parameters())
+    tc = cfg.train
+    micro = tc.batch_size // (info.world_size * tc.accum_steps)
+    log.info(
+        "model %s, %.2f M parameters, %d classes; strategy %s, world size %d, device %s; "
+        "global batch %d (%d per device x %d accumulation)",
+        model.arch, n_params / 1e6, model.num_classes, strategy, info.world_size, device,
+        tc.batch_size, micro, tc.accum_steps,
+    )  # fmt: skip

@@ -1,7 +1,7 @@
 """Wrapping a model for one device, DataParallel or DDP, and unwrapping it again.
 
 The module that gets wrapped is :class:`CTCTrainModule`: it normalises the uint8
-batch, runs the CRNN under autocast and computes the per-sample CTC loss *inside*
+batch (``crnn.backends.torch.Uint8Model``, the same module inference and export use), runs the CRNN under autocast and computes the per-sample CTC loss *inside*
 the replica. Under DataParallel each GPU then returns ``(B_i,)`` losses instead of
 ``(B_i, T, K)`` logits, so nothing large is gathered on GPU 0 (the usual DP memory
 imbalance). Every tensor argument is batch first, so DP's dim-0 scatter splits them
@@ -10,27 +10,18 @@ consistently (targets are padded ``(B, S)``, not concatenated).
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from typing import Any
 
 import torch
 from torch import nn
 
-from crnn.ctc import ctc_loss_per_sample
-from crnn.data.transforms import normalize
+from crnn.backends.torch import Uint8Model
+from crnn.ctc.loss import ctc_loss_per_sample
 from crnn.model import CRNN
+from crnn.precision import autocast_for
 
 log = logging.getLogger(__name__)
-
-AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
-
-
-def autocast_for(device: torch.device, amp: str) -> contextlib.AbstractContextManager[Any]:
-    """Mixed precision on CUDA (``amp`` in bf16/fp16); a no-op elsewhere or for "none"."""
-    if device.type != "cuda" or amp not in AMP_DTYPES:
-        return contextlib.nullcontext()
-    return torch.autocast("cuda", dtype=AMP_DTYPES[amp])
 
 
 class CTCTrainModule(nn.Module):
@@ -48,10 +39,9 @@ class CTCTrainModule(nn.Module):
         self, model: nn.Module, output_length: Any, amp: str = "none", channels_last: bool = False
     ) -> None:
         super().__init__()
-        self.model = model
+        self.net = Uint8Model(model, channels_last)
         self.output_length = output_length
         self.amp = amp
-        self.channels_last = channels_last
 
     def forward(
         self,
@@ -60,24 +50,24 @@ class CTCTrainModule(nn.Module):
         targets: torch.Tensor,
         target_lengths: torch.Tensor,
     ) -> torch.Tensor:
-        x = normalize(images)
-        if self.channels_last:
-            x = x.contiguous(memory_format=torch.channels_last)
-        with autocast_for(x.device, self.amp):
-            logits = self.model(x)
+        with autocast_for(images.device, self.amp):
+            logits = self.net(images)
         input_lengths = self.output_length(widths).clamp(max=logits.shape[1])
         return ctc_loss_per_sample(logits, targets, input_lengths, target_lengths)
 
 
 def unwrap(module: nn.Module) -> nn.Module:
-    """Peel DDP/DP (``.module``), ``torch.compile`` (``._orig_mod``) and
-    :class:`CTCTrainModule` (``.model``) in any order, down to the bare network."""
+    """Peel DDP/DP (``.module``), ``torch.compile`` (``._orig_mod``),
+    :class:`CTCTrainModule` (``.net``) and ``Uint8Model`` (``.model``) in any order, down
+    to the bare network."""
     while True:
         if isinstance(module, (nn.parallel.DistributedDataParallel, nn.DataParallel)):
             module = module.module
         elif hasattr(module, "_orig_mod"):
             module = module._orig_mod  # type: ignore[assignment]
         elif isinstance(module, CTCTrainModule):
+            module = module.net
+        elif isinstance(module, Uint8Model):
             module = module.model
         else:
             return module

@@ -1,30 +1,20 @@
-"""CTC: the loss from batch-first logits, and decoding.
-
-The model returns ``(B, T, K)``; this module is the only place that transposes to
-the ``(T, B, K)`` layout ``torch.nn.functional.ctc_loss`` wants, so nothing wrapped
-by DataParallel/DDP ever sees a time-first tensor.
+"""CTC decoding: greedy, prefix beam search, and a lexicon on top of either.
 
 Decoding takes logits as a PyTorch tensor or a NumPy array and runs in NumPy (greedy
 decoding reduces a tensor on its own device first, so only ``(B, T)`` arg-maxes cross to
-the host). Only the loss needs PyTorch, which is imported there: predicting with an
-ONNX model (``crnn.runtime``) decodes without ever importing it.
+the host). Nothing here imports PyTorch: predicting with an ONNX model decodes without it.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-import editdistance
 import numpy as np
 
 from crnn.charset import BLANK, Charset
-
-if TYPE_CHECKING:
-    import torch
+from crnn.ctc.lexicon import Lexicon
 
 # A tensor or an array: decoding accepts either.
 Array = Any
@@ -45,49 +35,6 @@ def log_softmax_np(x: np.ndarray) -> np.ndarray:
     m = x.max(axis=-1, keepdims=True)
     z = x - m
     return z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
-
-
-def ctc_loss_per_sample(
-    logits: torch.Tensor,
-    targets: torch.Tensor,
-    input_lengths: torch.Tensor,
-    target_lengths: torch.Tensor,
-) -> torch.Tensor:
-    """Negative log-likelihood of each label, ``(B,)``, in float32.
-
-    Args:
-        logits: ``(B, T, K)`` raw scores, any float dtype (computed in fp32 here:
-            CTC's forward-backward sums underflow in half precision).
-        targets: ``(B, S)`` class ids padded with anything past each target length.
-        input_lengths: ``(B,)`` valid time steps per sample (from its unpadded width).
-        target_lengths: ``(B,)`` label lengths.
-
-    Impossible alignments (label too long for the input) give 0 rather than ``inf``
-    (``zero_infinity``) so one bad sample cannot poison a batch; the data pipeline
-    filters or widens such samples beforehand, so this is a safety net.
-    """
-    import torch.nn.functional as F
-
-    log_probs = logits.float().log_softmax(dim=-1).transpose(0, 1)  # (T, B, K)
-    return F.ctc_loss(
-        log_probs,
-        targets,
-        input_lengths,
-        target_lengths,
-        blank=BLANK,
-        reduction="none",
-        zero_infinity=True,
-    )
-
-
-def ctc_loss(
-    logits: torch.Tensor,
-    targets: torch.Tensor,
-    input_lengths: torch.Tensor,
-    target_lengths: torch.Tensor,
-) -> torch.Tensor:
-    """Mean over the batch of :func:`ctc_loss_per_sample` (a scalar)."""
-    return ctc_loss_per_sample(logits, targets, input_lengths, target_lengths).mean()
 
 
 @dataclass(frozen=True)
@@ -383,97 +330,6 @@ def _alignment_confidences(
         tuple(float(v) for v in best[i, : n[i]]) if aligned[i] else (0.0,) * int(n[i])
         for i in range(b)
     ]
-
-
-class Lexicon:
-    """A word list that decoding may snap its output to.
-
-    Words are normalised like labels (``Charset.normalize``: NFC, lower-cased for
-    case-folding charsets). Words with characters the charset cannot write are left out
-    and listed in ``skipped``.
-
-    Decoding with a lexicon (see :func:`decode`) keeps the decoder's best text when it is
-    a word of the lexicon; otherwise it takes the lexicon words within ``max_edits``
-    character edits of that text and returns the one with the highest CTC probability
-    given the image (rescoring, as in Shi et al.'s lexicon-based transcription). A text
-    with no word that close is returned as read. Finding the close words filters by
-    length and character counts (vectorised) before computing edit distances.
-    """
-
-    def __init__(self, words: Iterable[str], charset: Charset) -> None:
-        self.charset = charset
-        self.skipped: list[str] = []
-        kept: set[str] = set()
-        for word in words:
-            w = charset.normalize(word.strip())
-            if not w:
-                continue
-            if charset.unknown_chars(w):
-                self.skipped.append(word)
-            else:
-                kept.add(w)
-        if not kept:
-            raise ValueError(
-                f"the lexicon has no word the charset {charset.name!r} can write "
-                f"({len(self.skipped)} words left out, e.g. {self.skipped[:3]}); use a charset "
-                "that holds its characters or a word list in this alphabet"
-            )
-        self.words = frozenset(kept)
-        by_len: dict[int, list[str]] = defaultdict(list)
-        for w in sorted(kept):
-            by_len[len(w)].append(w)
-        # Per length: the words and their character histograms (ids folded into
-        # _BUCKETS bins), for a vectorised lower bound on the edit distance.
-        self._by_len = {n: (ws, self._histograms(ws)) for n, ws in by_len.items()}
-
-    def _histograms(self, words: Sequence[str]) -> np.ndarray:
-        """``(len(words), _BUCKETS)`` int16 character counts."""
-        h = np.zeros((len(words), _BUCKETS), dtype=np.int16)
-        for row, w in enumerate(words):
-            for c in w:
-                h[row, self.charset.index(c) % _BUCKETS] += 1
-        return h
-
-    @classmethod
-    def from_file(cls, path: str | Path, charset: Charset) -> Lexicon:
-        """One word per line, UTF-8; blank lines are ignored."""
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except (FileNotFoundError, IsADirectoryError):
-            raise FileNotFoundError(
-                f"lexicon {str(path)!r} not found (expected a file with one word per line)"
-            ) from None
-        return cls(text.splitlines(), charset)
-
-    def __len__(self) -> int:
-        return len(self.words)
-
-    def __contains__(self, word: object) -> bool:
-        return word in self.words
-
-    def near(self, text: str, max_edits: int) -> list[str]:
-        """Words within ``max_edits`` insertions, deletions or substitutions of ``text``,
-        sorted. Words whose character counts already differ by more are skipped without
-        computing their edit distance (each edit changes one count up and/or one down)."""
-        q = np.zeros(_BUCKETS, dtype=np.int16)
-        for c in text:
-            if c in self.charset:
-                q[self.charset.index(c) % _BUCKETS] += 1
-        out = []
-        n = len(text)
-        for length in range(max(1, n - max_edits), n + max_edits + 1):
-            if length not in self._by_len:
-                continue
-            words, hist = self._by_len[length]
-            diff = hist - q
-            bound = np.maximum(np.clip(diff, 0, None).sum(1), np.clip(-diff, 0, None).sum(1))
-            for i in np.flatnonzero(bound <= max_edits).tolist():
-                if editdistance.eval(text, words[i]) <= max_edits:
-                    out.append(words[i])
-        return sorted(out)
-
-
-_BUCKETS = 64
 
 
 def _best_path_ids(log_probs: np.ndarray, lengths: list[int]) -> list[list[int]]:

@@ -1,11 +1,12 @@
-"""Running an exported model with ONNX Runtime, without PyTorch.
+"""The ONNX Runtime backend: an exported model, run without PyTorch.
 
-:class:`OnnxModel` loads a file written by :func:`crnn.export.export_onnx` (or its int8
-flavour, :func:`crnn.export.quantize_int8`), reads the charset and image spec from its
-metadata and maps uint8 batches to logits. Together with ``crnn.data.image`` (decoding
-and resizing) and ``crnn.ctc`` (decoding) it is everything ``tools/predict.py`` needs to
-answer from an ``.onnx`` file, and none of it imports ``torch``: on a small CPU the
-PyTorch import alone takes 1.5-3 s, most of a command's time for one image.
+:class:`OnnxBackend` loads a file written by :func:`crnn.export.export_onnx` (or its int8
+flavour, :func:`crnn.export.quantize_int8`), reads the charset, image spec and model
+config from its metadata and maps uint8 batches to logits. Together with
+``crnn.data.image`` (decoding and resizing) and ``crnn.ctc`` (decoding) it is everything
+``tools/predict.py`` needs to answer from an ``.onnx`` file, and none of it imports
+``torch``: on a small CPU the PyTorch import alone takes 1.5-3 s, most of a command's
+time for one image.
 
 ``onnxruntime`` is optional (``pip install 'crnn-ocr[onnx]'``) and imported on first use.
 """
@@ -20,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from crnn.charset import Charset
+from crnn.config import output_length
 from crnn.data.image import ImageSpec
 
 META_PREFIX = "crnn_ocr."
@@ -93,7 +95,7 @@ def session_options(threads: int | None = None) -> Any:
     return opts
 
 
-class OnnxModel:
+class OnnxBackend:
     """An exported model run by ONNX Runtime, callable like the PyTorch one but on
     **uint8** batches: ``(B, C, H, W)`` uint8 -> logits ``(B, T, K)`` float32.
 
@@ -127,8 +129,18 @@ class OnnxModel:
         meta = read_metadata(self.session)
         self.charset = Charset.from_dict(meta["charset"])
         self.spec = ImageSpec.from_dict(meta["image"])
-        self.model_config: dict[str, Any] = meta.get("model_config", {})
+        if "model_config" not in meta:
+            raise ValueError(
+                f"{self.path} has no crnn_ocr.model_config metadata, so its time steps per "
+                "image width are unknown; re-export it with tools/export.py"
+            )
+        self.model_config: dict[str, Any] = meta["model_config"]
         self.quantization: str = meta.get("quantization", "")
+        self.device = "cpu"
+
+    def output_length(self, widths: Any) -> Any:
+        """Valid frames for real widths (int, array or tensor), from the model's layout."""
+        return output_length(widths, self.model_config["arch"])
 
     def __call__(self, images: Any) -> Any:
         """``(B, C, H, W)`` uint8 (NumPy or tensor) -> ``(B, T, K)`` float32 logits."""
@@ -136,7 +148,7 @@ class OnnxModel:
         arr = images.detach().cpu().numpy() if is_tensor else np.asarray(images)
         if arr.dtype != np.uint8:
             raise TypeError(
-                f"OnnxModel takes uint8 images (pixel values 0..255), got {arr.dtype}; "
+                f"OnnxBackend takes uint8 images (pixel values 0..255), got {arr.dtype}; "
                 "pass the output of preprocessing, not normalised floats"
             )
         (logits,) = self.session.run(["logits"], {"images": np.ascontiguousarray(arr)})

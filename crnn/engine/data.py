@@ -1,0 +1,202 @@
+"""Training and validation data for a run: datasets, rank-aware samplers and loaders.
+
+Built from the config here, so the trainer only iterates. The training loader yields
+micro-batches forever (epochs roll over at the sampler's epoch length); validation sets
+are sharded over ranks (``crnn.evaluation``).
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from crnn.charset import Charset
+from crnn.config import Config
+from crnn.data.batching import BucketBatchSampler, MixedBatchSampler, collate
+from crnn.data.datasets import MixedDataset, RecognitionDataset, SynthDataset, open_sources
+from crnn.data.image import ImageSpec
+from crnn.data.transforms import TrainAugment
+from crnn.engine.distributed import DistInfo
+from crnn.evaluation import make_eval_loader
+
+log = logging.getLogger(__name__)
+
+# The fixed synthetic validation set uses its own seed, whatever the training seed.
+SYNTH_VAL_SEED = 20_151_231
+
+TrainSampler = BucketBatchSampler | MixedBatchSampler
+OutputLength = Callable[[int], int]
+
+
+def _worker_init(_: int) -> None:
+    # Ctrl-C reaches the whole process group; workers leave it to the main process,
+    # which finishes its step and shuts them down.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@dataclass
+class TrainData:
+    """The training set, its sampler (global batch -> this rank's micro-batches) and
+    its loader."""
+
+    dataset: Dataset
+    sampler: TrainSampler
+    loader: DataLoader
+
+    def batches(self, position: Any) -> Iterator[dict[str, Any]]:
+        """Micro-batches forever, each pass starting where ``position`` (an object with
+        ``epoch`` and ``step_in_epoch``, read at every epoch start) says."""
+        while True:
+            self.sampler.set_epoch(position.epoch, position.step_in_epoch)
+            yield from self.loader
+
+
+def synth_generator(cfg: Config, charset: Charset, spec: ImageSpec, seed: int) -> Any:
+    from crnn.data.synth import SynthGenerator
+
+    return SynthGenerator(charset, cfg.data.synth, seed=seed, height=spec.height, rgb=spec.rgb)
+
+
+def _train_part(
+    cfg: Config,
+    entry: str | list[str],
+    charset: Charset,
+    spec: ImageSpec,
+    output_length: OutputLength,
+    augment: TrainAugment | None,
+) -> Dataset:
+    """The on-the-fly generator for ``"synth"``, else the samples of the given paths."""
+    if entry == "synth":
+        gen = synth_generator(cfg, charset, spec, cfg.train.seed)
+        if cfg.data.num_workers > 0:
+            # Draw every glyph once here so forked workers start with a warm cache.
+            gen.warm_up()
+        # The generator has its own effects; training augmentations are for real data.
+        return SynthDataset(gen, charset, spec, output_length)
+    return RecognitionDataset(
+        open_sources([entry] if isinstance(entry, str) else entry),
+        charset,
+        spec,
+        output_length,
+        unknown_chars=cfg.data.unknown_chars,
+        max_label_length=cfg.data.max_label_length,
+        augment=augment,
+    )
+
+
+def build_train_data(
+    cfg: Config,
+    info: DistInfo,
+    charset: Charset,
+    spec: ImageSpec,
+    output_length: OutputLength,
+    pin_memory: bool = False,
+) -> TrainData:
+    """``data.train`` (default: the synthetic generator) for this rank.
+
+    Finite datasets are pooled and bucketed by width; the generator, alone or mixed
+    with datasets at ``data.train_ratios``, is endless."""
+    tc = cfg.train
+    augment = TrainAugment(cfg.data.augment) if cfg.data.augment.enabled else None
+    common = {"world_size": info.world_size, "rank": info.rank, "accum_steps": tc.accum_steps}
+    train = cfg.data.train or ["synth"]
+    sampler: TrainSampler
+    if cfg.data.train_ratios or train == ["synth"]:
+        ratios = cfg.data.train_ratios or [1.0]
+        parts = [_train_part(cfg, e, charset, spec, output_length, augment) for e in train]
+        ds: Dataset = MixedDataset(parts)
+        sampler = MixedBatchSampler(
+            [None if entry == "synth" else len(p) for entry, p in zip(train, parts)],
+            ratios,
+            tc.batch_size,
+            seed=tc.seed,
+            **common,
+        )
+        log.info(
+            "training on %s, %s per global batch of %d",
+            ", ".join(train), sampler.counts, tc.batch_size,
+        )  # fmt: skip
+    else:
+        ds = _train_part(cfg, train, charset, spec, output_length, augment)
+        sampler = BucketBatchSampler(
+            len(ds),  # type: ignore[arg-type]
+            tc.batch_size,
+            widths=ds.widths if cfg.data.bucketing else None,  # type: ignore[attr-defined]
+            shuffle=True,
+            seed=tc.seed,
+            **common,
+        )
+    nw = cfg.data.num_workers
+    loader = DataLoader(
+        ds,
+        batch_sampler=sampler,
+        num_workers=nw,
+        collate_fn=collate,
+        pin_memory=pin_memory,
+        persistent_workers=nw > 0,
+        prefetch_factor=4 if nw > 0 else None,
+        worker_init_fn=_worker_init if nw > 0 else None,
+    )
+    return TrainData(ds, sampler, loader)
+
+
+def build_val_sets(
+    cfg: Config,
+    info: DistInfo,
+    charset: Charset,
+    spec: ImageSpec,
+    output_length: OutputLength,
+    pin_memory: bool = False,
+) -> list[tuple[str, DataLoader]]:
+    """``(name, loader)`` per ``data.val`` entry, or the fixed synthetic set."""
+    tc = cfg.train
+    eval_bs = max(1, tc.batch_size // (info.world_size * tc.accum_steps)) * 2
+    nw = cfg.data.num_workers
+    shard = {"world_size": info.world_size, "rank": info.rank, "pin_memory": pin_memory}
+    if not cfg.data.val:
+        gen = synth_generator(cfg, charset, spec, SYNTH_VAL_SEED)
+        vds = SynthDataset(gen, charset, spec, output_length, length=cfg.data.synth.val_size)
+        return [("synth_val", make_eval_loader(vds, eval_bs, nw, **shard))]
+    out = []
+    for path in cfg.data.val:
+        rds = RecognitionDataset(
+            open_sources([path]), charset, spec, output_length, evaluation=True
+        )
+        name = Path(path).name or str(path)
+        out.append((name, make_eval_loader(rds, eval_bs, nw, widths=rds.widths, **shard)))
+    return out
+
+
+BATCH_KEYS = ("images", "widths", "targets", "target_lengths")
+
+
+def to_device(
+    batch: dict[str, Any], device: torch.device, host_lengths: bool = False
+) -> tuple[torch.Tensor, ...]:
+    """The tensors the train module takes, on ``device``.
+
+    ``host_lengths`` keeps widths and target lengths on the host: F.ctc_loss reads the
+    lengths on the host, so CUDA ones would be copied back, a device sync every step.
+    That is for one device; DataParallel and DDP move every argument to the GPU
+    themselves."""
+    host = ("widths", "target_lengths") if host_lengths else ()
+    return tuple(
+        batch[k] if k in host else batch[k].to(device, non_blocking=True) for k in BATCH_KEYS
+    )
+
+
+def placeholder_batch(spec: ImageSpec, device: torch.device) -> tuple[torch.Tensor, ...]:
+    """A one-sample batch (blank image, one-character label) for a micro-step whose
+    images all failed to decode: every rank must still run forward/backward so that
+    DDP's collectives line up; its loss is multiplied by 0."""
+    w = spec.max_width // spec.width_multiple * spec.width_multiple
+    images = torch.full((1, spec.channels, spec.height, w), 255, dtype=torch.uint8)
+    ones = torch.ones(1, dtype=torch.long)
+    return tuple(t.to(device) for t in (images, torch.tensor([w]), ones[None], ones))

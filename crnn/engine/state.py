@@ -1,0 +1,229 @@
+"""Training state: what a training checkpoint holds beyond the model, and who saves it.
+
+:class:`TrainState` is the loop's position (step, epoch, batch in the epoch), the best
+validation result and a few counters. :func:`training_checkpoint` composes the file from
+the model's header (``crnn.checkpoint.ModelBundle``, the one owner of that part), the run
+config, this state, the optimizer, scheduler, scaler and RNG states;
+:func:`restore_training` puts all of them back, so ``--resume`` continues at the same
+step, learning rate and data order.
+
+:class:`CheckpointSaver` is rank-aware: rank 0 writes ``last.pt`` (and ``best.pt``
+when the tracked metric improved) atomically, the other ranks wait at a barrier.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from crnn.charset import Charset
+from crnn.checkpoint import (
+    CheckpointError,
+    ModelBundle,
+    init_state_dict,
+    is_native,
+    load_checkpoint,
+    load_state_dict_checked,
+)
+from crnn.config import Config
+from crnn.engine.distributed import DistInfo, barrier
+from crnn.io import atomic_save
+from crnn.metrics import HIGHER_IS_BETTER
+
+log = logging.getLogger(__name__)
+
+
+def rng_state() -> dict[str, Any]:
+    """Python's and torch's (and CUDA's) random states, for an exact resume."""
+    state: dict[str, Any] = {"torch": torch.get_rng_state(), "python": random.getstate()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    torch.set_rng_state(state["torch"])
+    py = state["python"]
+    random.setstate((py[0], tuple(py[1]), py[2]))
+    if "cuda" in state and torch.cuda.is_available():
+        cuda_states = state["cuda"]
+        if len(cuda_states) == torch.cuda.device_count():
+            torch.cuda.set_rng_state_all(cuda_states)
+
+
+@dataclass
+class TrainState:
+    """Where the loop is, and the best validation result so far.
+
+    ``step`` counts optimizer steps; ``epoch``/``step_in_epoch`` place the data sampler
+    (finite datasets; the endless generator stays in epoch 0). ``best`` is
+    ``{"metric", "value", "step"}`` (``value`` None before the first validation);
+    ``metrics`` the last validation's pooled metrics; ``bad_images`` the training images
+    that could not be read so far."""
+
+    best_metric: str = "accuracy"
+    step: int = 0
+    epoch: int = 0
+    step_in_epoch: int = 0
+    best: dict[str, Any] = field(default_factory=dict)
+    metrics: dict[str, float] = field(default_factory=dict)
+    bad_images: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.best:
+            self.best = {"metric": self.best_metric, "value": None, "step": None}
+
+    def advance(self, steps_per_epoch: int | None) -> None:
+        """One optimizer step done; roll the epoch over at ``steps_per_epoch``."""
+        self.step += 1
+        self.step_in_epoch += 1
+        if steps_per_epoch and self.step_in_epoch >= steps_per_epoch:
+            self.epoch += 1
+            self.step_in_epoch = 0
+
+    def update_best(self, metrics: dict[str, float]) -> bool:
+        """Record ``metrics`` as the latest validation; True if it is a new best."""
+        self.metrics = dict(metrics)
+        metric = self.best["metric"]
+        value = metrics[metric]
+        old = self.best["value"]
+        better = old is None or (value > old if HIGHER_IS_BETTER[metric] else value < old)
+        if better:
+            self.best = {"metric": metric, "value": value, "step": self.step}
+        return better
+
+    def best_summary(self, out: Path) -> str:
+        if self.best["value"] is None:
+            return "none yet"
+        return (
+            f"{self.best['metric']} {self.best['value']:.4f} at step {self.best['step']} "
+            f"({out / 'best.pt'})"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        del d["best_metric"]  # kept in best["metric"]
+        d["best"] = dict(self.best)
+        return d
+
+    @classmethod
+    def from_checkpoint(cls, ckpt: dict[str, Any], best_metric: str) -> TrainState:
+        return cls(
+            best_metric=best_metric,
+            step=int(ckpt["step"]),
+            epoch=int(ckpt["epoch"]),
+            step_in_epoch=int(ckpt["step_in_epoch"]),
+            best=dict(ckpt.get("best") or {}),
+            metrics=dict(ckpt.get("metrics", {})),
+            bad_images=int(ckpt.get("bad_images", 0)),
+        )
+
+
+def training_checkpoint(
+    bundle: ModelBundle,
+    cfg: Config,
+    state: TrainState,
+    optimizer: torch.optim.Optimizer,
+    scheduler: Any,
+    scaler: torch.amp.GradScaler,
+) -> dict[str, Any]:
+    """Everything ``--resume`` needs, as plain types and tensors (``weights_only`` loads
+    it): the model header, the run config, the loop state and the optimiser's."""
+    return {
+        **bundle.header(),
+        "config": cfg.to_dict(),
+        **state.to_dict(),
+        "optimizer": optimizer.state_dict(),
+        "scheduler": scheduler.state_dict(),
+        "scaler": scaler.state_dict() if scaler.is_enabled() else {},
+        "rng": rng_state(),
+    }
+
+
+def check_resumable(ckpt: dict[str, Any], bundle: ModelBundle, source: str) -> None:
+    """Refuse to resume from a checkpoint whose charset or model differ from the run's."""
+    if not is_native(ckpt):
+        raise CheckpointError(f"{source} is not a crnn-ocr checkpoint; cannot resume from it")
+    theirs = Charset.from_dict(ckpt["charset"])
+    ours = bundle.charset
+    if theirs.chars != ours.chars:
+        raise CheckpointError(
+            f"{source} was trained with charset {theirs.name!r} ({len(theirs)} characters), "
+            f"this run uses {ours.name!r} ({len(ours)}). Resume with the checkpoint's own "
+            "config, or start a new run with --set train.init_from=... to fine-tune on the "
+            "new charset."
+        )
+    if ckpt["model_config"] != bundle.model.hparams:
+        raise CheckpointError(
+            f"{source} holds a model {ckpt['model_config']}, this run builds "
+            f"{bundle.model.hparams}; resume with the checkpoint's own model settings"
+        )
+
+
+def load_initial_weights(
+    bundle: ModelBundle, resume: str | Path | None, init_from: str = ""
+) -> dict[str, Any] | None:
+    """Load the weights a run starts from into ``bundle.model``: the checkpoint to
+    ``resume`` (checked to fit; returned, for :func:`restore_training`), else
+    ``train.init_from`` (fine-tuning; the classifier adapts to a new charset)."""
+    if resume:
+        ckpt = load_checkpoint(resume)
+        check_resumable(ckpt, bundle, str(resume))
+        load_state_dict_checked(bundle.model, ckpt["model"], str(resume))
+        return ckpt
+    if init_from:
+        sd = init_state_dict(load_checkpoint(init_from), bundle.model, bundle.charset, init_from)
+        load_state_dict_checked(bundle.model, sd, init_from)
+        log.info("initialised weights from %s", init_from)
+    return None
+
+
+def restore_training(
+    ckpt: dict[str, Any],
+    optimizer: torch.optim.Optimizer,
+    scheduler: Any,
+    scaler: torch.amp.GradScaler,
+    best_metric: str,
+) -> TrainState:
+    """Put the optimiser, scheduler, scaler and RNG states back; return the loop state."""
+    optimizer.load_state_dict(ckpt["optimizer"])
+    scheduler.load_state_dict(ckpt["scheduler"])
+    if ckpt.get("scaler"):
+        scaler.load_state_dict(ckpt["scaler"])
+    set_rng_state(ckpt["rng"])
+    state = TrainState.from_checkpoint(ckpt, best_metric)
+    log.info(
+        "resumed at step %d (epoch %d, batch %d of the epoch)",
+        state.step, state.epoch, state.step_in_epoch,
+    )  # fmt: skip
+    return state
+
+
+class CheckpointSaver:
+    """Writes ``last.pt`` (and ``best.pt``) into ``out`` from rank 0; every rank calls
+    :meth:`save` and the others wait at a barrier, so no rank runs ahead of a save."""
+
+    def __init__(self, out: Path, info: DistInfo) -> None:
+        self.out = Path(out)
+        self.info = info
+        self.saved_step = -1
+
+    def save(self, checkpoint: Any, step: int, best: dict[str, Any] | None = None) -> None:
+        """``checkpoint`` is a callable returning the dict (built on rank 0 only);
+        ``best`` (the new best record) also writes ``best.pt``."""
+        if self.info.is_main:
+            state = checkpoint()
+            path = atomic_save(state, self.out / "last.pt")
+            msg = f"saved {path}"
+            if best is not None:
+                atomic_save(state, self.out / "best.pt")
+                msg += f" and best.pt ({best['metric']} {best['value']:.4f})"
+            log.info(msg)
+        self.saved_step = step
+        barrier(self.info)

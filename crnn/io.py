@@ -1,0 +1,66 @@
+"""Files written whole or not at all, and file hashes.
+
+:func:`atomic_write` is the one way this project writes a checkpoint, a release file or
+an ONNX export: the bytes go to a temporary file in the target's folder, are fsync'd and
+renamed over the target (``os.replace`` is atomic on POSIX), so a run killed at any
+moment leaves the old file or the new one, never a torn one.
+
+The temporary's name is part of the API (:func:`temporary_path`): ``.NAME.tmp-PID`` in
+the same folder, so that tools (and tests) can find what a killed writer left behind.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, BinaryIO
+
+
+def temporary_path(path: str | os.PathLike[str], pid: int | None = None) -> Path:
+    """Where :func:`atomic_write` stages ``path`` in process ``pid`` (default: this one)."""
+    path = Path(path)
+    return path.with_name(f".{path.name}.tmp-{os.getpid() if pid is None else pid}")
+
+
+def atomic_write(path: str | os.PathLike[str], write: Callable[[BinaryIO], Any]) -> Path:
+    """Write a file atomically: ``write(f)`` fills a temporary file in the same folder
+    (:func:`temporary_path`), which is fsync'd and renamed over ``path``; a crash leaves
+    the old file or the new one, never a torn one."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = temporary_path(path)
+    try:
+        with open(tmp, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    try:  # make the rename itself durable
+        fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError:
+        pass
+    return path
+
+
+def atomic_save(obj: Any, path: str | os.PathLike[str]) -> Path:
+    """``torch.save`` to ``path`` atomically (see :func:`atomic_write`)."""
+    import torch
+
+    return atomic_write(path, lambda f: torch.save(obj, f))
+
+
+def sha256_file(path: str | os.PathLike[str]) -> str:
+    """Hex SHA-256 of a file's bytes."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
