@@ -534,7 +534,7 @@ def test_two_nodes_on_loopback_with_torchrun(word_lmdb, tmp_path):
 def test_bench_parallel_measures_the_trainer_step(tmp_path):
     """The benchmark's single-device rows on the CPU (its DDP rows start processes and
     are run by hand; figures in docs/benchmarks.md)."""
-    from crnn.engine.bench_parallel import BenchSpec, format_table, rows_to_json, run_benchmark
+    from benchmarks.parallel import BenchSpec, format_table, rows_to_json, run_benchmark
 
     spec = BenchSpec(
         batch_size=8, width=64, steps=1, repeats=1, warmup=1, overrides=TINY_MODEL,

@@ -16,10 +16,10 @@ import torch
 from ckpt_helpers import run_main
 from conftest import ROOT, TINY_MODEL, write_folder
 
+from benchmarks.bench import BenchOptions, count_flops, format_tables, padding_fraction, run_bench
 from crnn import checkpoint as ck
 from crnn import inference
 from crnn.backends.torch import TorchBackend, normalize
-from crnn.bench import BenchOptions, count_flops, format_tables, padding_fraction, run_bench
 from crnn.config import load_config
 from crnn.ctc import greedy_decode
 from crnn.data.image import ImageSpec

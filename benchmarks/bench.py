@@ -1,7 +1,7 @@
 """Speed benchmark: data pipeline, training step, inference, FLOPs and the floor.
 
-``tools/bench.py`` (``crnn-bench``) runs :func:`run_bench` and prints :func:`format_tables`
-last, with the JSON written beside. Sections (``--sections``):
+``python benchmarks/bench.py`` runs :func:`run_bench` and prints :func:`format_tables`
+last, with the JSON written beside (see ``--help``). Sections (``--sections``):
 
 * ``flops`` -- FLOPs per image of the model, forward and training step (forward +
   backward; ``torch.utils.flop_counter`` with oneDNN off so the LSTMs decompose into
@@ -31,12 +31,12 @@ or the CUDA allocator's peak (GPU).
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import dataclasses
 import json
 import logging
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -51,10 +51,23 @@ from typing import Any
 import numpy as np
 import torch
 
-from crnn.charset import Charset
-from crnn.config import ModelConfig
-from crnn.data.image import ImageSpec
-from crnn.model import CRNN, build_model
+# Runnable as a script from a clone: put the repository root on the path.
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.timing import (  # noqa: E402
+    PeakMemory,
+    Timing,
+    machine_info,
+    sync,
+    time_calls,
+    wait_for_quiet,
+)
+from crnn.charset import Charset  # noqa: E402
+from crnn.cli import EXIT_OK, EXIT_USAGE, setup_logging  # noqa: E402
+from crnn.config import ModelConfig  # noqa: E402
+from crnn.data.image import ImageSpec  # noqa: E402
+from crnn.model import CRNN, build_model  # noqa: E402
 
 log = logging.getLogger(__name__)
 
@@ -110,141 +123,6 @@ class BenchOptions:
         if self.quick:
             self.repeats = min(self.repeats, 3)
             self.seconds = min(self.seconds, 0.5)
-
-
-# ---- measuring ------------------------------------------------------------------------
-
-
-@dataclass
-class Timing:
-    """Images per second over ``repeats`` runs: median, min, max; and time per call."""
-
-    per_s: list[float]
-    ms_per_call: float
-    images_per_call: int
-
-    @property
-    def median(self) -> float:
-        return statistics.median(self.per_s)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "images_per_s": round(self.median, 2),
-            "min": round(min(self.per_s), 2),
-            "max": round(max(self.per_s), 2),
-            "runs": [round(v, 2) for v in self.per_s],
-            "ms_per_call": round(self.ms_per_call, 3),
-            "images_per_call": self.images_per_call,
-        }
-
-
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def time_calls(
-    fn: Callable[[], Any],
-    images_per_call: int,
-    opts: BenchOptions,
-    device: torch.device | None = None,
-    warmup: int = 2,
-) -> Timing:
-    """Run ``fn`` ``warmup`` times, then ``opts.repeats`` timed runs of as many calls as
-    fill ``opts.seconds`` (at least one); synchronises CUDA around each run."""
-    device = device or torch.device("cpu")
-    for _ in range(warmup):
-        fn()
-    _sync(device)
-    t0 = time.perf_counter()
-    fn()
-    _sync(device)
-    one = max(time.perf_counter() - t0, 1e-6)
-    calls = max(1, int(opts.seconds / one))
-    rates, per_call = [], []
-    for _ in range(opts.repeats):
-        _sync(device)
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        _sync(device)
-        dt = time.perf_counter() - t0
-        rates.append(calls * images_per_call / dt)
-        per_call.append(dt / calls)
-    return Timing(rates, 1000 * statistics.median(per_call), images_per_call)
-
-
-class PeakMemory:
-    """Peak memory of a block: the CUDA allocator's on a GPU, else the process's peak
-    resident set, reset at entry (Linux ``/proc/self/clear_refs``; None elsewhere)."""
-
-    def __init__(self, device: torch.device) -> None:
-        self.device = device
-        self.mib: float | None = None
-
-    def __enter__(self) -> PeakMemory:
-        if self.device.type == "cuda":
-            torch.cuda.reset_peak_memory_stats(self.device)
-        else:
-            with contextlib.suppress(OSError):
-                Path("/proc/self/clear_refs").write_text("5")
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        if self.device.type == "cuda":
-            self.mib = torch.cuda.max_memory_allocated(self.device) / 2**20
-        else:
-            self.mib = _vm_hwm_mib()
-
-
-def _vm_hwm_mib() -> float | None:
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return None
-
-
-def others_busy_cores(interval: float = 2.0) -> float | None:
-    """CPU cores kept busy by *other* processes over ``interval`` seconds (Linux
-    ``/proc/stat`` minus this process); None where that cannot be read."""
-
-    def busy() -> float:
-        with open("/proc/stat") as f:
-            vals = [int(v) for v in f.readline().split()[1:]]
-        return (sum(vals) - vals[3] - vals[4]) / os.sysconf("SC_CLK_TCK")
-
-    try:
-        t0, b0, m0 = time.monotonic(), busy(), sum(os.times()[:4])
-        time.sleep(interval)
-        t1, b1, m1 = time.monotonic(), busy(), sum(os.times()[:4])
-    except (OSError, ValueError):
-        return None
-    return max(0.0, (b1 - b0 - (m1 - m0)) / (t1 - t0))
-
-
-def wait_for_quiet(opts: BenchOptions, what: str) -> float:
-    """Wait until the machine is quiet (if ``opts.wait_load`` is set): the 1-minute load
-    average below it, or, since this benchmark's own previous figure raises that
-    average, other processes using under 0.25 cores. Returns the load average when
-    measuring starts (recorded with each figure)."""
-    load = os.getloadavg()[0]
-    if opts.wait_load <= 0:
-        return load
-    t0 = time.monotonic()
-    while load >= opts.wait_load and time.monotonic() - t0 < opts.wait_timeout_s:
-        others = others_busy_cores()
-        if others is not None and others < 0.25:
-            break  # the load is our own
-        log.info("load average %.2f, other processes %.2f cores: waiting before %s",
-                 load, others or -1, what)  # fmt: skip
-        time.sleep(15)
-        load = os.getloadavg()[0]
-    if time.monotonic() - t0 >= opts.wait_timeout_s:
-        log.warning("machine still busy after %.0f s; measuring %s anyway", opts.wait_timeout_s, what)  # fmt: skip
-    return load
 
 
 # ---- fixtures: model, data ----------------------------------------------------------
@@ -528,12 +406,12 @@ def _gpu_busy_fraction(fn: Callable[[], Any], calls: int, device: torch.device) 
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
-    _sync(device)
+    sync(device)
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         t0 = time.perf_counter()
         for _ in range(calls):
             fn()
-        _sync(device)
+        sync(device)
         wall_us = (time.perf_counter() - t0) * 1e6
     spans = sorted(
         (e.time_range.start, e.time_range.end)
@@ -563,37 +441,6 @@ class BenchResult:
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), indent=1)
-
-
-def machine_info(device: torch.device) -> dict[str, Any]:
-    cpu = platform.processor() or ""
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    info: dict[str, Any] = {
-        "cpu": cpu,
-        "cpu_count": os.cpu_count(),
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "torch_threads": torch.get_num_threads(),
-        "numpy": np.__version__,
-        "platform": platform.platform(),
-    }
-    with contextlib.suppress(ImportError):
-        import onnxruntime
-
-        info["onnxruntime"] = onnxruntime.__version__
-    with contextlib.suppress(ImportError):
-        import PIL
-
-        info["pillow"] = PIL.__version__
-    if device.type == "cuda":
-        info["gpu"] = torch.cuda.get_device_name(device)
-        info["cuda"] = torch.version.cuda
-        info["cudnn"] = torch.backends.cudnn.version()
-    return info
 
 
 class _Run:
@@ -628,7 +475,7 @@ class _Run:
         **extra: Any,
     ) -> Timing:
         with PeakMemory(self.device) as mem:
-            t = time_calls(fn, images, self.opts, self.device)
+            t = time_calls(fn, images, self.opts.repeats, self.opts.seconds, self.device)
         self.add(section, case, shape, batch, **t.as_dict(), peak_mib=_round(mem.mib), **extra)
         return t
 
@@ -670,7 +517,7 @@ class _Run:
             for augment in (False, True):
                 ds = _dataset(paths, shape, self.charset, model, augment)
                 tag = " +augment" if augment else ""
-                load = wait_for_quiet(self.opts, f"data {shape}")
+                load = wait_for_quiet(self.opts.wait_load, self.opts.wait_timeout_s, f"data {shape}")
                 rates = _per_core_decode(ds, self.opts.seconds, self.opts.repeats)
                 self.add(
                     "data", f"1 process, per CPU-second{tag}", shape, 64,
@@ -681,7 +528,7 @@ class _Run:
                 if augment:
                     continue  # the DataLoader rows use the plain pipeline
                 for w in self.opts.workers:
-                    load = wait_for_quiet(self.opts, f"data {shape} workers={w}")
+                    load = wait_for_quiet(self.opts.wait_load, self.opts.wait_timeout_s, f"data {shape} workers={w}")
                     t = _loader_rate(ds, w, 64, self.device, self.opts)
                     self.add(
                         "data", f"DataLoader, {w} workers", shape, 64, **t.as_dict(),
@@ -713,11 +560,11 @@ class _Run:
                 if self.gpu:
                     torch.backends.cudnn.benchmark = bench
                 model = make_model(self.opts, self.charset)
-                load = wait_for_quiet(self.opts, f"train {shape} {name}")
+                load = wait_for_quiet(self.opts.wait_load, self.opts.wait_timeout_s, f"train {shape} {name}")
                 try:
                     step, _ = _train_case(model, shape, batch, self.device, amp, cl, comp)
                     with PeakMemory(self.device) as mem:
-                        t = time_calls(step, batch, self.opts, self.device, warmup=3)
+                        t = time_calls(step, batch, self.opts.repeats, self.opts.seconds, self.device, warmup=3)
                 except Exception as e:  # noqa: BLE001 -- one variant failing must not end the run
                     log.warning("train %s %s failed: %s", shape, name, e)
                     self.add("train", name, shape, batch, error=str(e)[:200])
@@ -760,7 +607,7 @@ class _Run:
             overrides += [f"model.{k}={json.dumps(v)}" for k, v in self.opts.model.items()]
             cfg = load_config(None, overrides)
             info = DistInfo(device=self.device)
-            load = wait_for_quiet(self.opts, f"e2e {shape}")
+            load = wait_for_quiet(self.opts.wait_load, self.opts.wait_timeout_s, f"e2e {shape}")
             trainer = Trainer(cfg, info)
             trainer.train_module.train()
             waited = [0.0]
@@ -774,7 +621,7 @@ class _Run:
                     step()
                 waited[0] = 0.0
                 t0 = time.perf_counter()
-                t = time_calls(step, batch, self.opts, self.device, warmup=0)
+                t = time_calls(step, batch, self.opts.repeats, self.opts.seconds, self.device, warmup=0)
                 wall = time.perf_counter() - t0
             extra: dict[str, Any] = {"data_wait_fraction": round(waited[0] / wall, 3),
                                      "workers": workers, "load": round(load, 2)}  # fmt: skip
@@ -821,13 +668,13 @@ class _Run:
                                 inp = inp.contiguous(memory_format=torch.channels_last)
                             m(inp)
 
-                    load = wait_for_quiet(self.opts, f"infer {shape} {name} b{b}")
+                    load = wait_for_quiet(self.opts.wait_load, self.opts.wait_timeout_s, f"infer {shape} {name} b{b}")
                     self.timed("infer", name, shape, b, fwd, b, load=round(load, 2),
                                threads=torch.get_num_threads())  # fmt: skip
                 model.to(memory_format=torch.contiguous_format)
                 xn = x.numpy()
                 for name, om in ort_models.items():
-                    load = wait_for_quiet(self.opts, f"infer {shape} {name} b{b}")
+                    load = wait_for_quiet(self.opts.wait_load, self.opts.wait_timeout_s, f"infer {shape} {name} b{b}")
                     self.timed("infer", name, shape, b, lambda om=om, xn=xn: om(xn), b,
                                load=round(load, 2), threads=self.opts.threads or None)  # fmt: skip
 
@@ -892,7 +739,7 @@ class _Run:
                 "--device",
                 "cpu",
             ]
-            load = wait_for_quiet(self.opts, name)
+            load = wait_for_quiet(self.opts.wait_load, self.opts.wait_timeout_s, name)
             times = []
             for _ in range(self.opts.repeats):
                 t0 = time.perf_counter()
@@ -1073,3 +920,123 @@ def format_tables(result: BenchResult) -> str:
                 f"| {t['target']} | {t['measured']:,} | {t['target_value']:,} | {t['ratio']:.2f} |"
             )
     return "\n".join(lines)
+
+
+# ---- command line -----------------------------------------------------------------
+
+USAGE = """Measure the speed of the data pipeline, training and inference (issue 6's targets).
+
+Prints a table last and writes the figures as JSON (--json). Runs on the CPU, or on a
+GPU with --device cuda (bf16/fp16, channels_last, torch.compile and cuDNN autotuning
+variants, the training floor from the GPU's bf16 rate). See docs/benchmarks.md for
+figures and how to read them.
+
+    python benchmarks/bench.py                         # everything, CPU
+    python benchmarks/bench.py --quick --sections infer,predict
+    python benchmarks/bench.py --device cuda --data data/lmdb/iiit5k_train --peak-tflops 989
+    python benchmarks/bench.py --wait-load 1.2         # on a shared machine: wait for quiet
+"""
+
+
+def _ints(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated integers, got {text!r}"
+        ) from None
+
+
+def _words(text: str) -> tuple[str, ...]:
+    return tuple(v.strip() for v in text.split(",") if v.strip())
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="bench.py", description=USAGE, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default cpu)")
+    p.add_argument("--quick", action="store_true", help="short runs (a smoke test, not figures)")
+    p.add_argument(
+        "--sections", type=_words, default=SECTIONS,
+        help=f"comma-separated subset of {','.join(SECTIONS)} (default: all)",
+    )  # fmt: skip
+    p.add_argument(
+        "--shapes", type=_words, default=("word", "line"), help="word,line (default both)"
+    )
+    p.add_argument(
+        "--data", action="append", default=[], metavar="DATA",
+        help="LMDB or image folder of word images for padding/data/e2e (repeatable; default: "
+        "a synthetic LMDB written to a temporary folder)",
+    )  # fmt: skip
+    p.add_argument("--line-data", action="append", default=[], metavar="DATA",
+                   help="the same for text lines (default: synthetic lines)")  # fmt: skip
+    p.add_argument("--workers", type=_ints, default=(0, 1, 2),
+                   help="DataLoader worker counts to measure (default 0,1,2)")  # fmt: skip
+    p.add_argument("--batch-sizes", type=_ints, default=(1, 8, 64),
+                   help="inference batch sizes (default 1,8,64)")  # fmt: skip
+    p.add_argument("--train-batch", type=int, default=0,
+                   help="training batch (default 64 on CPU, 512 on GPU)")  # fmt: skip
+    p.add_argument("--e2e-workers", type=int, default=-1,
+                   help="DataLoader workers of the end-to-end training row (default: CPUs - 1, "
+                   "at most 12)")  # fmt: skip
+    p.add_argument("--threads", type=int, default=0,
+                   help="intra-op threads for PyTorch and ONNX Runtime (default: theirs)")  # fmt: skip
+    p.add_argument("--peak-tflops", type=float, default=0.0,
+                   help="the GPU's dense bf16 rate for the floor (default: measure a matmul)")  # fmt: skip
+    p.add_argument("--repeats", type=int, default=5, help="timed runs per figure (default 5)")
+    p.add_argument("--seconds", type=float, default=2.0, help="length of one timed run (default 2)")
+    p.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
+                   help="torch.compile training variant (default: on GPU only)")  # fmt: skip
+    p.add_argument("--no-int8", action="store_true", help="skip the int8 ONNX rows")
+    p.add_argument("--channels", type=_ints, default=None,
+                   help="model conv widths (default: the classic CRNN)")  # fmt: skip
+    p.add_argument("--hidden", type=int, default=None, help="LSTM hidden size (default 256)")
+    p.add_argument("--wait-load", type=float, default=0.0, metavar="L",
+                   help="before each figure, wait until the 1-minute load average is below L")  # fmt: skip
+    p.add_argument("--json", metavar="FILE", default=None,
+                   help="where to write the JSON (default runs/bench/<device>-<time>.json)")  # fmt: skip
+    p.add_argument("--work-dir", default="", help="keep temporary files (LMDBs, models) here")
+    p.add_argument("-v", "--verbose", action="store_true")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    setup_logging(args.verbose)
+    model: dict[str, object] = {}
+    if args.channels is not None:
+        model["channels"] = list(args.channels)
+    if args.hidden is not None:
+        model["hidden"] = args.hidden
+    try:
+        opts = BenchOptions(
+            device=args.device, quick=args.quick, sections=args.sections, shapes=args.shapes,
+            data=args.data, line_data=args.line_data, workers=args.workers,
+            batch_sizes=args.batch_sizes, train_batch=args.train_batch,
+            e2e_workers=args.e2e_workers, threads=args.threads, peak_tflops=args.peak_tflops,
+            repeats=args.repeats, seconds=args.seconds, compile=args.compile,
+            int8=not args.no_int8, model=model, wait_load=args.wait_load, work_dir=args.work_dir,
+        )  # fmt: skip
+    except ValueError as e:
+        log.error("%s", e)
+        return EXIT_USAGE
+    try:
+        result = run_bench(opts)
+    except (RuntimeError, ValueError, FileNotFoundError) as e:
+        log.error("%s", e)
+        return EXIT_USAGE
+    out = Path(
+        args.json
+        or f"runs/bench/{args.device.replace(':', '')}-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    )
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(result.to_json(), encoding="utf-8")
+    print(format_tables(result))
+    print(f"\nJSON: {out}")
+    sys.stdout.flush()
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

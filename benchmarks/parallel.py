@@ -17,6 +17,7 @@ always at the same global batch. Peak memory is per GPU (DP) or per rank (DDP).
 
 from __future__ import annotations
 
+import argparse
 import io
 import itertools
 import json
@@ -24,6 +25,7 @@ import logging
 import os
 import socket
 import statistics
+import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
@@ -33,9 +35,20 @@ from typing import Any
 import torch
 import torch.multiprocessing as mp
 
-from crnn.config import Config, load_config
-from crnn.engine.distributed import DistInfo, all_reduce_sum, cleanup, init_distributed
-from crnn.engine.logging import memory_stats
+# Runnable as a script from a clone: put the repository root on the path.
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.timing import sync  # noqa: E402
+from crnn.cli import EXIT_OK, EXIT_USAGE, setup_logging  # noqa: E402
+from crnn.config import Config, ConfigError, load_config  # noqa: E402
+from crnn.engine.distributed import (  # noqa: E402
+    DistInfo,
+    all_reduce_sum,
+    cleanup,
+    init_distributed,
+)
+from crnn.engine.logging import memory_stats  # noqa: E402
 
 log = logging.getLogger(__name__)
 
@@ -132,11 +145,6 @@ def _batch(micro: int, width: int, label_length: int, classes: int) -> dict[str,
     }
 
 
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 def _measure(
     spec: BenchSpec, cfg: Config, info: DistInfo, device_ids: list[int] | None
 ) -> tuple[float, dict[str, tuple[float, float]], int]:
@@ -156,7 +164,7 @@ def _measure(
     for _ in range(spec.warmup):
         trainer.train_step(batches)
     for d in gpus:
-        _sync(d)
+        sync(d)
         if d.type == "cuda":
             torch.cuda.reset_peak_memory_stats(d)
     rates = []
@@ -166,7 +174,7 @@ def _measure(
         for _ in range(spec.steps):
             trainer.train_step(batches)
         for d in gpus:
-            _sync(d)
+            sync(d)
         rates.append(images / (time.perf_counter() - t0))
     peaks = {}
     for d in gpus:
@@ -345,3 +353,114 @@ def rows_to_json(rows: list[BenchRow], spec: BenchSpec) -> dict[str, Any]:
         "spec": asdict(spec),
         "rows": [asdict(r) for r in rows],
     }
+
+
+# ---- command line -----------------------------------------------------------------
+
+USAGE = """Benchmark one training step under each parallel strategy: images/s and peak GPU
+memory for single-device, DataParallel and DDP, with and without activation
+checkpointing and gradient accumulation, at the same global batch.
+
+On one GPU, DP runs with one replica and DDP runs two ranks sharing the GPU over gloo
+(NCCL refuses that), so the table shows each strategy's overhead; with several GPUs it
+shows the speed-up. On the CPU (no GPU, or --gpus cpu) it runs a tiny model to prove
+the code paths; DataParallel is skipped there.
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="parallel.py",
+        description=USAGE,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="examples:\n"
+        "  benchmarks/parallel.py --json bench.json            # every visible GPU (or the CPU)\n"
+        "  benchmarks/parallel.py --gpus 0 --batch-size 256    # one GPU\n"
+        "  benchmarks/parallel.py --gpus cpu                   # prove it works on the CPU",
+    )
+    p.add_argument(
+        "--gpus",
+        default=None,
+        help="GPUs (indices among CUDA_VISIBLE_DEVICES), 'all' or 'cpu'; default all visible, else cpu",
+    )
+    p.add_argument("--nproc", type=int, default=2, help="DDP processes on the CPU (default 2)")
+    p.add_argument("--batch-size", type=int, default=None, help="global batch (GPU 128, CPU 16)")
+    p.add_argument("--width", type=int, default=128, help="image width in pixels (height 32)")
+    p.add_argument("--steps", type=int, default=None, help="steps per timed chunk (GPU 20, CPU 10)")
+    p.add_argument(
+        "--repeats", type=int, default=3, help="timed chunks per variant; the median is reported"
+    )
+    p.add_argument("--warmup", type=int, default=None, help="warm-up steps (GPU 5, CPU 2)")
+    p.add_argument(
+        "--tiny",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="the tests' tiny model instead of the default CRNN (default: tiny on the CPU only)",
+    )
+    p.add_argument(
+        "--strategies", nargs="+", default=["single", "dp", "ddp"], choices=("single", "dp", "ddp")
+    )
+    p.add_argument("--accum", nargs="+", type=int, default=[1, 2], help="accumulation steps")
+    p.add_argument(
+        "--ckpt",
+        choices=("both", "off", "on"),
+        default="both",
+        help="activation checkpointing variants",
+    )
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        nargs="+",
+        default=[],
+        metavar="KEY=VALUE",
+        help="config overrides, e.g. train.amp=fp16 model.hidden=128",
+    )
+    p.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    p.add_argument("-v", "--verbose", action="store_true")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    setup_logging(args.verbose)
+    if not args.verbose:
+        logging.getLogger("crnn").setLevel(logging.WARNING)  # Trainer set-up chatter
+    import torch
+
+    from crnn.engine.launch import LaunchError, parse_gpus
+
+    try:
+        spec_gpus = args.gpus or ("all" if torch.cuda.is_available() else "cpu")
+        devices = parse_gpus(spec_gpus)
+    except LaunchError as e:
+        log.error("%s", e)
+        return EXIT_USAGE
+    gpu = devices.kind == "cuda"
+    tiny = (not gpu) if args.tiny is None else args.tiny
+    spec = BenchSpec(
+        gpus=devices.ids if gpu else [],
+        nproc=args.nproc,
+        batch_size=args.batch_size or (128 if gpu else 16),
+        width=args.width,
+        steps=args.steps or (20 if gpu else 10),
+        repeats=args.repeats,
+        warmup=args.warmup or (5 if gpu else 2),
+        overrides=(TINY_MODEL if tiny else []) + list(args.overrides),
+        strategies=list(args.strategies),
+        grad_checkpoint={"both": [False, True], "off": [False], "on": [True]}[args.ckpt],
+        accum_steps=list(args.accum),
+    )
+    try:
+        rows = run_benchmark(spec)
+    except (ConfigError, ValueError) as e:
+        log.error("%s", e)
+        return EXIT_USAGE
+    print(format_table(rows))
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows_to_json(rows, spec), indent=2) + "\n")
+        log.warning("wrote %s", args.json)
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

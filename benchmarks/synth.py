@@ -1,7 +1,7 @@
 """Benchmark the synthetic text generator: images per second on one CPU core.
 
-    python tools/bench_synth.py                 # alnum36, 32 px, default config
-    python tools/bench_synth.py --charset ascii95 --count 5000
+    python benchmarks/synth.py                 # alnum36, 32 px, default config
+    python benchmarks/synth.py --charset ascii95 --count 5000
 
 Each row renders ``--count`` word images in this one process (no workers), after a
 warm-up that fills the per-process glyph cache (as a long-running DataLoader worker
@@ -20,26 +20,28 @@ import sys
 import time
 from pathlib import Path
 
-try:
-    import crnn  # noqa: F401
-except ImportError:  # run from a clone without installing
+# Runnable as a script from a clone: put the repository root on the path.
+if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from crnn.charset import Charset
-from crnn.config import SynthConfig
-from crnn.data.synth import SynthGenerator, effects_off
-from crnn.data.synth import render as render_module
-from crnn.data.synth.export import encode_png
+from benchmarks.timing import cpu_and_wall  # noqa: E402
+from crnn.charset import Charset  # noqa: E402
+from crnn.config import SynthConfig  # noqa: E402
+from crnn.data.synth import SynthGenerator, effects_off  # noqa: E402
+from crnn.data.synth import render as render_module  # noqa: E402
+from crnn.data.synth.export import encode_png  # noqa: E402
 
 
 def _time(gen: SynthGenerator, start: int, count: int, png: bool) -> tuple[float, float]:
     """(CPU seconds, wall seconds) to render ``count`` samples from ``start``."""
-    c0, w0 = time.process_time(), time.perf_counter()
-    for i in range(start, start + count):
-        img, _ = gen.render(i)
-        if png:
-            encode_png(img)
-    return time.process_time() - c0, time.perf_counter() - w0
+
+    def render() -> None:
+        for i in range(start, start + count):
+            img, _ = gen.render(i)
+            if png:
+                encode_png(img)
+
+    return cpu_and_wall(render)
 
 
 def main(argv: list[str] | None = None) -> int:
