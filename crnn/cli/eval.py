@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from crnn.cli import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, setup_logging
+from crnn.config import TrainConfig, choices
 
 log = logging.getLogger("crnn.eval")
 
@@ -36,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--workers", type=int, default=2, help="DataLoader workers (default 2)")
     p.add_argument(
-        "--amp", choices=("none", "bf16", "fp16"), default="none", help="autocast on CUDA"
+        "--amp", choices=choices(TrainConfig, "amp"), default="none", help="autocast on CUDA"
     )
     p.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     p.add_argument("-v", "--verbose", action="store_true")

@@ -16,7 +16,15 @@ from pathlib import Path
 import crnn
 from crnn.checkpoint import CheckpointError, load_checkpoint
 from crnn.cli import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, setup_logging
-from crnn.config import Config, ConfigError, apply_overrides, config_from_dict, load_config
+from crnn.config import (
+    Config,
+    ConfigError,
+    DistConfig,
+    apply_overrides,
+    choices,
+    config_from_dict,
+    load_config,
+)
 from crnn.engine.distributed import env_rank
 from crnn.engine.launch import (
     ChildProcess,
@@ -116,7 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--strategy",
-        choices=("ddp", "dp", "none"),
+        choices=choices(DistConfig, "strategy"),
         help="multi-GPU strategy (= dist.strategy, default ddp)",
     )
     p.add_argument(

@@ -1,0 +1,260 @@
+"""The run configuration: nested dataclasses whose ``Literal`` fields are the one list
+of valid choices (the loader, :meth:`Config.validate` and the CLIs' ``choices=`` all
+read them), and every cross-field rule in :meth:`Config.validate`."""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from dataclasses import dataclass, field
+from typing import Any, Literal, Union
+
+from crnn.config.errors import ConfigError
+from crnn.config.synth import SynthConfig
+
+Arch = Literal["crnn", "vgg"]
+UnknownChars = Literal["skip", "error"]
+Optimizer = Literal["adam", "adamw"]
+Schedule = Literal["cosine", "linear", "constant"]
+Amp = Literal["bf16", "fp16", "none"]
+Metric = Literal["accuracy", "alnum_accuracy", "cer", "ned"]
+Strategy = Literal["ddp", "dp", "none"]
+
+
+@dataclass
+class ModelConfig:
+    # "crnn": Shi, Bai & Yao (2015), 7 conv + 2 BiLSTM (the layout of meijieru/crnn.pytorch).
+    # "vgg": the VGG-BiLSTM-CTC layout of clovaai/deep-text-recognition-benchmark.
+    arch: Arch = "crnn"
+    # Widths of the 7 conv layers.
+    channels: list[int] = field(default_factory=lambda: [64, 128, 256, 256, 512, 512, 512])
+    # LSTM hidden size per direction.
+    hidden: int = 256
+
+
+@dataclass
+class AugmentConfig:
+    """Training-only augmentations; each has a probability (0 turns it off)."""
+
+    enabled: bool = True
+    affine_p: float = 0.3
+    max_rotate: float = 3.0  # degrees
+    max_shear: float = 8.0  # degrees
+    max_scale: float = 0.08  # fraction
+    perspective_p: float = 0.2
+    perspective_distortion: float = 0.15
+    blur_p: float = 0.15
+    max_blur_sigma: float = 1.2
+    color_p: float = 0.3
+    brightness: float = 0.3
+    contrast: float = 0.3
+    invert_p: float = 0.05
+    noise_p: float = 0.15
+    max_noise_std: float = 0.08  # in [0, 1] pixel units
+
+
+@dataclass
+class DataConfig:
+    # LMDB directories (or folders of LMDBs), or image folders holding a gt.txt; the
+    # entry "synth" is the on-the-fly synthetic generator.
+    # Empty train -> the synthetic generator; empty val -> a fixed synthetic set.
+    train: list[str] = field(default_factory=list)
+    val: list[str] = field(default_factory=list)
+    # Share of every batch drawn from each data.train entry (e.g. [0.7, 0.3] for
+    # ["synth", "data/lmdb/real"]); empty = all entries pooled into one set.
+    train_ratios: list[float] = field(default_factory=list)
+    # Built-in name (alnum36, alnum62, ascii94, ascii95), a .txt path, or "chars:<literal>".
+    charset: str = "alnum36"
+    # Lower-case labels before encoding; null = auto (fold when the charset has no capitals).
+    case_fold: Union[bool, None] = None  # noqa: UP007 (typing.get_type_hints on py3.10)
+    # A label with characters outside the charset: "skip" (count and report) or "error".
+    unknown_chars: UnknownChars = "skip"
+    height: int = 32
+    # Resized width is height * aspect, clamped to [min_width, max_width] and rounded up
+    # to a multiple of width_multiple (the CNN's width stride, so no partial time steps).
+    min_width: int = 16
+    max_width: int = 128
+    width_multiple: int = 4
+    rgb: bool = False
+    # Labels longer than this are skipped (0: only the model's output length limits them).
+    max_label_length: int = 0
+    num_workers: int = 2
+    # Group batches by image width so little compute goes into padding.
+    bucketing: bool = True
+    augment: AugmentConfig = field(default_factory=AugmentConfig)
+    synth: SynthConfig = field(default_factory=SynthConfig)
+
+
+@dataclass
+class TrainConfig:
+    output_dir: str = "runs/default"
+    max_steps: int = 2000
+    # Global batch per optimizer step, summed over GPUs and accumulation steps. Each
+    # device processes batch_size / (world_size * accum_steps) images per micro-step, so
+    # changing the number of GPUs keeps the effective batch and the LR schedule.
+    batch_size: int = 64
+    accum_steps: int = 1
+    optimizer: Optimizer = "adamw"
+    lr: float = 1e-3
+    weight_decay: float = 1e-4
+    betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
+    warmup_steps: int = 200
+    schedule: Schedule = "cosine"  # after warm-up
+    min_lr_ratio: float = 0.01
+    # Mixed precision on CUDA: bf16 | fp16 | none. CPU runs always use fp32.
+    amp: Amp = "bf16"
+    grad_clip: float = 5.0
+    val_every: int = 500
+    log_every: int = 50
+    # Extra "last" checkpoints between validations (0: only at validation).
+    save_every: int = 0
+    # Metric that decides "best": accuracy | alnum_accuracy | cer | ned.
+    best_metric: Metric = "accuracy"
+    seed: int = 42
+    # Activation checkpointing of the CNN: trade compute for memory.
+    grad_checkpoint: bool = False
+    compile: bool = False
+    channels_last: bool = False
+    # cuDNN autotuning (torch.backends.cudnn.benchmark) on CUDA: each new input shape is
+    # timed once per algorithm, then the fastest is used. Widths are multiples of
+    # data.width_multiple up to data.max_width (29 shapes by default), so the one-off
+    # cost is seconds in a run of hours; switch off for data with very many widths.
+    cudnn_benchmark: bool = True
+    # Images logged (with predictions) to TensorBoard at each validation.
+    log_images: int = 16
+    # Initialise weights from a checkpoint (fine-tuning); the charset may differ.
+    init_from: str = ""
+
+
+@dataclass
+class DistConfig:
+    # ddp | dp | none. "none" is one device.
+    strategy: Strategy = "ddp"
+    sync_bn: bool = False
+    backend: str = ""  # "" = nccl on CUDA, gloo on CPU
+    # Seconds a rank waits at a collective before the run is declared hung.
+    timeout_s: int = 600
+
+
+@dataclass
+class Config:
+    model: ModelConfig = field(default_factory=ModelConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    dist: DistConfig = field(default_factory=DistConfig)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def validate(
+        self,
+        world_size: int | None = None,
+        device_type: str | None = None,
+        devices: int | None = None,
+    ) -> None:
+        """Every cross-field rule, with messages that say how to fix the value.
+
+        Without arguments only the config itself is checked (at load time). A launch
+        adds what it knows, and the rules that depend on it run too:
+
+        Args:
+            world_size: training processes (DDP ranks) in the whole run.
+            device_type: ``cpu`` or ``cuda``.
+            devices: devices this process was given (``--gpus``/``--nproc``).
+        """
+        check_choices(self)
+        if len(self.model.channels) != 7:
+            raise ConfigError(
+                f"model.channels needs the 7 conv widths, got {len(self.model.channels)}: "
+                f"{self.model.channels}"
+            )
+        d = self.data
+        if d.train_ratios:
+            if len(d.train_ratios) != len(d.train):
+                raise ConfigError(
+                    f"data.train_ratios has {len(d.train_ratios)} entries for {len(d.train)} "
+                    "data.train entries; give one share per entry"
+                )
+            if any(r <= 0 for r in d.train_ratios):
+                raise ConfigError(f"data.train_ratios must all be > 0, got {d.train_ratios}")
+        elif "synth" in d.train and len(d.train) > 1:
+            raise ConfigError(
+                "data.train mixes the endless synthetic generator with other data: say how "
+                "much of each batch comes from each with data.train_ratios (e.g. [0.7, 0.3])"
+            )
+        self.data.synth.validate()
+        if self.data.height < 32 or self.data.height % 16:
+            # Heights above 32 leave a feature map taller than 1, which the model
+            # average-pools; the published models use 32.
+            raise ConfigError(
+                f"data.height must be 32 or a larger multiple of 16, got {self.data.height}"
+            )
+        if self.data.min_width > self.data.max_width:
+            raise ConfigError(
+                f"data.min_width ({self.data.min_width}) exceeds data.max_width ({self.data.max_width})"
+            )
+        for name in ("max_steps", "batch_size", "accum_steps", "val_every", "log_every"):
+            if getattr(self.train, name) < 1:
+                raise ConfigError(f"train.{name} must be >= 1, got {getattr(self.train, name)}")
+        self._validate_run(world_size, device_type, devices)
+
+    def _validate_run(
+        self, world_size: int | None, device_type: str | None, devices: int | None
+    ) -> None:
+        strategy = self.dist.strategy
+        if devices is not None and devices > 1:
+            flag = "--nproc" if device_type == "cpu" else "--gpus"
+            if strategy == "none":
+                raise ConfigError(
+                    f"--strategy none trains on one device, but {devices} were asked for "
+                    f"({flag}); use --strategy ddp (or dp for GPUs in one process), or list "
+                    "one device"
+                )
+            if strategy == "dp" and device_type == "cpu":
+                raise ConfigError(
+                    "--strategy dp (DataParallel) needs CUDA GPUs; --gpus cpu --nproc N runs DDP"
+                )
+        if world_size is not None and world_size > 1 and strategy != "ddp":
+            # Ranks that never all-reduce would silently train separate models.
+            raise ConfigError(
+                f"dist.strategy={strategy} runs in one process, but this run has {world_size} "
+                f"processes; use --strategy ddp with several processes, or start "
+                f"tools/train.py --strategy {strategy} without torchrun"
+            )
+        if self.dist.sync_bn and device_type == "cpu":
+            raise ConfigError(
+                "dist.sync_bn=true needs GPUs: PyTorch's SyncBatchNorm has no CPU "
+                "implementation. Use dist.sync_bn=false with --gpus cpu."
+            )
+        if world_size is not None:
+            parts = world_size * self.train.accum_steps
+            bs = self.train.batch_size
+            if bs % parts:
+                raise ConfigError(
+                    f"train.batch_size={bs} is the global batch per optimizer step; it must "
+                    f"split evenly over {world_size} processes x {self.train.accum_steps} "
+                    f"accumulation steps = {parts}. Use e.g. "
+                    f"train.batch_size={max(parts, bs // parts * parts)}"
+                )
+
+
+def choices(cls: type, name: str) -> tuple[str, ...]:
+    """The valid values of a ``Literal`` field, e.g. ``choices(DistConfig, "strategy")``
+    for an argparse ``choices=``."""
+    return typing.get_args(typing.get_type_hints(cls)[name])
+
+
+def check_choices(obj: Any, prefix: str = "") -> None:
+    """Every ``Literal`` field of ``obj`` (and its nested configs) holds one of its
+    choices; else :class:`ConfigError` naming the key and the choices."""
+    hints = typing.get_type_hints(type(obj))
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        if dataclasses.is_dataclass(value):
+            check_choices(value, f"{prefix}{f.name}.")
+        elif typing.get_origin(hints[f.name]) is Literal:
+            allowed = typing.get_args(hints[f.name])
+            if value not in allowed:
+                raise ConfigError(
+                    f"{prefix}{f.name}={value!r} is not valid; choose one of {', '.join(allowed)}"
+                )

@@ -1,0 +1,163 @@
+"""The synthetic text generator's settings (``data.synth``); see docs/synth.md."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from crnn.config.errors import ConfigError
+
+
+@dataclass
+class SynthConfig:
+    """The synthetic text generator (used when ``data.train`` is empty).
+
+    Probabilities are per image and 0 turns an effect off; lengths in pixels are
+    measured at the output height unless said otherwise. See docs/synth.md.
+    """
+
+    # Fixed synthetic validation set size (rendered once, deterministic).
+    val_size: int = 512
+    # Extra folders of .ttf/.otf fonts (searched recursively) on top of the bundled ones.
+    font_dirs: list[str] = field(default_factory=list)
+    # Use the fonts in crnn/assets/fonts; false = only font_dirs.
+    bundled_fonts: bool = True
+    # One word per line (UTF-8); "" = the bundled English list (crnn/assets/words).
+    word_list: str = ""
+    # Text sources, relative weights (need not sum to 1).
+    p_word: float = 0.55
+    p_number: float = 0.1
+    p_date: float = 0.04
+    p_price: float = 0.04
+    p_code: float = 0.08
+    p_random: float = 0.12
+    # Lines of several words; only drawn when the charset has a space (ascii95).
+    p_line: float = 0.07
+    # Case of dictionary words (only matters for case-sensitive charsets).
+    p_upper: float = 0.2
+    p_title: float = 0.25
+    # A word gets punctuation attached ("word," "(word)").
+    p_punct: float = 0.1
+    # Label length in characters (after the charset's normalisation).
+    min_length: int = 1
+    max_length: int = 20
+    # Render resolution relative to the output: text is rasterised so that the crop is
+    # render_scale x the output height, then warped down (or up) to it. Above 1 gives
+    # smoother strokes, below 1 softer, upsampled ones; the letters' size in the output
+    # is set by the crop margins (pad_*), as the output height is fixed.
+    render_scale_min: float = 0.9
+    render_scale_max: float = 1.4
+    # Extra space between characters, as a fraction of the font size (at most 0.12 when
+    # the charset has a space, so a letter gap never looks like a word gap).
+    p_spacing: float = 0.15
+    spacing_min: float = -0.04
+    spacing_max: float = 0.4
+    # Horizontal stretch (condensed/expanded look): width scaled by 1 +- max_stretch.
+    p_stretch: float = 0.2
+    max_stretch: float = 0.2
+    # Colour and contrast: |text - background| >= min_contrast (fraction of 255).
+    min_contrast: float = 0.3
+    p_light_text: float = 0.25  # light text on a dark background
+    p_color: float = 0.5  # coloured text/background (RGB output only)
+    # Backgrounds: flat unless one of these is drawn.
+    p_gradient_bg: float = 0.2
+    p_noise_bg: float = 0.15
+    p_texture_bg: float = 0.2
+    # Background variation (peak to peak), fraction of 255.
+    max_bg_variation: float = 0.3
+    # Drop shadow 1-3 px down-right, between the text and background tones.
+    p_shadow: float = 0.05
+    # Geometry: rotation (degrees), perspective (corner shift, fraction of text
+    # height), curvature (bow height, fraction of text height).
+    p_rotate: float = 0.3
+    max_rotate: float = 4.0
+    p_perspective: float = 0.2
+    max_perspective: float = 0.2
+    p_curve: float = 0.1
+    max_curve: float = 0.35
+    # Degradations: Gaussian blur (sigma, px), pixel noise (std, fraction of 255), JPEG.
+    p_blur: float = 0.25
+    max_blur: float = 1.0
+    p_noise: float = 0.25
+    max_noise: float = 0.06
+    p_jpeg: float = 0.2
+    jpeg_quality_min: int = 20
+    jpeg_quality_max: int = 70
+    # Crop margin on each side, as a fraction of the text height; tight crops cut to
+    # the ink with at most pad_min.
+    pad_min: float = 0.02
+    pad_max: float = 0.3
+    p_tight_crop: float = 0.1
+
+    def validate(self) -> None:
+        """Check ranges and probabilities; raise :class:`ConfigError` saying how to fix them."""
+        cfg = self
+
+        def bad(key: str, value: Any, expected: str) -> ConfigError:
+            return ConfigError(f"data.synth.{key}={value!r} is not valid: expected {expected}")
+
+        for f in dataclasses.fields(cfg):
+            v = getattr(cfg, f.name)
+            if f.name.startswith("p_") and not 0.0 <= v <= 1.0:
+                raise bad(f.name, v, "a probability in [0, 1]")
+        weights = ("p_word", "p_number", "p_date", "p_price", "p_code", "p_random", "p_line")
+        if sum(getattr(cfg, k) for k in weights[:-1]) <= 0:
+            raise ConfigError(
+                "data.synth text weights p_word, p_number, p_date, p_price, p_code, p_random are "
+                "all 0: at least one must be positive (p_line alone needs a space in the charset)"
+            )
+        bg = cfg.p_gradient_bg + cfg.p_noise_bg + cfg.p_texture_bg
+        if bg > 1.0 + 1e-9:
+            raise ConfigError(
+                f"data.synth.p_gradient_bg + p_noise_bg + p_texture_bg = {bg:g}: they are shares of "
+                "one choice (the rest is flat), so their sum must be <= 1"
+            )
+        if cfg.p_upper + cfg.p_title > 1.0 + 1e-9:
+            raise bad("p_upper + p_title", cfg.p_upper + cfg.p_title, "a sum <= 1")
+        if cfg.min_length < 1 or cfg.max_length < cfg.min_length:
+            raise ConfigError(
+                f"data.synth lengths min_length={cfg.min_length}, max_length={cfg.max_length}: "
+                "expected 1 <= min_length <= max_length"
+            )
+        for lo, hi in (
+            ("render_scale_min", "render_scale_max"),
+            ("spacing_min", "spacing_max"),
+            ("pad_min", "pad_max"),
+            ("jpeg_quality_min", "jpeg_quality_max"),
+        ):
+            if getattr(cfg, lo) > getattr(cfg, hi):
+                raise ConfigError(
+                    f"data.synth.{lo}={getattr(cfg, lo)!r} exceeds data.synth.{hi}={getattr(cfg, hi)!r}"
+                )
+        if cfg.render_scale_min <= 0:
+            raise bad("render_scale_min", cfg.render_scale_min, "a ratio > 0")
+        if not 0.0 <= cfg.min_contrast <= 0.9:
+            raise bad("min_contrast", cfg.min_contrast, "a fraction of 255 in [0, 0.9]")
+        if not 0.0 <= cfg.max_bg_variation <= 1.0 - cfg.min_contrast:
+            raise bad(
+                "max_bg_variation",
+                cfg.max_bg_variation,
+                f"a value in [0, 1 - min_contrast = {1 - cfg.min_contrast:g}]",
+            )
+        if not 1 <= cfg.jpeg_quality_min <= cfg.jpeg_quality_max <= 95:
+            raise bad(
+                "jpeg_quality_min/max",
+                (cfg.jpeg_quality_min, cfg.jpeg_quality_max),
+                "1 <= min <= max <= 95",
+            )
+        for key in (
+            "max_rotate",
+            "max_perspective",
+            "max_curve",
+            "max_blur",
+            "max_noise",
+            "max_stretch",
+            "pad_min",
+        ):
+            if getattr(cfg, key) < 0:
+                raise bad(key, getattr(cfg, key), "a value >= 0")
+        if cfg.max_stretch >= 1:
+            raise bad("max_stretch", cfg.max_stretch, "a fraction < 1")
+        if cfg.spacing_min <= -0.5:
+            raise bad("spacing_min", cfg.spacing_min, "a fraction of the font size > -0.5")
