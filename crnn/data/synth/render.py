@@ -43,6 +43,7 @@ from crnn.data.synth.fonts import (
     find_font_files,
     load_fonts,
 )
+from crnn.data.synth.layout import EDGE_POINTS, compose
 from crnn.data.synth.text import TextSampler, bundled_word_list, drawable_alphabet
 
 log = logging.getLogger(__name__)
@@ -66,17 +67,10 @@ EFFECT_PROBABILITIES = (
     "p_tight_crop",
 )
 
-# Points sampled along the top and bottom edges of the line box; several per edge so
-# the box is tracked through curvature, not just its corners.
-_EDGE_POINTS = 9
-_EDGE_T = np.linspace(0.0, 1.0, _EDGE_POINTS)
 # Largest letter spacing (fraction of the font size) when the charset has a space.
 _MAX_SPACING_WITH_SPACE = 0.12
 # Font sizes are multiples of this (pixels).
 _SIZE_STEP = 4
-# Blank border around the composed ink, in pixels: bilinear warps read one pixel past
-# an edge, so ink never touches the canvas border.
-_CANVAS_MARGIN = 2
 
 
 @dataclass(frozen=True)
@@ -299,7 +293,7 @@ class SynthGenerator:
             hi = min(cfg.spacing_max, self._max_spacing)
             spacing = size * r.uniform(min(cfg.spacing_min, hi), hi)
             applied.append("spacing")
-        lay = self._compose(font, size, text, spacing, max(pads))
+        lay = compose(_glyph_cache(), font, size, text, spacing, max(pads))
         canvas, text_h = lay.canvas, lay.text_h
 
         # ---- geometry: curvature on the canvas, the rest as one matrix ----
@@ -410,51 +404,11 @@ class SynthGenerator:
         n = r.randint(lo, max(lo, min(self.cfg.max_length, 12)))
         return "".join(r.choice(chars) for _ in range(n)), font
 
-    def _compose(self, font: FontInfo, size: int, text: str, spacing: float, pad: float) -> _Layout:
-        """Place the text's cached glyphs on a canvas.
-
-        Args:
-            spacing: extra advance after each character, in pixels.
-            pad: the largest crop margin, as a fraction of the text height; the canvas
-                gets that much room around the text, so a plain crop stays inside it.
-        """
-        cache = _glyph_cache()
-        lb = cache.line_box(font.path, size, font.chars)
-        text_h = float(lb.bottom - lb.top)
-        pen = 0.0
-        placed: list[tuple[int, int, np.ndarray]] = []
-        for g in cache.glyphs(font.path, size, text):
-            if g.mask is not None:
-                placed.append((int(round(pen)) + g.dx, g.dy, g.mask))
-            pen += g.advance + spacing
-        end = max(pen - spacing, 1.0)
-        # Plain Python min/max: faster than numpy on a handful of glyphs.
-        boxes = [(x, y, x + m.shape[1], y + m.shape[0]) for x, y, m in placed]
-        ix0, iy0 = min(b[0] for b in boxes), min(b[1] for b in boxes)
-        ix1, iy1 = max(b[2] for b in boxes), max(b[3] for b in boxes)
-        x0, x1 = min(0, ix0), max(math.ceil(end), ix1)
-        y0, y1 = min(lb.top, iy0), max(lb.bottom, iy1)
-        mg = _CANVAS_MARGIN + math.ceil(pad * text_h)
-        canvas = np.zeros((y1 - y0 + 2 * mg, x1 - x0 + 2 * mg), dtype=np.uint8)
-        for x, y, m in placed:
-            ys, xs = y - y0 + mg, x - x0 + mg
-            dst = canvas[ys : ys + m.shape[0], xs : xs + m.shape[1]]
-            # max, not sum: overlapping glyphs (tight spacing, italics) stay in [0, 255].
-            np.maximum(dst, m, out=dst)
-        dx, dy = mg - x0, mg - y0
-        return _Layout(
-            canvas=Image.fromarray(canvas, "L"),
-            text_h=text_h,
-            ink=(ix0 + dx, iy0 + dy, ix1 + dx, iy1 + dy),
-            line=(dx, lb.top + dy, end + dx, lb.bottom + dy),
-            glyph_boxes=[(a + dx, b + dy, c + dx, d + dy) for a, b, c, d in boxes],
-        )
-
     def _perspective(
         self, r: random.Random, pts: np.ndarray, h: np.ndarray | None, text_h: float
     ) -> np.ndarray:
         """Compose a random perspective of the (possibly rotated) line box onto ``h``."""
-        n = _EDGE_POINTS
+        n = EDGE_POINTS
         quad = pts[[0, n - 1, 2 * n - 1, n]]  # line box corners, clockwise from top-left
         if h is not None:
             quad = fx.apply_h(h, quad)
@@ -521,31 +475,3 @@ def _pixel(c: np.ndarray) -> int | tuple[int, ...]:
     """A colour for ``Image.new``: an int for one channel, a tuple for RGB."""
     v = [min(255, max(0, int(x + 0.5))) for x in c]
     return v[0] if len(v) == 1 else tuple(v)
-
-
-@dataclass
-class _Layout:
-    """A composed text: its ink mask and extents, in canvas pixels.
-
-    ``ink`` bounds all glyph ink; ``line`` is the line box (pen start to advance end,
-    font ascender line to descender line); ``glyph_boxes`` are each glyph's ink box.
-    """
-
-    canvas: Image.Image
-    text_h: float
-    ink: tuple[float, float, float, float]
-    line: tuple[float, float, float, float]
-    glyph_boxes: list[tuple[int, int, int, int]]
-
-    def points(self) -> np.ndarray:
-        """Points along the top and bottom edges of the line box, ``(2 * 9, 2)``: several
-        per edge so that curvature, which bends edges, is tracked too."""
-        x0, y0, x1, y1 = self.line
-        pts = np.empty((2 * _EDGE_POINTS, 2), dtype=np.float64)
-        pts[:_EDGE_POINTS, 0] = pts[_EDGE_POINTS:, 0] = x0 + _EDGE_T * (x1 - x0)
-        pts[:_EDGE_POINTS, 1] = y0
-        pts[_EDGE_POINTS:, 1] = y1
-        return pts
-
-    def boxes(self) -> np.ndarray:
-        return np.array(self.glyph_boxes, dtype=np.float64)

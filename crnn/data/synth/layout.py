@@ -1,0 +1,89 @@
+"""Text layout for the synthetic generator: cached glyphs placed on a canvas, with the
+line box and glyph boxes that geometric effects transform."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from PIL import Image
+
+from crnn.data.synth.fonts import FontInfo, GlyphCache
+
+# Points per edge of the line box that geometric effects track (curvature bends edges).
+EDGE_POINTS = 9
+EDGE_T = np.linspace(0.0, 1.0, EDGE_POINTS)
+# Blank border around the composed ink, in pixels: bilinear warps read one pixel past
+# an edge, so ink never touches the canvas border.
+CANVAS_MARGIN = 2
+
+
+def compose(
+    cache: GlyphCache, font: FontInfo, size: int, text: str, spacing: float, pad: float
+) -> Layout:
+    """Place the text's cached glyphs (from ``cache``) on a canvas.
+
+    Args:
+        spacing: extra advance after each character, in pixels.
+        pad: the largest crop margin, as a fraction of the text height; the canvas
+            gets that much room around the text, so a plain crop stays inside it.
+    """
+    lb = cache.line_box(font.path, size, font.chars)
+    text_h = float(lb.bottom - lb.top)
+    pen = 0.0
+    placed: list[tuple[int, int, np.ndarray]] = []
+    for g in cache.glyphs(font.path, size, text):
+        if g.mask is not None:
+            placed.append((int(round(pen)) + g.dx, g.dy, g.mask))
+        pen += g.advance + spacing
+    end = max(pen - spacing, 1.0)
+    # Plain Python min/max: faster than numpy on a handful of glyphs.
+    boxes = [(x, y, x + m.shape[1], y + m.shape[0]) for x, y, m in placed]
+    ix0, iy0 = min(b[0] for b in boxes), min(b[1] for b in boxes)
+    ix1, iy1 = max(b[2] for b in boxes), max(b[3] for b in boxes)
+    x0, x1 = min(0, ix0), max(math.ceil(end), ix1)
+    y0, y1 = min(lb.top, iy0), max(lb.bottom, iy1)
+    mg = CANVAS_MARGIN + math.ceil(pad * text_h)
+    canvas = np.zeros((y1 - y0 + 2 * mg, x1 - x0 + 2 * mg), dtype=np.uint8)
+    for x, y, m in placed:
+        ys, xs = y - y0 + mg, x - x0 + mg
+        dst = canvas[ys : ys + m.shape[0], xs : xs + m.shape[1]]
+        # max, not sum: overlapping glyphs (tight spacing, italics) stay in [0, 255].
+        np.maximum(dst, m, out=dst)
+    dx, dy = mg - x0, mg - y0
+    return Layout(
+        canvas=Image.fromarray(canvas, "L"),
+        text_h=text_h,
+        ink=(ix0 + dx, iy0 + dy, ix1 + dx, iy1 + dy),
+        line=(dx, lb.top + dy, end + dx, lb.bottom + dy),
+        glyph_boxes=[(a + dx, b + dy, c + dx, d + dy) for a, b, c, d in boxes],
+    )
+
+
+@dataclass
+class Layout:
+    """A composed text: its ink mask and extents, in canvas pixels.
+
+    ``ink`` bounds all glyph ink; ``line`` is the line box (pen start to advance end,
+    font ascender line to descender line); ``glyph_boxes`` are each glyph's ink box.
+    """
+
+    canvas: Image.Image
+    text_h: float
+    ink: tuple[float, float, float, float]
+    line: tuple[float, float, float, float]
+    glyph_boxes: list[tuple[int, int, int, int]]
+
+    def points(self) -> np.ndarray:
+        """Points along the top and bottom edges of the line box, ``(2 * 9, 2)``: several
+        per edge so that curvature, which bends edges, is tracked too."""
+        x0, y0, x1, y1 = self.line
+        pts = np.empty((2 * EDGE_POINTS, 2), dtype=np.float64)
+        pts[:EDGE_POINTS, 0] = pts[EDGE_POINTS:, 0] = x0 + EDGE_T * (x1 - x0)
+        pts[:EDGE_POINTS, 1] = y0
+        pts[EDGE_POINTS:, 1] = y1
+        return pts
+
+    def boxes(self) -> np.ndarray:
+        return np.array(self.glyph_boxes, dtype=np.float64)
