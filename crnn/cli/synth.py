@@ -12,6 +12,7 @@ import argparse
 import logging
 import os
 import sys
+from typing import Any
 
 from crnn.charset import Charset
 from crnn.cli import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, setup_logging
@@ -68,6 +69,44 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def usage_error(args: argparse.Namespace) -> str:
+    """Why these arguments cannot run (empty when they can)."""
+    if not args.out and not args.contact_sheet:
+        return "nothing to do: give --out DIR (an LMDB) and/or --contact-sheet FILE.png"
+    if args.out and args.count is None:
+        return "--out needs --count: how many samples to write (e.g. --count 100000)"
+    if args.count is not None and args.count < 1:
+        return f"--count must be a positive number of samples, got {args.count}"
+    if args.workers < 1:
+        return f"--workers must be >= 1, got {args.workers}"
+    if args.start < 0:
+        return f"--start must be >= 0, got {args.start}"
+    return ""
+
+
+def make_generator(args: argparse.Namespace) -> Any:
+    """The generator the config file, overrides and flags describe."""
+    from crnn.data.synth import SynthGenerator, effects_off
+
+    cfg = load_config(args.config, args.set)
+    synth = cfg.data.synth
+    synth.font_dirs = list(synth.font_dirs) + list(args.fonts)
+    if args.no_bundled_fonts:
+        synth.bundled_fonts = False
+    if args.clean:
+        synth = effects_off(synth)
+    charset = Charset.from_spec(args.charset or cfg.data.charset, cfg.data.case_fold)
+    height = args.height if args.height is not None else cfg.data.height
+    rgb = cfg.data.rgb if args.rgb is None else args.rgb
+    seed = cfg.train.seed if args.seed is None else args.seed
+    gen = SynthGenerator(charset, synth, seed=seed, height=height, rgb=rgb)
+    log.info(
+        "%d fonts, charset %s (%d drawable characters), seed %d, height %d",
+        len(gen.fonts), charset.name, len(gen.alphabet), seed, height,
+    )  # fmt: skip
+    return gen
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     try:
@@ -75,52 +114,21 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as e:  # argparse exits 2 on bad usage, 0 on --help
         return int(e.code or 0)
     setup_logging(args.verbose)
-    if not args.out and not args.contact_sheet:
-        log.error("nothing to do: give --out DIR (an LMDB) and/or --contact-sheet FILE.png")
-        return EXIT_USAGE
-    if args.out and args.count is None:
-        log.error("--out needs --count: how many samples to write (e.g. --count 100000)")
+    problem = usage_error(args)
+    if problem:
+        log.error("%s", problem)
         return EXIT_USAGE
     count = 64 if args.count is None else args.count
-    if count < 1:
-        log.error("--count must be a positive number of samples, got %d", count)
-        return EXIT_USAGE
-    if args.workers < 1:
-        log.error("--workers must be >= 1, got %d", args.workers)
-        return EXIT_USAGE
-    if args.start < 0:
-        log.error("--start must be >= 0, got %d", args.start)
-        return EXIT_USAGE
-
     # Imported after argument parsing so --help stays fast.
-    from crnn.data.synth import FontError, SynthGenerator, effects_off
+    from crnn.data.synth import FontError
     from crnn.data.synth.export import write_lmdb
     from crnn.data.synth.sheet import contact_sheet
 
     try:
-        cfg = load_config(args.config, args.set)
-        synth = cfg.data.synth
-        synth.font_dirs = list(synth.font_dirs) + list(args.fonts)
-        if args.no_bundled_fonts:
-            synth.bundled_fonts = False
-        if args.clean:
-            synth = effects_off(synth)
-        charset = Charset.from_spec(args.charset or cfg.data.charset, cfg.data.case_fold)
-        height = args.height if args.height is not None else cfg.data.height
-        rgb = cfg.data.rgb if args.rgb is None else args.rgb
-        seed = cfg.train.seed if args.seed is None else args.seed
-        gen = SynthGenerator(charset, synth, seed=seed, height=height, rgb=rgb)
+        gen = make_generator(args)
     except (ConfigError, FontError, FileNotFoundError, ValueError) as e:
         log.error("%s", e)
         return EXIT_USAGE
-    log.info(
-        "%d fonts, charset %s (%d drawable characters), seed %d, height %d",
-        len(gen.fonts),
-        charset.name,
-        len(gen.alphabet),
-        seed,
-        height,
-    )
     try:
         if args.contact_sheet:
             n = min(count, 64)
@@ -128,15 +136,11 @@ def main(argv: list[str] | None = None) -> int:
             sheet.save(args.contact_sheet)
             log.info("contact sheet of %d samples saved to %s", n, args.contact_sheet)
         if args.out:
+            progress = not args.no_progress and sys.stderr.isatty()
             write_lmdb(
-                gen,
-                args.out,
-                count,
-                start=args.start,
-                workers=args.workers,
-                overwrite=args.overwrite,
-                progress=not args.no_progress and sys.stderr.isatty(),
-            )
+                gen, args.out, count, start=args.start, workers=args.workers,
+                overwrite=args.overwrite, progress=progress,
+            )  # fmt: skip
     except FileExistsError as e:
         log.error("%s", e)
         return EXIT_USAGE
@@ -144,3 +148,7 @@ def main(argv: list[str] | None = None) -> int:
         log.error("interrupted; the LMDB holds the samples committed so far")
         return EXIT_INTERRUPTED
     return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

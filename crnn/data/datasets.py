@@ -24,6 +24,7 @@ from PIL import Image
 from torch.utils.data import Dataset
 
 from crnn.charset import Charset, UnknownCharacterError
+from crnn.data.gt import GT_NAME, read_gt
 from crnn.data.image import (
     ImageDecodeError,
     ImageSpec,
@@ -37,7 +38,6 @@ from crnn.data.transforms import TrainAugment, to_tensor
 
 log = logging.getLogger(__name__)
 
-GT_NAME = "gt.txt"
 # Datasets up to this size without stored image sizes get their headers scanned for
 # width bucketing; larger ones estimate widths from label lengths.
 _MAX_HEADER_SCAN = 200_000
@@ -70,25 +70,18 @@ class FolderSource:
             raise FileNotFoundError(
                 f"{str(self.root)!r} has no {gt_name}: expected lines 'relative/path<TAB>label'"
             )
+        parsed = read_gt(gt)
+        self.bad_lines: list[tuple[int, str]] = list(parsed.bad)
         self.paths: list[Path] = []
         self._labels: list[str] = []
-        self.bad_lines: list[tuple[int, str]] = []
-        text = gt.read_text(encoding="utf-8-sig", errors="replace")
-        for lineno, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
-                continue
-            rel, sep, label = line.partition("\t")
-            if not sep:  # some tools separate with a space
-                rel, sep, label = line.partition(" ")
-            if not sep or not label:
-                self.bad_lines.append((lineno, f"no label in {line[:80]!r}"))
-                continue
-            path = self.root / rel
+        for line in parsed.lines:
+            path = self.root / line.path
             if not path.is_file():
-                self.bad_lines.append((lineno, f"image {rel!r} not found"))
+                self.bad_lines.append((line.lineno, f"image {line.path!r} not found"))
                 continue
             self.paths.append(path)
-            self._labels.append(label)
+            self._labels.append(line.label)
+        self.bad_lines.sort()
         if self.bad_lines:
             shown = "; ".join(f"line {n}: {why}" for n, why in self.bad_lines[:5])
             log.warning(

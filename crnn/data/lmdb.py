@@ -12,11 +12,15 @@ writer.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import zlib
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 import lmdb
 
@@ -285,3 +289,83 @@ class LmdbReader:
                     yield bytes(value).decode("utf-8", errors="replace"), i
         except lmdb.Error as e:
             raise LmdbFormatError(f"{str(self.path)!r}: {e}") from e
+
+
+# ---- creating an LMDB from an image folder ---------------------------------------------
+
+
+def held_out(rel_path: str, fraction: float) -> bool:
+    """Whether a sample belongs to the held-out split: a hash of its path, so the split
+    is the same on every run and in any line order."""
+    return zlib.crc32(rel_path.encode("utf-8")) % 1_000_000 < fraction * 1_000_000
+
+
+@dataclass
+class CreateReport:
+    """What :func:`create_lmdb` wrote and left out."""
+
+    written: int = 0
+    held_out: int = 0
+    bad: list[tuple[int, str]] = field(default_factory=list)  # (gt line number, why)
+    outside_charset: int = 0  # written, but with characters the given charset lacks
+
+
+def create_lmdb(
+    root: str | os.PathLike[str],
+    gt: str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    val_out: str | os.PathLike[str] | None = None,
+    val_fraction: float = 0.0,
+    charset: Any = None,
+    overwrite: bool = False,
+    progress: bool = True,
+) -> CreateReport:
+    """Write the images listed in ``gt`` (paths relative to ``root``) into an LMDB at
+    ``out``, and a ``val_fraction`` of them (by :func:`held_out`) into ``val_out``.
+
+    Every image is decoded once to check it and to store its size; lines with a missing
+    or unreadable image or an empty label are reported in the result and left out.
+    ``charset`` (a ``Charset``) only counts labels with characters it lacks (they are
+    written: training skips and counts them). Raises ``FileNotFoundError`` for a
+    missing gt file, ``FileExistsError`` for an existing output without ``overwrite``,
+    ``ValueError`` for a bad split request.
+    """
+    from PIL import Image
+    from tqdm import tqdm
+
+    from crnn.data.gt import read_gt
+
+    if not 0.0 <= val_fraction < 1.0 or bool(val_fraction) != bool(val_out):
+        raise ValueError("--val-fraction (in [0, 1)) and --val-out go together")
+    root = Path(root)
+    parsed = read_gt(gt)
+    report = CreateReport(bad=list(parsed.bad))
+    writer = LmdbWriter(out, overwrite=overwrite)
+    val_writer = LmdbWriter(val_out, overwrite=overwrite) if val_out else None
+    with writer, val_writer or contextlib.nullcontext():
+        for line in tqdm(parsed.lines, desc="create_lmdb", unit="img", disable=not progress):
+            if not line.label.strip():
+                report.bad.append((line.lineno, f"empty label for {line.path!r}"))
+                continue
+            path = root / line.path
+            try:
+                data = path.read_bytes()
+                with Image.open(path) as im:
+                    im.load()
+                    size = im.size
+            except FileNotFoundError:
+                report.bad.append((line.lineno, f"image {line.path!r} not found"))
+                continue
+            except Exception as e:  # noqa: BLE001 -- any decoder failure means a bad image
+                report.bad.append((line.lineno, f"image {line.path!r} cannot be decoded ({e})"))
+                continue
+            if charset is not None and charset.unknown_chars(line.label):
+                report.outside_charset += 1
+            if val_writer is not None and held_out(line.path, val_fraction):
+                val_writer.add(data, line.label, size)
+            else:
+                writer.add(data, line.label, size)
+        report.written = writer.count
+        report.held_out = val_writer.count if val_writer is not None else 0
+    report.bad.sort()
+    return report
