@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Callable
+from glob import escape as glob_escape
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -22,6 +23,33 @@ def temporary_path(path: str | os.PathLike[str], pid: int | None = None) -> Path
     """Where :func:`atomic_write` stages ``path`` in process ``pid`` (default: this one)."""
     path = Path(path)
     return path.with_name(f".{path.name}.tmp-{os.getpid() if pid is None else pid}")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: alive
+        return True
+    return True
+
+
+def remove_stale_temporaries(path: str | os.PathLike[str]) -> list[Path]:
+    """Delete what writers of ``path`` that no longer run left behind (a process killed
+    inside :func:`atomic_write` cannot clean up). Temporaries of live processes are
+    kept. Returns the files removed."""
+    path = Path(path)
+    removed = []
+    prefix = temporary_path(path, pid=0).name[:-1]  # ".NAME.tmp-"
+    if not path.parent.is_dir():
+        return removed
+    for tmp in path.parent.glob(f"{glob_escape(prefix)}*"):
+        pid = tmp.name[len(prefix) :]
+        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+            tmp.unlink(missing_ok=True)
+            removed.append(tmp)
+    return removed
 
 
 def atomic_write(path: str | os.PathLike[str], write: Callable[[BinaryIO], Any]) -> Path:

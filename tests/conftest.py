@@ -130,3 +130,15 @@ def run_tool(
         timeout=timeout,
         cwd=str(ROOT),
     )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The gpu tier skips where there is no CUDA device (the default CPU run)."""
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU (the gpu tier: pytest -m gpu on a GPU machine)")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)

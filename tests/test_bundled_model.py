@@ -61,6 +61,7 @@ def test_bundled_onnx_agrees_with_the_pytorch_release():
         assert a.confidence == pytest.approx(b.confidence, abs=2e-2)
 
 
+@pytest.mark.slow
 def test_predict_without_checkpoint_uses_the_bundled_model():
     out = subprocess.run(
         [sys.executable, str(ROOT / "tools" / "predict.py"), "--json", str(SAMPLES)],

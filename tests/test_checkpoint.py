@@ -494,6 +494,7 @@ def test_convert_cli_bad_input_is_a_usage_error(tmp_path, capsys, meijieru):
     assert not any(p.name.startswith("o.pt") or p.name == "r.pt" for p in tmp_path.iterdir())
 
 
+@pytest.mark.slow
 def test_convert_tool_imports_then_predict_reads_with_the_result(tmp_path, clova, word_folder):
     """The shim end to end, as a user runs it: import a clova file, then predict with it."""
     out = tmp_path / "clova_native.pt"

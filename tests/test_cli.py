@@ -23,6 +23,7 @@ def trained_run(tmp_path_factory, word_lmdb):
     return out
 
 
+@pytest.mark.slow
 def test_create_lmdb_reports_bad_lines_and_writes_the_rest(tmp_path):
     root = write_folder(tmp_path / "imgs", ["one", "two", "three"])
     (root / "images" / "0001.png").write_bytes(b"not a png")
@@ -40,11 +41,13 @@ def test_create_lmdb_reports_bad_lines_and_writes_the_rest(tmp_path):
     assert again.returncode == 2 and "--overwrite" in again.stderr
 
 
+@pytest.mark.slow
 def test_create_lmdb_usage_errors(tmp_path):
     r = run_tool("create_lmdb", "--root", str(tmp_path / "missing"), "--out", str(tmp_path / "db"))
     assert r.returncode == 2 and "is not a folder" in r.stderr
 
 
+@pytest.mark.slow
 def test_train_rejects_bad_config_before_doing_anything(tmp_path):
     r = run_tool(
         "train", "--gpus", "cpu", "--set", "train.lrr=1", "--output-dir", str(tmp_path / "x")
@@ -57,6 +60,7 @@ def test_train_rejects_bad_config_before_doing_anything(tmp_path):
     assert r.returncode == 2 and "not found" in r.stderr
 
 
+@pytest.mark.slow
 def test_train_then_resume_from_the_run_directory(trained_run):
     r = run_tool(
         "train", "--gpus", "cpu", "--resume", str(trained_run), "--set", "train.max_steps=6"
@@ -65,6 +69,7 @@ def test_train_then_resume_from_the_run_directory(trained_run):
     assert "resumed at step 4" in r.stderr and "finished 6 steps" in r.stderr
 
 
+@pytest.mark.slow
 def test_eval_prints_a_table_per_dataset(trained_run, word_lmdb, word_folder, tmp_path):
     out_json = tmp_path / "eval.json"
     r = run_tool(
@@ -88,6 +93,7 @@ def test_eval_prints_a_table_per_dataset(trained_run, word_lmdb, word_folder, tm
     assert bad.returncode == 1 and "does not exist" in bad.stderr
 
 
+@pytest.mark.slow
 def test_predict_tsv_json_and_bad_files(trained_run, word_folder, tmp_path):
     img = word_folder / "images" / "0000.png"
     bad = tmp_path / "bad.png"
@@ -110,6 +116,7 @@ def test_predict_tsv_json_and_bad_files(trained_run, word_folder, tmp_path):
     assert len(results[0]["char_confidences"]) == len(results[0]["text"])
 
 
+@pytest.mark.slow
 def test_predict_with_a_missing_checkpoint_is_a_usage_error(tmp_path, word_folder):
     r = run_tool(
         "predict", "-c", str(tmp_path / "none.pt"), str(word_folder / "images" / "0000.png")
@@ -117,11 +124,13 @@ def test_predict_with_a_missing_checkpoint_is_a_usage_error(tmp_path, word_folde
     assert r.returncode == 2 and "not found" in r.stderr
 
 
+@pytest.mark.slow
 def test_help_explains_the_batch_size():
     r = run_tool("train", "--help")
     assert r.returncode == 0 and "GLOBAL batch" in r.stdout
 
 
+@pytest.mark.slow
 def test_create_lmdb_holds_out_a_stable_validation_split(tmp_path):
     root = write_folder(tmp_path / "imgs", [f"w{i}" for i in range(40)])
     args = [
@@ -149,6 +158,7 @@ def test_create_lmdb_holds_out_a_stable_validation_split(tmp_path):
     assert bad.returncode == 2 and "go together" in bad.stderr
 
 
+@pytest.mark.slow
 def test_train_in_chunks_with_until_step(tmp_path, word_lmdb):
     from crnn.checkpoint import load_checkpoint
 

@@ -58,8 +58,18 @@ def test_missing_or_bad_file(tmp_path):
         load_config(f)
 
 
-def test_shipped_configs_load():
+def test_shipped_configs_load_and_every_config_the_docs_name_exists():
+    import re
     from pathlib import Path
 
-    for f in sorted((Path(__file__).parents[1] / "configs").glob("*.yaml")):
+    root = Path(__file__).parents[1]
+    shipped = sorted((root / "configs").glob("*.yaml"))
+    assert {"quickstart.yaml", "crnn_en.yaml", "crnn_en_cpu.yaml"} <= {f.name for f in shipped}
+    for f in shipped:
         load_config(f)
+    docs = [root / "README.md", *sorted((root / "docs").rglob("*.md"))]
+    named = {m for d in docs for m in re.findall(r"configs/[\w.-]+\.yaml", d.read_text())}
+    named = {n for n in named if len(Path(n).stem) > 1}  # configs/X.yaml is a placeholder
+    assert named, "the README shows how to train with a config"
+    missing = sorted(n for n in named if not (root / n).is_file())
+    assert not missing, f"docs name configs that do not exist: {missing}"

@@ -336,6 +336,7 @@ def ddp_run(word_lmdb, tmp_path_factory):
     return {"tmp": tmp, "logs": texts, "results": results, "lmdb": word_lmdb}
 
 
+@pytest.mark.slow
 def test_ddp_equals_one_process_and_resumes_from_one_process(ddp_run):
     """Two DDP ranks with micro-batches of 4 end where one process does that sees the
     same micro-batches through accumulation (global batch 8 both ways), here after
@@ -358,6 +359,7 @@ def test_ddp_equals_one_process_and_resumes_from_one_process(ddp_run):
     assert_same_tensors(ckpt["model"], {**r0["params"], **r0["buffers"]}, rtol=0, atol=0)
 
 
+@pytest.mark.slow
 def test_ddp_ranks_see_disjoint_data_in_a_new_order_each_epoch(ddp_run):
     seen = [r["seen"] for r in ddp_run["results"]]
     assert seen[0].keys() == seen[1].keys()
@@ -373,6 +375,7 @@ def test_ddp_ranks_see_disjoint_data_in_a_new_order_each_epoch(ddp_run):
     assert order[2] != order[1][: len(order[2])]  # set_epoch: a new order
 
 
+@pytest.mark.slow
 def test_ddp_validation_is_the_same_on_every_rank_and_only_rank_0_writes(ddp_run):
     r0, r1 = ddp_run["results"]
     assert r0["metrics"] == r1["metrics"] and r0["metrics"]["count"] == 64
@@ -392,6 +395,7 @@ def test_ddp_validation_is_the_same_on_every_rank_and_only_rank_0_writes(ddp_run
     assert all("[rank 1]" in ln for ln in re.findall(r"^\d\d:\d\d:\d\d .*", log1, re.M))
 
 
+@pytest.mark.slow
 def test_ddp_accumulation_all_reduces_once_per_step_and_equals_one_process(ddp_run):
     """2 ranks x 2 accumulation steps x 4 = one process x 4 accumulation steps x 4: the
     same gradients; and DDP all-reduces only on the micro-step that steps (no_sync)."""
@@ -416,6 +420,7 @@ def cli_args(lmdb: Path, out: Path, *extra: str) -> list[str]:
     return ["--gpus", "cpu", "--nproc", "2", "--set", *base_overrides(lmdb, out, *extra)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["raise", "kill"])
 def test_a_failing_rank_ends_the_run_with_a_message_naming_it(kind, word_lmdb, tmp_path):
     out = tmp_path / "run"
@@ -452,6 +457,7 @@ def test_a_failing_rank_ends_the_run_with_a_message_naming_it(kind, word_lmdb, t
     assert load_checkpoint(out / "last.pt")["step"] == 4
 
 
+@pytest.mark.slow
 def test_ctrl_c_stops_every_rank_saves_once_and_resumes_in_one_process(word_lmdb, tmp_path):
     """SIGINT to the launcher's process group (what Ctrl-C does): the ranks finish their
     step, rank 0 saves last.pt once, the run exits 130; that checkpoint of a 2-process
@@ -502,6 +508,7 @@ def test_ctrl_c_stops_every_rank_saves_once_and_resumes_in_one_process(word_lmdb
     )  # fmt: skip
 
 
+@pytest.mark.slow
 def test_two_nodes_on_loopback_with_torchrun(word_lmdb, tmp_path):
     """Two torchrun launches, one process each, meeting at a c10d rendezvous on
     127.0.0.1: the node whose process gets global rank 1 has local rank 0, so only a
@@ -531,6 +538,7 @@ def test_two_nodes_on_loopback_with_torchrun(word_lmdb, tmp_path):
     assert "train:" not in texts[other] and "saved" not in texts[other]
 
 
+@pytest.mark.slow
 def test_bench_parallel_measures_the_trainer_step(tmp_path):
     """The benchmark's single-device rows on the CPU (its DDP rows start processes and
     are run by hand; figures in docs/benchmarks.md)."""

@@ -104,6 +104,7 @@ def test_recognizer_from_onnx_reads_like_the_pytorch_one(exported, word_folder):
     ]
 
 
+@pytest.mark.slow
 def test_export_tool_writes_and_checks_the_file(tmp_path):
     torch.manual_seed(0)
     model = randomise(CRNN(37, **TINY), seed=0)
@@ -147,6 +148,7 @@ def test_predict_cli_runs_an_onnx_file(exported, word_folder, tmp_path, capsys):
     assert [r[0] for r in rows] == images
 
 
+@pytest.mark.slow
 def test_eval_cli_scores_an_onnx_export_like_its_checkpoint(tmp_path, word_lmdb):
     # A trained reader (so accuracy is neither 0 nor 1 by accident), evaluated on padded,
     # width-bucketed batches: the ONNX path needs exact per-sample CTC lengths too.

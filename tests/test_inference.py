@@ -98,6 +98,7 @@ def test_recognizer_decodes_with_beam_and_lexicon(model, ckpt_path, word_folder,
     assert Recognizer(backend, lexicon=[word]).lexicon.words == {word}
 
 
+@pytest.mark.slow
 def test_predict_cli_beam_and_lexicon(model, ckpt_path, word_folder, tmp_path):
     images = sorted((word_folder / "images").iterdir())[:4]
     beam = Recognizer.from_checkpoint(ckpt_path, device="cpu", beam_width=5).predict(images)

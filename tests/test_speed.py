@@ -159,6 +159,7 @@ def test_int8_export_reads_like_fp32_and_says_so(reader, word_folder, tmp_path, 
 # ---- predicting without PyTorch -----------------------------------------------------
 
 
+@pytest.mark.slow
 def test_predict_from_onnx_never_imports_torch_and_matches_pytorch(reader, word_folder, tmp_path):
     pytest.importorskip("onnxruntime")
     from crnn.export import export_onnx

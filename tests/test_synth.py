@@ -93,6 +93,7 @@ def test_render_is_a_pure_function_of_seed_and_index(
     assert _digest(other_seed.render(0)[0]) != forward[0]
 
 
+@pytest.mark.slow
 def test_render_is_identical_in_a_fresh_process(gen36: SynthGenerator) -> None:
     # A different PYTHONHASHSEED catches any dependence on set/dict iteration order.
     code = (

@@ -33,7 +33,7 @@ from crnn.checkpoint import (
 )
 from crnn.config import Config
 from crnn.engine.distributed import DistInfo, barrier
-from crnn.io import atomic_save
+from crnn.io import atomic_save, remove_stale_temporaries
 from crnn.metrics import HIGHER_IS_BETTER
 
 log = logging.getLogger(__name__)
@@ -213,6 +213,10 @@ class CheckpointSaver:
         self.out = Path(out)
         self.info = info
         self.saved_step = -1
+        if info.is_main:  # a run killed inside a save left its temporary behind
+            for name in ("last.pt", "best.pt"):
+                for tmp in remove_stale_temporaries(self.out / name):
+                    log.info("removed %s, left by a run that was killed while saving", tmp)
 
     def save(self, checkpoint: Any, step: int, best: dict[str, Any] | None = None) -> None:
         """``checkpoint`` is a callable returning the dict (built on rank 0 only);
