@@ -1,0 +1,129 @@
+"""The house rules of the layout (README "Architecture"), checked on the source: which
+module may import which, and the size limits that keep each room readable."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PKG = ROOT / "crnn"
+
+
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(ROOT).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _imports(path: Path, top_level: bool = False) -> set[str]:
+    """Every module ``path`` imports, at any depth of the file (function-level too), or
+    at module level only."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    out: set[str] = set()
+    for node in tree.body if top_level else ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out.add(node.module)
+            out.update(f"{node.module}.{a.name}" for a in node.names)
+    return out
+
+
+MODULES = {_module_name(p): p for p in PKG.rglob("*.py")}
+GRAPH = {
+    name: {m for m in _imports(path) if m in MODULES and m != name}
+    for name, path in MODULES.items()
+}
+# What importing a module runs at once (function-level imports run later, if ever).
+EAGER = {
+    name: {m for m in _imports(path, top_level=True) if m in MODULES and m != name}
+    for name, path in MODULES.items()
+}
+
+
+def _closure(start: str, graph: dict[str, set[str]] = GRAPH) -> set[str]:
+    """Every crnn module that ``start`` may import (its packages' ``__init__`` too)."""
+    seen, todo = set(), [start]
+    for i in range(1, start.count(".") + 1):
+        parent = ".".join(start.split(".")[:i])
+        seen.add(parent)
+        todo.append(parent)
+    while todo:
+        m = todo.pop()
+        for dep in graph[m]:
+            # importing crnn.a.b runs crnn/a/__init__.py too
+            chain = [".".join(dep.split(".")[:i]) for i in range(2, dep.count(".") + 2)]
+            for d in chain:
+                if d in MODULES and d not in seen:
+                    seen.add(d)
+                    todo.append(d)
+    return seen
+
+
+@pytest.mark.parametrize(
+    "module",
+    ["crnn.inference", "crnn.evaluation", "crnn.export", "crnn.backends", "crnn.checkpoint",
+     "crnn.cli.predict", "crnn.cli.eval", "crnn.cli.export"],
+)  # fmt: skip
+def test_inference_side_never_imports_the_training_engine(module):
+    engine = sorted(m for m in _closure(module) if m.startswith("crnn.engine"))
+    assert not engine, f"{module} reaches the training engine through {engine}"
+
+
+def test_the_library_never_imports_the_cli_tools_or_benchmarks():
+    for name in GRAPH:
+        if name.startswith("crnn.cli"):
+            continue
+        bad = sorted(
+            d
+            for d in _imports(MODULES[name])
+            if d.split(".")[0] in ("tools", "benchmarks") or d.startswith("crnn.cli")
+        )
+        assert not bad, f"{name} imports {bad}"
+
+
+def test_the_model_imports_nothing_of_ours_but_config():
+    ours = {d.split(".")[1] for d in GRAPH["crnn.model"]}
+    assert ours <= {"config"}, ours
+
+
+def test_the_onnx_backend_never_imports_torch():
+    """At module level, through anything it loads (``OnnxBackend`` converts its output
+    back to a tensor only when given one, so torch is then already imported)."""
+    reach = {"crnn.backends.onnx", *_closure("crnn.backends.onnx", EAGER)}
+    users = sorted(
+        m for m in reach if any(d.split(".")[0] == "torch" for d in _imports(MODULES[m], True))
+    )
+    assert not users, f"torch is imported by {users}, which the ONNX backend loads"
+
+
+def test_no_torch_or_onnx_dispatch_outside_the_backends():
+    names = ("OnnxBackend", "TorchBackend", "nn.Module")
+    for name, path in MODULES.items():
+        if name.startswith("crnn.backends"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "isinstance":
+                text = ast.unparse(node.args[1])
+                assert not any(n in text for n in names[:2]), f"{name}: {ast.unparse(node)}"
+                if name in ("crnn.inference", "crnn.evaluation") or name.startswith("crnn.cli"):
+                    assert "nn.Module" not in text, f"{name}: {ast.unparse(node)}"
+
+
+def test_rooms_stay_small():
+    long = {n: len(p.read_text().splitlines()) for n, p in MODULES.items()}
+    assert long["crnn.engine.trainer"] < 300
+    big = {n: k for n, k in long.items() if k > 500}
+    assert not big, f"files over 500 lines: {big}"
+    for name, path in MODULES.items():
+        if not name.startswith("crnn.cli."):
+            continue
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.FunctionDef) and node.name == "main":
+                n = node.end_lineno - node.lineno + 1
+                assert n < 60, f"{name}.main() is {n} lines; move the logic into the library"
