@@ -127,3 +127,15 @@ def test_rooms_stay_small():
             if isinstance(node, ast.FunctionDef) and node.name == "main":
                 n = node.end_lineno - node.lineno + 1
                 assert n < 60, f"{name}.main() is {n} lines; move the logic into the library"
+
+
+def test_every_path_the_docs_name_exists():
+    import re
+
+    docs = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    pattern = re.compile(r"`((?:crnn|tools|benchmarks|configs|docs|tests)/[\w./-]+)`")
+    missing = sorted(
+        {f"{d.name}: {m}" for d in docs for m in pattern.findall(d.read_text())
+         if not (ROOT / m).exists()}
+    )  # fmt: skip
+    assert not missing, f"docs name files that do not exist: {missing}"
