@@ -17,6 +17,7 @@ Two layouts:
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -60,6 +61,14 @@ def _frozen_bn_stats(module: nn.Module) -> Iterator[None]:
             m.momentum = momentum
             if count is not None:
                 m.num_batches_tracked.copy_(count)
+
+
+def _checkpoint_contexts(segment: nn.Module) -> tuple[Any, Any]:
+    """``context_fn`` of a checkpointed segment: nothing special on the forward pass,
+    frozen BatchNorm statistics on the recomputation. A module-level function bound with
+    ``functools.partial``, not a lambda: torch.compile (Dynamo) rejects a lambda created
+    inside the frame it traces."""
+    return contextlib.nullcontext(), _frozen_bn_stats(segment)
 
 
 class CRNN(nn.Module):
@@ -151,7 +160,7 @@ class CRNN(nn.Module):
                     names,
                     x,
                     use_reentrant=False,
-                    context_fn=lambda seg=seg: (contextlib.nullcontext(), _frozen_bn_stats(seg)),
+                    context_fn=functools.partial(_checkpoint_contexts, seg),
                 )
             else:
                 x = self._run_segment(names, x)
@@ -160,8 +169,16 @@ class CRNN(nn.Module):
         return x.transpose(1, 2)
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
-        """``(B, C, H, W)`` float -> logits ``(B, T, num_classes)``."""
-        x = self.rnn(self.features(images))
+        """``(B, C, H, W)`` float -> logits ``(B, T, num_classes)``.
+
+        The recurrent part always runs in float32, outside any autocast: under CUDA
+        autocast, cuDNN's RNN path (``_cudnn_rnn_cast_reflatten`` in ATen's
+        AutocastRNN) casts to float16 whatever the autocast dtype, so with bf16 (the
+        default, which runs without a GradScaler) the LSTM gradients would be fp16 and
+        unscaled, and could underflow. The LSTMs are a small share of the FLOPs."""
+        x = self.features(images)
+        with torch.autocast(x.device.type, enabled=False):
+            x = self.rnn(x.float())
         if self.fc is not None:
             x = self.fc(x)
         return x

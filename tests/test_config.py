@@ -73,3 +73,10 @@ def test_shipped_configs_load_and_every_config_the_docs_name_exists():
     assert named, "the README shows how to train with a config"
     missing = sorted(n for n in named if not (root / n).is_file())
     assert not missing, f"docs name configs that do not exist: {missing}"
+
+
+def test_dataparallel_with_torch_compile_is_refused_with_the_way_out():
+    with pytest.raises(ConfigError, match="compile=true does not work with dist.strategy=dp.*ddp"):
+        load_config(None, ["dist.strategy=dp", "train.compile=true"])
+    load_config(None, ["dist.strategy=ddp", "train.compile=true"])
+    load_config(None, ["dist.strategy=dp", "train.compile=false"])

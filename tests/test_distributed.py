@@ -211,6 +211,17 @@ def test_gpus_count_the_visible_devices_and_local_rank_picks_the_listed_one(monk
         select_device(listed, 2)
 
 
+def test_a_process_that_sees_one_gpu_uses_it_whatever_its_local_rank(monkeypatch):
+    """SLURM --gpus-per-task=1 or Kubernetes: each rank sees its own GPU as cuda:0."""
+    one = [torch.device("cuda", 0)]
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    assert select_device(one, 1) == select_device(one, 5) == torch.device("cuda", 0)
+    # Several visible but one listed (--gpus 0 under torchrun with 2 ranks): refused.
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)
+    with pytest.raises(RuntimeError, match="local rank 1 has no GPU"):
+        select_device(one, 1)
+
+
 def test_launcher_refuses_what_the_ranks_could_not_run(word_lmdb, tmp_path, monkeypatch):
     """Checked before any process starts (all in Config.validate), with a message that
     says how to fix it."""
@@ -559,3 +570,45 @@ def test_bench_parallel_measures_the_trainer_step(tmp_path):
     table = format_table(rows)
     assert table.count("\n") == 5 and "| single | cpu | on | 2 | 8 (4) |" in table
     assert json.loads(json.dumps(rows_to_json(rows, spec)))["rows"][0]["strategy"] == "single"
+
+
+def test_auto_data_workers_share_the_cores_between_the_processes_of_a_machine(monkeypatch):
+    from crnn.engine.data import num_workers
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(96)))
+    assert num_workers("auto", 8) == 11  # 8 GPUs: 11 each (not 8 x 12 = 96 workers)
+    assert num_workers("auto", 1) == 16  # capped
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")
+    assert num_workers("auto") == 16 and num_workers(3) == 3 and num_workers(0) == 0
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    assert num_workers("auto", 1) == 1 and num_workers("auto", 2) == 1  # never 0
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)))
+    assert num_workers("auto", 1) == 15  # one H100 box: every core but the loop's
+
+
+def test_all_reduce_never_changes_the_callers_tensor(monkeypatch):
+    """On NCCL the metrics go to the GPU with .to(), which returns the caller's own
+    tensor when it is already there; all_reduce then summed into it in place."""
+    import torch.distributed as dist
+
+    from crnn.engine.distributed import all_reduce_sum
+
+    monkeypatch.setattr(dist, "all_reduce", lambda t, op=None: t.mul_(2))  # "two ranks"
+    mine = torch.tensor([1.0, 2.0])
+    for backend in ("nccl", "gloo"):  # (the device is the CPU here: .to() is a no-op)
+        info = DistInfo(rank=0, world_size=2, device=torch.device("cpu"), backend=backend)
+        assert all_reduce_sum(mine, info).tolist() == [2.0, 4.0]
+        assert mine.tolist() == [1.0, 2.0]
+
+
+def test_bf16_falls_back_to_fp16_with_a_message_on_gpus_without_bfloat16(monkeypatch, caplog):
+    from crnn.precision import resolve_amp
+
+    gpu = torch.device("cuda", 0)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: False)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "Tesla V100")
+    assert resolve_amp("bf16", gpu) == "fp16"
+    assert "Tesla V100 has no bfloat16 support" in caplog.text
+    assert resolve_amp("none", gpu) == "none" and resolve_amp("bf16", torch.device("cpu")) == "bf16"
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
+    assert resolve_amp("bf16", gpu) == "bf16"

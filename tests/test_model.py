@@ -71,3 +71,43 @@ def test_min_width_for_steps():
 def test_unknown_arch_is_rejected():
     with pytest.raises(ValueError, match="unknown arch"):
         CRNN(5, arch="resnet")
+
+
+def test_the_lstms_run_in_float32_under_bf16_autocast():
+    """CUDA autocast would hand cuDNN's LSTM fp16 whatever the autocast dtype (and bf16
+    training has no GradScaler): the recurrent part must see float32. Checked under CPU
+    autocast, where the convolutions do run in bf16."""
+    m = CRNN(11, channels=[8, 16, 16, 32, 32, 32, 32], hidden=16)
+    seen = []
+    for block in m.rnn:
+        block.lstm.register_forward_pre_hook(lambda mod, args: seen.append(args[0].dtype))
+        block.lstm.register_forward_hook(lambda mod, args, out: seen.append(out[0].dtype))
+    conv_out = []
+    m.cnn.conv0.register_forward_hook(lambda mod, args, out: conv_out.append(out.dtype))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = m(torch.randn(2, 1, 32, 64))
+    assert conv_out == [torch.bfloat16]  # autocast is on for the CNN...
+    assert seen == [torch.float32] * 4  # ...and off for both LSTMs, in and out
+    assert y.shape == (2, m.output_length(64), 11)
+
+
+def test_compile_with_activation_checkpointing_gives_the_eager_gradients():
+    """Dynamo must accept the checkpointed segments (their context_fn was a lambda made
+    in the traced frame, which it rejects)."""
+    torch.manual_seed(0)
+    m = CRNN(11, channels=[8, 16, 16, 32, 32, 32, 32], hidden=16).train()
+    m.grad_checkpoint = True
+    x = torch.randn(2, 1, 32, 48)
+
+    def grads(model):
+        model.zero_grad(set_to_none=True)
+        model(x).float().pow(2).mean().backward()
+        return {n: p.grad.clone() for n, p in m.named_parameters()}
+
+    state = {k: v.clone() for k, v in m.state_dict().items()}
+    eager = grads(m)
+    m.load_state_dict(state)  # BatchNorm statistics as before the eager step
+    compiled = torch.compile(m, backend="aot_eager", fullgraph=False)
+    got = grads(compiled)
+    for n in eager:
+        torch.testing.assert_close(got[n], eager[n], rtol=1e-4, atol=1e-5)

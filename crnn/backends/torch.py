@@ -73,6 +73,9 @@ class TorchBackend:
         channels_last: bool | None = None,
     ) -> None:
         self.device = torch.device(device) if device is not None else default_device()
+        if self.device.type == "cuda" and self.device.index is not None:
+            # Else CUDA opens a context on GPU 0 as well (memory there, for nothing).
+            torch.cuda.set_device(self.device)
         self.model = model.to(self.device).eval()
         if self.device.type == "cpu":
             torch.set_flush_denormal(True)

@@ -46,6 +46,11 @@ only the number of GPUs keeps the effective batch and the learning-rate schedule
 unchanged (each step gets faster); raise train.accum_steps when a micro-batch does not
 fit in memory. A checkpoint resumes on any number of GPUs.
 
+data workers: data.num_workers counts DataLoader workers PER PROCESS (each GPU's
+rank has its own). The default, auto, gives each process its share of the cores less
+one for the training loop (16 cores, 1 GPU: 15; 96 cores, 8 GPUs: 11 each; at most
+16, at least 1); set a number to override it.
+
 multi-GPU: --gpus 0,1 starts one DDP process per listed GPU (local rank i uses the i-th
 listed GPU; numbers count the GPUs CUDA_VISIBLE_DEVICES leaves visible). Under torchrun
 the script joins the launch instead (default: every visible GPU, one per local rank).

@@ -78,7 +78,10 @@ class DataConfig:
     rgb: bool = False
     # Labels longer than this are skipped (0: only the model's output length limits them).
     max_label_length: int = 0
-    num_workers: int = 2
+    # DataLoader workers PER PROCESS (each GPU's rank has its own): a number, or "auto"
+    # = this process's share of the CPU cores (cores / processes on this machine) less
+    # one for the training loop, at least 1, at most 16.
+    num_workers: Union[int, Literal["auto"]] = "auto"  # noqa: UP007
     # Group batches by image width so little compute goes into padding.
     bucketing: bool = True
     augment: AugmentConfig = field(default_factory=AugmentConfig)
@@ -189,6 +192,9 @@ class Config:
             raise ConfigError(
                 f"data.height must be 32 or a larger multiple of 16, got {self.data.height}"
             )
+        nw = self.data.num_workers
+        if nw != "auto" and not (isinstance(nw, int) and nw >= 0):
+            raise ConfigError(f"data.num_workers={nw!r}: expected a number >= 0 or 'auto'")
         if self.data.min_width > self.data.max_width:
             raise ConfigError(
                 f"data.min_width ({self.data.min_width}) exceeds data.max_width ({self.data.max_width})"
@@ -214,6 +220,15 @@ class Config:
                 raise ConfigError(
                     "--strategy dp (DataParallel) needs CUDA GPUs; --gpus cpu --nproc N runs DDP"
                 )
+        if strategy == "dp" and self.train.compile:
+            # torch.compile's OptimizedModule keeps a forward bound to the original
+            # module in its instance __dict__; DataParallel's replicate() copies that, so
+            # every replica would run GPU 0's module on its own GPU's inputs.
+            raise ConfigError(
+                "train.compile=true does not work with dist.strategy=dp (DataParallel "
+                "replicas of a compiled model all run GPU 0's weights); use --strategy ddp "
+                "(the default, one process per GPU), or train.compile=false"
+            )
         if world_size is not None and world_size > 1 and strategy != "ddp":
             # Ranks that never all-reduce would silently train separate models.
             raise ConfigError(

@@ -8,6 +8,7 @@ are sharded over ranks (``crnn.evaluation``).
 from __future__ import annotations
 
 import logging
+import os
 import signal
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -33,6 +34,25 @@ SYNTH_VAL_SEED = 20_151_231
 
 TrainSampler = BucketBatchSampler | MixedBatchSampler
 OutputLength = Callable[[int], int]
+
+
+MAX_AUTO_WORKERS = 16
+
+
+def num_workers(setting: int | str, local_world_size: int | None = None) -> int:
+    """``data.num_workers`` for this process: the number itself, or for ``"auto"`` this
+    process's share of the CPU cores it may use (cores / processes on this machine,
+    ``LOCAL_WORLD_SIZE`` as torchrun and our launcher set it) less one for the training
+    loop: at least 1, at most 16. So 8 GPUs on 96 cores get 11 each, not 8 x 12."""
+    if setting != "auto":
+        return int(setting)
+    if local_world_size is None:
+        local_world_size = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(MAX_AUTO_WORKERS, cores // max(1, local_world_size) - 1))
 
 
 def _worker_init(_: int) -> None:
@@ -75,7 +95,7 @@ def _train_part(
     """The on-the-fly generator for ``"synth"``, else the samples of the given paths."""
     if entry == "synth":
         gen = synth_generator(cfg, charset, spec, cfg.train.seed)
-        if cfg.data.num_workers > 0:
+        if num_workers(cfg.data.num_workers) > 0:
             # Draw every glyph once here so forked workers start with a warm cache.
             gen.warm_up()
         # The generator has its own effects; training augmentations are for real data.
@@ -133,7 +153,8 @@ def build_train_data(
             seed=tc.seed,
             **common,
         )
-    nw = cfg.data.num_workers
+    nw = num_workers(cfg.data.num_workers)
+    log.debug("%d DataLoader workers for training", nw)
     loader = DataLoader(
         ds,
         batch_sampler=sampler,
@@ -158,7 +179,7 @@ def build_val_sets(
     """``(name, loader)`` per ``data.val`` entry, or the fixed synthetic set."""
     tc = cfg.train
     eval_bs = max(1, tc.batch_size // (info.world_size * tc.accum_steps)) * 2
-    nw = cfg.data.num_workers
+    nw = num_workers(cfg.data.num_workers)
     shard = {"world_size": info.world_size, "rank": info.rank, "pin_memory": pin_memory}
     if not cfg.data.val:
         gen = synth_generator(cfg, charset, spec, SYNTH_VAL_SEED)

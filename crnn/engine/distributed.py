@@ -54,13 +54,22 @@ def select_device(devices: list[torch.device], local_rank: int) -> torch.device:
 
     ``devices`` are this machine's devices in ``--gpus`` order, so local rank ``i`` gets
     the ``i``-th listed GPU (``--gpus 2,3``: local rank 1 -> ``cuda:3``). On the CPU every
-    rank uses the CPU. The *local* rank picks a GPU; the *global* rank picks data and
+    rank uses the CPU. A process that sees exactly one GPU uses it whatever its local rank
+    (the scheduler bound one GPU to each process). The *local* rank picks a GPU; the *global* rank picks data and
     decides who writes, and the two differ on every node but the first.
     """
     if not devices:
         raise ValueError("no devices given; expected the CPU or a list of CUDA devices")
     if devices[0].type == "cpu":
         return torch.device("cpu")
+    if local_rank >= 1 and len(devices) == 1 and torch.cuda.device_count() == 1:
+        # One GPU per process, bound by the scheduler (SLURM --gpus-per-task=1,
+        # Kubernetes device plugins): every rank sees exactly its own GPU as cuda:0.
+        log.info(
+            "local rank %d sees one GPU (CUDA_VISIBLE_DEVICES=%s): using it",
+            local_rank, os.environ.get("CUDA_VISIBLE_DEVICES", "unset"),
+        )  # fmt: skip
+        return devices[0]
     if not 0 <= local_rank < len(devices):
         raise RuntimeError(
             f"local rank {local_rank} has no GPU: this machine offers {len(devices)} "
@@ -140,8 +149,10 @@ def all_reduce_sum(t: torch.Tensor, info: DistInfo) -> torch.Tensor:
     if not info.distributed:
         return t
     orig = t.device
-    # Metrics are float64 on the CPU; NCCL needs them on the GPU.
-    work = t.to(info.device) if info.backend == "nccl" else t.clone()
+    # Metrics are float64 on the CPU; NCCL needs them on the GPU. A copy either way:
+    # .to() returns the caller's own tensor when it is already there, and all_reduce
+    # works in place.
+    work = t.to(info.device, copy=True) if info.backend == "nccl" else t.clone()
     dist.all_reduce(work, op=dist.ReduceOp.SUM)
     return work.to(orig)
 

@@ -50,6 +50,7 @@ from crnn.engine.signals import StopRequest
 from crnn.evaluation import EvalResult, evaluate
 from crnn.metrics import TextMetrics
 from crnn.model import build_model
+from crnn.precision import resolve_amp
 
 log = logging.getLogger(__name__)
 
@@ -103,9 +104,10 @@ class Trainer:
         one_process_ddp = cfg.dist.strategy == "ddp" and not info.distributed
         self.strategy = "none" if one_process_ddp else cfg.dist.strategy
         self.device_ids = device_ids if self.strategy == "dp" else None
+        self.amp = resolve_amp(tc.amp, info.device)
         self.train_module, self.model = wrap(
             model, strategy=self.strategy, device=info.device, device_ids=device_ids,
-            distributed=info.distributed, amp=tc.amp, sync_bn=cfg.dist.sync_bn,
+            distributed=info.distributed, amp=self.amp, sync_bn=cfg.dist.sync_bn,
             compile=tc.compile, channels_last=tc.channels_last, grad_checkpoint=tc.grad_checkpoint,
         )  # fmt: skip
         self.device = next(self.model.parameters()).device
@@ -113,7 +115,7 @@ class Trainer:
             torch.backends.cudnn.benchmark = tc.cudnn_benchmark
         self.optimizer = make_optimizer(self.model, tc, self.device)
         self.scheduler = make_scheduler(self.optimizer, tc)
-        fp16 = self.device.type == "cuda" and tc.amp == "fp16"
+        fp16 = self.device.type == "cuda" and self.amp == "fp16"
         self.scaler = torch.amp.GradScaler("cuda", enabled=fp16)
         self.state = st.TrainState(tc.best_metric)
         pin = self.device.type == "cuda"
@@ -198,7 +200,7 @@ class Trainer:
         sync_buffers(self.model, self.info)
         tc = self.cfg.train
         backend = TorchBackend(
-            self.model, self.charset, self.spec, self.device, tc.amp, tc.channels_last
+            self.model, self.charset, self.spec, self.device, self.amp, tc.channels_last
         )
         results, pooled = [], TextMetrics()
         try:
