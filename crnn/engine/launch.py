@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -45,6 +46,7 @@ class DistributedRunError(LaunchError):
 
 # Seconds the ranks get to finish their step and save after Ctrl-C/SIGTERM reaches the
 # launcher, before it kills them (checkpoints are atomic, so even then last.pt is whole).
+# PyTorch versions whose LaunchConfig has no shutdown_timeout use their own 30 s.
 SHUTDOWN_GRACE_S = 60
 
 
@@ -280,6 +282,14 @@ def describe_failures(failures: dict[int, ProcessFailure]) -> str:
     return msg + ". The last checkpoint, if any, is intact (resume with --resume RUN_DIR)."
 
 
+def _supported(cls: Any, **kwargs: Any) -> dict[str, Any]:
+    """The ``kwargs`` that this PyTorch's dataclass ``cls`` accepts (feature detection,
+    not version numbers: e.g. ``LaunchConfig.shutdown_timeout`` is missing from 2.4 and
+    2.11, where the agent's own 30 s grace applies)."""
+    fields = {f.name for f in dataclasses.fields(cls)}
+    return {k: v for k, v in kwargs.items() if k in fields}
+
+
 @dataclass(frozen=True)
 class ChildProcess:
     """How to start one rank: its command line and the environment variables to add.
@@ -314,7 +324,7 @@ def launch(child: ChildProcess, nproc: int, devices: Devices | None = None) -> L
         rdzv_endpoint="127.0.0.1:0",
         max_restarts=0,
         monitor_interval=0.5,
-        shutdown_timeout=SHUTDOWN_GRACE_S,
+        **_supported(LaunchConfig, shutdown_timeout=SHUTDOWN_GRACE_S),
     )
     # `env NAME=VALUE... command`: the children get child.env, this process keeps its own.
     args = [f"{k}={v}" for k, v in child.env.items()] + list(child.command)
