@@ -305,6 +305,48 @@ def test_failure_message_puts_the_cause_before_its_echoes(tmp_path):
     assert "out-of-memory" not in msg and "consequence: rank 0" in msg
 
 
+def test_nccl_failures_name_the_rank_that_hung_or_crashed_not_the_survivors():
+    """On NCCL, survivors block in a CUDA sync: they cannot run Python, are killed after
+    the launcher's grace (SIGKILL), or aborted by the NCCL watchdog (SIGABRT), and the
+    rank that hung may not be reported at all. Simulated exits, as the agent reports them."""
+    import tempfile
+
+    from torch.distributed.elastic.multiprocessing.errors import ProcessFailure
+
+    with tempfile.TemporaryDirectory() as d:
+        err = Path(d) / "r1"
+        err.write_text(json.dumps({
+            "message": {"message": "RuntimeError: CUDA error: an illegal memory access",
+                        "extraInfo": {"py_callstack": "", "timestamp": "10"}},
+            "crnn": {"time": 10.0, "peer": ""},
+        }))  # fmt: skip
+        crashed = ProcessFailure(1, 201, 1, str(err))
+        killed = ProcessFailure(0, 200, -9, "<N/A>")  # SIGKILLed after the grace
+        msg = describe_failures({0: killed, 1: crashed}, nproc=2)
+    head, _, tail = msg.partition("Then, as a consequence")
+    assert "rank 1 (local rank 1, pid 201) raised RuntimeError: CUDA error" in head
+    assert "rank 0 (local rank 0, pid 200) was stopped by the launcher (SIGKILL)" in tail
+    assert "out-of-memory" not in msg
+
+    # Rank 1 hung outside any collective; rank 0 waited in one until NCCL's watchdog
+    # aborted it; the launcher then stopped rank 1, which is not among the failures.
+    aborted = ProcessFailure(0, 300, -6, "<N/A>")
+    log = (
+        "[rank0]:[E ProcessGroupNCCL.cpp:616] [Rank 0] Watchdog caught collective operation "
+        "timeout: WorkNCCL(SeqNum=12, OpType=ALLREDUCE) ran for 600000 milliseconds\n"
+    )
+    msg = describe_failures({0: aborted}, nproc=2, logs={0: log})
+    assert msg.startswith(
+        "distributed training failed: rank 1 (local rank 1) stopped responding"
+    ), msg
+    assert "consequence: rank 0 (local rank 0, pid 300) timed out waiting for a peer" in msg
+    # The same abort without the watchdog's words is a crash of its own.
+    msg = describe_failures({0: aborted}, nproc=2, logs={0: "terminate called after..."})
+    assert msg.startswith("distributed training failed: rank 0 (local rank 0, pid 300) was "
+                          "killed by signal SIGABRT")  # fmt: skip
+    assert "rank 1" not in msg
+
+
 # ---- two-process DDP against one process (one launch, several checks) ---------------------
 
 
@@ -466,6 +508,9 @@ def test_a_failing_rank_ends_the_run_with_a_message_naming_it(kind, word_lmdb, t
     )
     # The checkpoint written before the fault is whole.
     assert load_checkpoint(out / "last.pt")["step"] == 4
+    # Each rank's stderr was kept beside the run, the failing rank's last words included.
+    assert "injecting" in (out / "logs" / "rank1.stderr").read_text()
+    assert "injecting" not in (out / "logs" / "rank0.stderr").read_text()
 
 
 @pytest.mark.slow

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -140,7 +141,7 @@ def run_training(
     if world > 1:
         if child is None:
             raise LaunchError("a multi-process run needs the command that starts one rank")
-        return launch(child, world, devices)
+        return launch(child, world, devices, Path(cfg.train.output_dir) / "logs")
     info = init_distributed(devices.torch_devices())
     device_ids = devices.ids if devices.kind == "cuda" and cfg.dist.strategy == "dp" else None
     with run_log_file(Path(cfg.train.output_dir) / "train.log"):
@@ -236,50 +237,119 @@ _SIGNAL_HINTS = {
 }
 
 
-def describe_failures(failures: dict[int, ProcessFailure]) -> str:
+# What PyTorch's NCCL watchdog writes before it aborts a rank stuck in a collective.
+_WATCHDOG_WORDS = (
+    "watchdog caught collective operation timeout",
+    "processgroupnccl's watchdog",
+    "watchdog thread terminated",
+    "collective operation timeout",
+)
+# Signals the launcher itself sends to stop the ranks that are still running.
+_STOP_SIGNALS = ("SIGTERM", "SIGKILL")
+
+
+def _recorded_text(f: ProcessFailure) -> str:
+    if isinstance(f.message, dict) and f.message.get("message"):
+        lines = str(f.message["message"]).strip().splitlines()
+        return lines[0][:500] if lines else ""
+    return ""
+
+
+def describe_failures(
+    failures: dict[int, ProcessFailure],
+    nproc: int | None = None,
+    logs: dict[int, str] | None = None,
+) -> str:
     """One message for the failed ranks (keys: global ranks): the cause first, then the
     ranks that only failed because of it (lost their peer, timed out waiting for it, or
-    were stopped by the launcher)."""
-    extras = {}
-    for rank, f in failures.items():
-        data = f.error_file_data if isinstance(f.error_file_data, dict) else {}
-        extras[rank] = data.get("crnn", {})
-    # The others timed out waiting: a rank that was then killed had hung, not crashed.
-    hung = any(e.get("peer") == "timeout" for e in extras.values())
+    were stopped by the launcher).
+
+    Args:
+        nproc: processes started on this machine. On NCCL the survivors of a failure
+            block inside a CUDA sync, cannot run Python, and may never be reported as
+            failed; ranks of this machine missing from ``failures`` are then named.
+        logs: the end of each rank's stderr (keys: global ranks). A rank aborted
+            (SIGABRT) by NCCL's watchdog has no Python exception, only the watchdog's
+            words there: it timed out waiting for a peer, it did not crash.
+    """
+    logs = logs or {}
     rows = []
     for rank, f in failures.items():
-        extra = extras[rank]
-        text = ""
-        if isinstance(f.message, dict) and f.message.get("message"):
-            lines = str(f.message["message"]).strip().splitlines()
-            text = lines[0][:500] if lines else ""
+        data = f.error_file_data if isinstance(f.error_file_data, dict) else {}
+        extra = data.get("crnn", {})
+        text = _recorded_text(f)
         signame = f.signal_name() if f.exitcode < 0 else ""
+        peer = extra.get("peer", "")
+        watchdog = (
+            signame == "SIGABRT" and not text
+            and any(w in logs.get(rank, "").lower() for w in _WATCHDOG_WORDS)
+        )  # fmt: skip
+        rows.append((rank, f, text, signame, "timeout" if watchdog else peer, watchdog, extra))
+    # The others timed out waiting: a rank that was then killed had hung, not crashed.
+    hung = any(r[4] == "timeout" for r in rows)
+    # A failure of its own: an exception or exit code, or a crash by a signal that the
+    # launcher does not send. The launcher's stops that follow one are echoes.
+    own = any(
+        not peer and (text or not signame or signame not in _STOP_SIGNALS)
+        for _, _, text, signame, peer, _, _ in rows
+    )
+    out = []
+    for rank, f, text, signame, peer, watchdog, extra in rows:
+        echo = bool(peer)
         if text:
             what = f"raised {text}"
             if signame:
                 what += f" (and was then stopped by {signame})"
+        elif watchdog:
+            what = (
+                "timed out waiting for a peer (NCCL's watchdog aborted it after "
+                "dist.timeout_s; see its log)"
+            )
         elif signame and hung:
             what = (
                 f"stopped responding (the other ranks timed out waiting for it, after "
                 f"dist.timeout_s) and was killed by the launcher ({signame})"
             )
+        elif signame in _STOP_SIGNALS and own:
+            what = f"was stopped by the launcher ({signame})"
+            echo = True
         elif signame:
             what = f"was killed by signal {signame}{_SIGNAL_HINTS.get(signame, '')}"
+            echo = signame == "SIGTERM" and not hung
         else:
             what = f"exited with code {f.exitcode} (no exception recorded; see its log above)"
-        # SIGTERM without a recorded error: the launcher stopping a survivor.
-        echo = bool(extra.get("peer")) or (signame == "SIGTERM" and not text and not hung)
         when = float(extra.get("time", f.timestamp))
-        rows.append(
-            (echo, when, rank, f"rank {rank} (local rank {f.local_rank}, pid {f.pid}) {what}")
-        )
-    rows.sort()
-    causes = [r for r in rows if not r[0]] or rows[:1]
-    echoes = [r for r in rows if r not in causes]
+        out.append((echo, when, rank, f"rank {rank} (local rank {f.local_rank}, pid {f.pid}) {what}"))
+    if hung and nproc and failures:
+        # On NCCL the rank that hung is often not among the failures at all: the
+        # launcher stopped it after the others were aborted.
+        any_rank, f0 = next(iter(failures.items()))
+        base = any_rank - f0.local_rank
+        seen = {f.local_rank for f in failures.values()}
+        for lr in sorted(set(range(nproc)) - seen):
+            what = (
+                "stopped responding (the other ranks timed out waiting for it, after "
+                "dist.timeout_s) and was stopped by the launcher"
+            )
+            out.append((False, 0.0, base + lr, f"rank {base + lr} (local rank {lr}) {what}"))
+    out.sort()
+    causes = [r for r in out if not r[0]] or out[:1]
+    echoes = [r for r in out if r not in causes]
     msg = "distributed training failed: " + "; ".join(r[3] for r in causes)
     if echoes:
         msg += ". Then, as a consequence: " + "; ".join(r[3] for r in echoes)
     return msg + ". The last checkpoint, if any, is intact (resume with --resume RUN_DIR)."
+
+
+def _log_tails(log_dir: str | os.PathLike[str], ranks: Any, size: int = 16384) -> dict[int, str]:
+    """The last ``size`` bytes of each rank's stderr log (see :func:`launch`)."""
+    out = {}
+    for rank in ranks:
+        path = Path(log_dir) / f"rank{rank}.stderr"
+        with contextlib.suppress(OSError), open(path, "rb") as f:
+            f.seek(max(0, path.stat().st_size - size))
+            out[rank] = f.read().decode("utf-8", "replace")
+    return out
 
 
 def _supported(cls: Any, **kwargs: Any) -> dict[str, Any]:
@@ -301,7 +371,12 @@ class ChildProcess:
     env: dict[str, str] = field(default_factory=dict)
 
 
-def launch(child: ChildProcess, nproc: int, devices: Devices | None = None) -> LaunchResult:
+def launch(
+    child: ChildProcess,
+    nproc: int,
+    devices: Devices | None = None,
+    log_dir: str | os.PathLike[str] | None = None,
+) -> LaunchResult:
     """Run ``child`` in ``nproc`` processes on this machine and wait for them.
 
     Each process gets ``RANK``/``LOCAL_RANK``/``WORLD_SIZE`` (plus ``child.env``) and
@@ -310,6 +385,10 @@ def launch(child: ChildProcess, nproc: int, devices: Devices | None = None) -> L
     SIGTERM here is passed on to every rank, which finish their step, save ``last.pt``
     once (rank 0) and exit; the result then says ``interrupted`` and names the
     ``signal`` (see :class:`LaunchResult` for what the caller should then do).
+
+    Each rank's stderr also goes to ``log_dir/rankN.stderr`` (``bash`` and ``tee``, when
+    there), unchanged on the console: what a rank aborted by native code (NCCL's
+    watchdog) last said is all there is to tell why it stopped.
     """
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
@@ -327,7 +406,20 @@ def launch(child: ChildProcess, nproc: int, devices: Devices | None = None) -> L
         **_supported(LaunchConfig, shutdown_timeout=SHUTDOWN_GRACE_S),
     )
     # `env NAME=VALUE... command`: the children get child.env, this process keeps its own.
-    args = [f"{k}={v}" for k, v in child.env.items()] + list(child.command)
+    command = list(child.command)
+    bash, tee = shutil.which("bash"), shutil.which("tee")
+    if log_dir is not None and bash and tee:
+        Path(log_dir).mkdir(parents=True, exist_ok=True)
+        # exec: the rank keeps the pid the launcher signals. tee ignores Ctrl-C and
+        # SIGTERM sent to the whole group (it must not die before the rank has said why
+        # it stops) and ends when the rank's stderr closes, so it outlives an abort.
+        keep = (
+            'exec "$@" 2> >(trap "" INT TERM; '
+            'exec tee -a "$CRNN_RANK_LOGS/rank$RANK.stderr" >&2)'
+        )
+        command = [bash, "-c", keep, "crnn-rank", *command]
+    env = {**child.env, **({"CRNN_RANK_LOGS": str(log_dir)} if log_dir is not None else {})}
+    args = [f"{k}={v}" for k, v in env.items()] + command
     where = (
         f"GPUs {','.join(map(str, devices.ids))}"
         if devices is not None and devices.kind == "cuda"
@@ -339,7 +431,8 @@ def launch(child: ChildProcess, nproc: int, devices: Devices | None = None) -> L
     except ChildFailedError as e:
         if all(f.exitcode == 130 for f in e.failures.values()):
             return LaunchResult(interrupted=True)
-        raise DistributedRunError(describe_failures(e.failures)) from None
+        logs = _log_tails(log_dir, e.failures) if log_dir is not None else {}
+        raise DistributedRunError(describe_failures(e.failures, nproc, logs)) from None
     except SignalException as e:
         # The agent has already passed the signal on and waited for the ranks to save.
         name = signal.Signals(e.sigval).name
