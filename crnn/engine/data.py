@@ -204,9 +204,10 @@ def to_device(
     """The tensors the train module takes, on ``device``.
 
     ``host_lengths`` keeps widths and target lengths on the host: F.ctc_loss reads the
-    lengths on the host, so CUDA ones would be copied back, a device sync every step.
-    That is for one device; DataParallel and DDP move every argument to the GPU
-    themselves."""
+    lengths on the host, so CUDA ones would only be copied back. The step waits for the
+    GPU once either way (the CUDA kernel copies its index tables over); this saves the
+    extra copy. That is for one device; DataParallel and DDP move every argument to the
+    GPU themselves."""
     host = ("widths", "target_lengths") if host_lengths else ()
     return tuple(
         batch[k] if k in host else batch[k].to(device, non_blocking=True) for k in BATCH_KEYS
