@@ -171,3 +171,41 @@ def test_training_mixes_synthetic_and_real_data(tiny_overrides):
     assert 2 <= len(real) <= 6  # about half real words, half synthetic text
     res = t.fit()
     assert res.step == 6 and (res.output_dir / "last.pt").is_file()
+
+
+def test_plan_fits_steps_validations_and_saves_into_the_budget():
+    from crnn.engine.budget import SAFETY, plan_max_steps
+
+    # 600 s budget, 60 s used, step 50 done; 0.1 s a step; validation + save 6 s, every 1000.
+    m = plan_max_steps(600, 60, 50, 0.1, 5.0, 1.0, 1000)
+    vals = m // 1000 - 50 // 1000 + (m % 1000 != 0)
+    assert (m - 50) * 0.1 + vals * 6.0 <= 600 * SAFETY - 60 < (m + 1 - 50) * 0.1 + vals * 6.0
+    assert m == 50 + int((600 * SAFETY - 60 - 5 * 6.0) / 0.1)  # 5 validations fit
+    assert plan_max_steps(100, 200, 7, 0.1, 1, 1, 10) == 8  # over budget: one more step
+
+
+@pytest.mark.slow
+def test_time_budget_fixes_max_steps_once_and_resume_keeps_it(tiny_overrides, tmp_path, caplog):
+    import logging
+
+    caplog.set_level(logging.INFO)
+    budget_min = 0.25
+    args = [*tiny_overrides, "train.max_steps=100000", "train.val_every=40",
+            f"train.time_budget_min={budget_min}"]  # fmt: skip
+    t0 = time.monotonic()
+    t = _train(args)
+    res = t.fit()
+    took = time.monotonic() - t0
+    decided = t.state.budget
+    assert decided and decided["max_steps"] == res.step == t.cfg.train.max_steps < 100000
+    assert res.step > 30  # it trained for most of the budget, not just the warm-up
+    assert took <= budget_min * 60 * 1.1, took  # ends inside the budget (timing slack)
+    assert "time budget 0.2 min" in caplog.text or "time budget 0.3 min" in caplog.text
+    ckpt = load_checkpoint(tmp_path / "run" / "last.pt")
+    assert ckpt["budget"] == decided and ckpt["config"]["train"]["max_steps"] == res.step
+    # Resumed from a checkpoint of that run: the same schedule, no new decision.
+    from crnn.config import config_from_dict
+
+    cfg = config_from_dict(ckpt["config"])  # as --resume reads it
+    resumed = Trainer(cfg, DistInfo(), resume=tmp_path / "run" / "last.pt")
+    assert resumed.state.budget == decided and resumed.cfg.train.max_steps == res.step

@@ -121,6 +121,14 @@ def build_parser() -> argparse.ArgumentParser:
         "continue with --resume",
     )
     p.add_argument(
+        "--time-budget",
+        type=float,
+        metavar="MINUTES",
+        help="fit the whole run into this many minutes (= train.time_budget_min): after a "
+        "short warm-up the speed is measured and train.max_steps fixed so that the schedule, "
+        "validations and final save end inside it; --resume keeps that decision",
+    )
+    p.add_argument(
         "--gpus",
         default=None,
         help="GPUs to use, e.g. 0 or 0,1 (indices among CUDA_VISIBLE_DEVICES), 'all', or 'cpu'. "
@@ -153,6 +161,8 @@ def resolve_config(args: argparse.Namespace) -> tuple[Config, str | None]:
         overrides.append(f"train.output_dir={args.output_dir}")
     if args.strategy:
         overrides.append(f"dist.strategy={args.strategy}")
+    if args.time_budget is not None:
+        overrides.append(f"train.time_budget_min={args.time_budget}")
     if not args.resume:
         return load_config(args.config, overrides), None
     if args.config:

@@ -125,6 +125,10 @@ class TrainConfig:
     cudnn_benchmark: bool = True
     # Images logged (with predictions) to TensorBoard at each validation.
     log_images: int = 16
+    # Minutes the whole run may take (0: no budget). After a short warm-up the trainer
+    # measures its speed and fixes max_steps so that the schedule, validations and final
+    # save end inside the budget (crnn/engine/budget.py); --resume keeps that decision.
+    time_budget_min: float = 0.0
     # Initialise weights from a checkpoint (fine-tuning); the charset may differ.
     init_from: str = ""
 
@@ -198,6 +202,10 @@ class Config:
         if self.data.min_width > self.data.max_width:
             raise ConfigError(
                 f"data.min_width ({self.data.min_width}) exceeds data.max_width ({self.data.max_width})"
+            )
+        if self.train.time_budget_min < 0:
+            raise ConfigError(
+                f"train.time_budget_min must be >= 0 (0: no budget), got {self.train.time_budget_min}"
             )
         for name in ("max_steps", "batch_size", "accum_steps", "val_every", "log_every"):
             if getattr(self.train, name) < 1:

@@ -74,6 +74,8 @@ class TrainState:
     best: dict[str, Any] = field(default_factory=dict)
     metrics: dict[str, float] = field(default_factory=dict)
     bad_images: int = 0
+    # The time-budget decision (crnn.engine.budget), once made: resuming keeps it.
+    budget: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.best:
@@ -122,6 +124,7 @@ class TrainState:
             best=dict(ckpt.get("best") or {}),
             metrics=dict(ckpt.get("metrics", {})),
             bad_images=int(ckpt.get("bad_images", 0)),
+            budget=dict(ckpt.get("budget") or {}),
         )
 
 
@@ -203,6 +206,17 @@ def restore_training(
         state.step, state.epoch, state.step_in_epoch,
     )  # fmt: skip
     return state
+
+
+@dataclass
+class FitResult:
+    """How :meth:`Trainer.fit` ended."""
+
+    step: int
+    interrupted: bool
+    metrics: dict[str, float]
+    best: dict[str, Any]
+    output_dir: Path
 
 
 class CheckpointSaver:

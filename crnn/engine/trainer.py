@@ -19,7 +19,6 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +33,7 @@ from crnn.checkpoint import ModelBundle
 from crnn.config import Config, save_config
 from crnn.data.image import ImageSpec
 from crnn.engine import state as st
+from crnn.engine.budget import TimeBudget
 from crnn.engine.data import build_train_data, build_val_sets, placeholder_batch, to_device
 from crnn.engine.distributed import DistInfo, all_reduce_sum, any_rank, sync_buffers
 from crnn.engine.logging import (
@@ -47,6 +47,7 @@ from crnn.engine.logging import (
 from crnn.engine.optim import make_optimizer, make_scheduler
 from crnn.engine.parallel import wrap
 from crnn.engine.signals import StopRequest
+from crnn.engine.state import FitResult
 from crnn.evaluation import EvalResult, evaluate
 from crnn.metrics import TextMetrics
 from crnn.model import build_model
@@ -57,15 +58,6 @@ log = logging.getLogger(__name__)
 # In a distributed run the ranks agree on stopping (Ctrl-C) at most this many steps
 # apart: each check is a collective, so not every step.
 STOP_CHECK_EVERY = 10
-
-
-@dataclass
-class FitResult:
-    step: int
-    interrupted: bool
-    metrics: dict[str, float]
-    best: dict[str, Any]
-    output_dir: Path
 
 
 class Trainer:
@@ -129,6 +121,8 @@ class Trainer:
         self.saver = st.CheckpointSaver(self.out, info)
         self.logger = RunLogger(self.out / "tb", enabled=info.is_main)
         self.step_callbacks: list[Callable[[int, int], None]] = []
+        if tc.time_budget_min > 0:  # decides max_steps after a warm-up
+            self.step_callbacks.append(TimeBudget(self))
         self.grad_norm = torch.zeros(())
         self.meter = TrainMeter(info, self.device, self.device_ids)
 
@@ -290,6 +284,7 @@ class Trainer:
             "train/epoch": float(self.state.epoch), "data/bad_images": float(self.bad_images.count),
         }  # fmt: skip
         loss, ips = self.meter.log(run_loss, run_n, values, self.state.step, self.logger)
+        bar.total = self.cfg.train.max_steps  # a time budget may have set it
         bar.set_postfix(loss=f"{loss:.3f}", lr=f"{lr:.2e}", img_s=f"{ips:.0f}")
 
     def _validate_and_save(self) -> None:
