@@ -636,7 +636,7 @@ class _Run:
             self.add("e2e", "Trainer.train_step + DataLoader" + (" (bf16)" if self.gpu else ""),
                      shape, batch, **t.as_dict(), peak_mib=_round(mem.mib), **extra)  # fmt: skip
             batches.close()
-            _stop_workers(trainer.train_loader)
+            _stop_workers(trainer.data.loader)
 
     def infer_section(self, work: Path) -> None:
         model = make_model(self.opts, self.charset).to(self.device).eval()

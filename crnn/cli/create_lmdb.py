@@ -40,6 +40,16 @@ def build_parser() -> argparse.ArgumentParser:
         "the image path: the same split every time, whatever the line order)",
     )
     p.add_argument("--val-out", help="LMDB directory for the held-out samples")
+    p.add_argument(
+        "--height",
+        type=int,
+        default=0,
+        help="re-encode every image as a PNG of this height, aspect ratio kept (e.g. 32, the "
+        "training height: several times smaller); default 0 stores the files as they are",
+    )
+    p.add_argument(
+        "--grayscale", action="store_true", help="with --height: also drop colour (1 channel)"
+    )
     p.add_argument("-v", "--verbose", action="store_true")
     return p
 
@@ -58,8 +68,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         charset = Charset.from_spec(args.charset) if args.charset else None
         report = create_lmdb(
-            root, gt, args.out, args.val_out, args.val_fraction, charset, args.overwrite
-        )
+            root, gt, args.out, args.val_out, args.val_fraction, charset, args.overwrite,
+            height=args.height, grayscale=args.grayscale,
+        )  # fmt: skip
     except (ValueError, FileNotFoundError, FileExistsError) as e:
         log.error("%s", e)
         return EXIT_USAGE

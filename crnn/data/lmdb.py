@@ -13,6 +13,7 @@ writer.
 from __future__ import annotations
 
 import contextlib
+import io
 import logging
 import os
 import zlib
@@ -319,6 +320,8 @@ def create_lmdb(
     charset: Any = None,
     overwrite: bool = False,
     progress: bool = True,
+    height: int = 0,
+    grayscale: bool = False,
 ) -> CreateReport:
     """Write the images listed in ``gt`` (paths relative to ``root``) into an LMDB at
     ``out``, and a ``val_fraction`` of them (by :func:`held_out`) into ``val_out``.
@@ -326,7 +329,10 @@ def create_lmdb(
     Every image is decoded once to check it and to store its size; lines with a missing
     or unreadable image or an empty label are reported in the result and left out.
     ``charset`` (a ``Charset``) only counts labels with characters it lacks (they are
-    written: training skips and counts them). Raises ``FileNotFoundError`` for a
+    written: training skips and counts them). ``height`` re-encodes each image as a PNG
+    resized to that height (aspect ratio kept; ``grayscale`` also drops colour): a
+    dataset at training resolution, several times smaller; 0 stores the files as they
+    are. Raises ``FileNotFoundError`` for a
     missing gt file, ``FileExistsError`` for an existing output without ``overwrite``,
     ``ValueError`` for a bad split request.
     """
@@ -349,9 +355,11 @@ def create_lmdb(
                 continue
             path = root / line.path
             try:
-                data = path.read_bytes()
-                with Image.open(path) as im:
+                data = path.read_bytes()  # read once, decoded from memory
+                with Image.open(io.BytesIO(data)) as im:
                     im.load()
+                    if height:
+                        data, im = _reencode(im, height, grayscale)
                     size = im.size
             except FileNotFoundError:
                 report.bad.append((line.lineno, f"image {line.path!r} not found"))
@@ -369,3 +377,15 @@ def create_lmdb(
         report.held_out = val_writer.count if val_writer is not None else 0
     report.bad.sort()
     return report
+
+
+def _reencode(im: Any, height: int, grayscale: bool) -> tuple[bytes, Any]:
+    """``im`` resized to ``height`` (ratio kept, Pillow's antialiasing filter) as PNG."""
+    from PIL import Image
+
+    im = im.convert("L" if grayscale else "RGB")
+    width = max(1, round(im.width * height / im.height))
+    im = im.resize((width, height), Image.Resampling.LANCZOS)
+    buf = io.BytesIO()
+    im.save(buf, format="PNG", optimize=False)
+    return buf.getvalue(), im

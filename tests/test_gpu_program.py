@@ -1,0 +1,51 @@
+"""The GPU program's CPU dry run: every stage's wiring (commands, flags, files that come
+back) is checked here, so that a typo never costs GPU time."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from conftest import ROOT
+
+
+def _stage(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "gpu_program.py"), *args, "--dry-run"],
+        capture_output=True, text=True, timeout=600, cwd=ROOT,
+    )  # fmt: skip
+
+
+@pytest.mark.slow
+def test_stage1_dry_run_runs_the_tier_and_every_benchmark(tmp_path):
+    r = _stage("stage1", "--out", str(tmp_path))
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert json.loads((tmp_path / "stage1.json").read_text()) == {
+        "env": 0, "gpu tier": 0, "bench": 0, "parallel": 0
+    }
+    back = {p.name for p in tmp_path.iterdir()}
+    assert {"env.json", "gpu_tier.xml", "bench_gpu.json", "parallel.json"} <= back
+    assert len(back) <= 8  # what the device tool brings back
+    rows = json.loads((tmp_path / "bench_gpu.json").read_text())["rows"]
+    assert {r["section"] for r in rows} >= {"train", "e2e", "infer"}
+
+
+@pytest.mark.slow
+def test_stage2_dry_run_trains_in_chunks_then_evaluates_releases_and_exports(tmp_path):
+    out, run = tmp_path / "out", tmp_path / "run"
+    for _ in range(5):  # each call trains one --chunk-min chunk, then resumes
+        r = _stage("stage2", "--out", str(out), "--run", str(run))
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+        if "stage2 done" in r.stdout:
+            break
+    assert "stage2 done" in r.stdout
+    back = sorted(p.name for p in out.iterdir())
+    assert len(back) <= 8
+    assert any(n.startswith("crnn_en-") and n.endswith(".pt") for n in back)
+    assert any(n.endswith(".onnx") for n in back)
+    rows = json.loads((out / "eval.json").read_text())
+    assert [r["dataset"] for r in rows] == ["ic13_857", "svt_647"]
+    budget = __import__("torch").load(run / "last.pt", weights_only=True)["budget"]
+    assert budget["max_steps"] > 0 and budget["minutes"] > 0

@@ -1,0 +1,258 @@
+#!/usr/bin/env python3
+"""The GPU program: everything a short GPU slot should run, in stages that each fit one
+10-minute command, prepared and dry-run on the CPU beforehand.
+
+    tools/gpu_program.py prepare                 # here, on the CPU: wheels + training data
+    tools/gpu_program.py stage1 --out $OUT       # GPU: the gpu test tier + benchmark rows
+    tools/gpu_program.py stage2 --out $OUT       # GPU: train the release recipe in chunks;
+                                                 # run again to resume until it says done
+    tools/gpu_program.py stage1 --dry-run --out /tmp/x   # the same on the CPU, tiny
+
+prepare writes (git-ignored, carried to the GPU machine with the device tool's carry):
+``.whl/`` (lmdb and editdistance wheels for the GPU machine's Python 3.12, which lacks
+them) and ``gpu_data/`` (the real word crops as LMDBs re-encoded at training height 32,
+with held-out validation splits, and the IC13-857 / SVT-647 test sets), checked to fit
+the 64 MiB working-tree limit.
+
+stage1 runs ``pytest -m gpu`` and the GPU rows of ``benchmarks/bench.py`` and
+``benchmarks/parallel.py``. stage2 trains ``configs/crnn_en.yaml`` on synthetic text
+(rendered by the machine's cores) mixed with ``gpu_data`` under ``--time-budget``
+(``--minutes``, whole schedule) in chunks of ``--chunk-min`` (``--time-limit``, resumed
+on the next call), then evaluates on IC13/SVT, writes the fp16 release file and its ONNX
+export. Everything that must come back goes under ``--out`` (at most 8 files).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+WHEELS = ROOT / ".whl"
+DATA = ROOT / "gpu_data"
+RUN = ROOT / "runs" / "gpu_en"
+REAL = ROOT.parent / "shared" / "data" / "real"
+TREE_LIMIT_MIB = 64
+# The GPU machine's interpreter (device README: Python 3.12, no lmdb/editdistance).
+WHEEL_SPECS = ("lmdb==1.7.3", "editdistance==0.8.1")
+TINY = ["model.channels=[8,16,16,32,32,32,32]", "model.hidden=16"]
+
+
+def run(cmd: list[str], log: Path | None = None, env: dict[str, str] | None = None,
+        timeout: float | None = None, check: bool = True) -> int:  # fmt: skip
+    """Run ``cmd`` from the repository root, its output to the console and ``log``."""
+    print("+", " ".join(cmd), flush=True)
+    full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+    full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), full_env.get("PYTHONPATH")]))
+    with open(log, "a") if log else open(os.devnull, "w") as sink:
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=full_env, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)  # fmt: skip
+        assert proc.stdout is not None
+        t0 = time.monotonic()
+        for line in proc.stdout:
+            sys.stdout.write(line)
+            sink.write(line)
+            if timeout and time.monotonic() - t0 > timeout:
+                proc.kill()
+        code = proc.wait()
+    if check and code != 0:
+        raise SystemExit(f"{cmd[1] if len(cmd) > 1 else cmd[0]} failed with exit code {code}")
+    return code
+
+
+def install_wheels() -> None:
+    """Make lmdb and editdistance importable on a machine without them (and without the
+    internet): install the carried wheels into /tmp/site and put that on PYTHONPATH."""
+    missing = [m for m in ("lmdb", "editdistance") if not _importable(m)]
+    if not missing:
+        return
+    wheels = sorted(str(p) for p in WHEELS.glob("*.whl"))
+    if not wheels:
+        raise SystemExit(f"{', '.join(missing)} missing and no wheels in {WHEELS}: run prepare")
+    run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps",
+         "--no-compile", "--target", "/tmp/site", *wheels])  # fmt: skip
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, ["/tmp/site", os.environ.get("PYTHONPATH")]))
+    sys.path.insert(0, "/tmp/site")
+
+
+def _importable(module: str) -> bool:
+    return subprocess.run([sys.executable, "-c", f"import {module}"], capture_output=True).returncode == 0
+
+
+def tree_mib() -> float:
+    """What the device tool would carry: tracked + untracked-not-ignored + carried paths."""
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT,
+                           capture_output=True, text=True, check=True).stdout.split()  # fmt: skip
+    size = sum((ROOT / f).stat().st_size for f in files if (ROOT / f).is_file())
+    size += sum(p.stat().st_size for d in (WHEELS, DATA) if d.exists() for p in d.rglob("*") if p.is_file())
+    return size / 2**20
+
+
+# ---- prepare (CPU) ------------------------------------------------------------------
+
+
+def prepare(args: argparse.Namespace) -> None:
+    WHEELS.mkdir(exist_ok=True)
+    for spec in WHEEL_SPECS:
+        if not list(WHEELS.glob(spec.split("==")[0] + "-*.whl")):
+            run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
+                 "--python-version", "3.12", "--implementation", "cp",
+                 "--platform", "manylinux_2_17_x86_64", "--platform", "manylinux2014_x86_64",
+                 "-d", str(WHEELS), spec])  # fmt: skip
+    real = Path(args.real)
+    for name in ("iiit5k_train", "ic15_train"):
+        if not (DATA / name / "data.mdb").exists():
+            run([sys.executable, "tools/create_lmdb.py", "--root", str(real / name), "--out",
+                 str(DATA / name), "--val-fraction", "0.1", "--val-out", str(DATA / f"val_{name}"),
+                 "--height", "32", "--grayscale", "--overwrite"], check=False)  # fmt: skip
+    for name in ("ic13_857", "svt_647"):
+        if not (DATA / name / "data.mdb").exists():
+            run([sys.executable, "tools/create_lmdb.py", "--root", str(real / name), "--out",
+                 str(DATA / name), "--height", "32", "--grayscale", "--overwrite"], check=False)  # fmt: skip
+    mib = tree_mib()
+    print(f"working tree with .whl and gpu_data: {mib:.1f} MiB (limit {TREE_LIMIT_MIB})")
+    if mib > TREE_LIMIT_MIB:
+        raise SystemExit("too large for the device tool: drop a dataset or shrink the images")
+
+
+# ---- stage 1: the gpu test tier and benchmark rows -----------------------------------
+
+
+def stage1(args: argparse.Namespace) -> None:
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    if not args.dry_run:
+        install_wheels()
+    env_json = out / "env.json"
+    codes = {"env": run([sys.executable, "-c", ENV_PROBE, str(env_json)], check=False)}
+    tier_env = {"CRNN_GPU_DRY_RUN": "1"} if args.dry_run else {}
+    tests = ["tests/test_gpu.py", "-k", "bf16_training_learns"] if args.dry_run else ["tests"]
+    codes["gpu tier"] = run([sys.executable, "-m", "pytest", "-q", "-m", "gpu", "-rs", *tests,
+         f"--junitxml={out / 'gpu_tier.xml'}"], out / "gpu_tier.log", env=tier_env,
+        timeout=300, check=False)  # fmt: skip
+    device = "cpu" if args.dry_run else "cuda"
+    quick = ["--quick", "--repeats", "1", "--seconds", "0.2", "--channels", "8,16,16,32,32,32,32",
+             "--hidden", "16"] if args.dry_run else ["--repeats", "3", "--seconds", "2"]  # fmt: skip
+    codes["bench"] = run([sys.executable, "benchmarks/bench.py", "--device", device, "--sections",
+         "flops,train,e2e,infer", "--shapes", "word", "--no-int8", *quick,
+         "--json", str(out / "bench_gpu.json")], out / "bench.log", timeout=300,
+        check=False)  # fmt: skip
+    gpus = ["--gpus", "cpu", "--tiny", "--steps", "2", "--repeats", "1", "--warmup", "1"] \
+        if args.dry_run else ["--gpus", "0", "--steps", "10", "--repeats", "2", "--warmup", "3"]
+    codes["parallel"] = run([sys.executable, "benchmarks/parallel.py", *gpus, "--json", str(out / "parallel.json")],
+        out / "bench.log", timeout=240, check=False)  # fmt: skip
+    print(f"stage1 done: {', '.join(sorted(p.name for p in out.iterdir()))}")
+    print("\n".join(f"  {k:<10} {'ok' if c == 0 else f'FAILED (exit {c})'}" for k, c in codes.items()))
+    (out / "stage1.json").write_text(json.dumps(codes))
+    if any(codes.values()):
+        raise SystemExit(1)
+
+
+ENV_PROBE = r"""
+import dataclasses, inspect, json, sys, torch, torch.distributed as d
+from torch.distributed.launcher.api import LaunchConfig
+info = {"torch": torch.__version__, "cuda": torch.version.cuda,
+        "cudnn": torch.backends.cudnn.version(), "python": sys.version.split()[0],
+        "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+        "bf16": torch.cuda.is_available() and torch.cuda.is_bf16_supported(),
+        "init_process_group_device_id": "device_id" in inspect.signature(d.init_process_group).parameters,
+        "launch_shutdown_timeout": "shutdown_timeout" in {f.name for f in dataclasses.fields(LaunchConfig)}}
+json.dump(info, open(sys.argv[1], "w"), indent=1); print(info)
+"""
+
+
+# ---- stage 2: train the release recipe -----------------------------------------------
+
+
+def stage2(args: argparse.Namespace) -> None:
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    run_dir = Path(args.run)
+    if args.dry_run:
+        data, train_args = _dry_run_data(run_dir.parent), ["--gpus", "cpu"]
+    else:
+        install_wheels()
+        data, train_args = DATA, ["--gpus", "0"]
+    sets = [
+        f'data.train=["synth", "{data}/iiit5k_train", "{data}/ic15_train"]',
+        f'data.val=["{data}/val_iiit5k_train", "{data}/val_ic15_train"]',
+        f"train.output_dir={run_dir}",
+        *(TINY + ["train.batch_size=16", "data.num_workers=1", "train.val_every=20",
+                  "data.synth.val_size=32"] if args.dry_run else []),  # fmt: skip
+    ]
+    log = out / "train_stdout.log"
+    if (run_dir / "last.pt").exists():
+        cmd = ["tools/train.py", "--resume", str(run_dir), *train_args]
+    else:
+        cmd = ["tools/train.py", "--config", args.config, "--time-budget", str(args.minutes),
+               *train_args, "--set", *sets]  # fmt: skip
+    code = run([sys.executable, *cmd, "--time-limit", str(args.chunk_min)], log, check=False)
+    if code not in (0, 130):
+        raise SystemExit(f"training failed (exit {code}); see {log}")
+    state = _checkpoint_state(run_dir / "last.pt")
+    if state["step"] < state["max_steps"]:
+        print(f"stage2: step {state['step']} of {state['max_steps']}; run stage2 again to resume")
+        return
+    best = run_dir / "best.pt"
+    evals = [f"{data}/ic13_857", f"{data}/svt_647"]
+    run([sys.executable, "tools/eval.py", str(best), *evals, "--json", str(out / "eval.json"),
+         "--workers", "2"], log)  # fmt: skip
+    run([sys.executable, "tools/convert_checkpoint.py", "release", str(best), "-o",
+         str(out / "crnn_en.pt"), "--fp16"], log)  # fmt: skip
+    release = sorted(out.glob("crnn_en-*.pt"))[-1]
+    run([sys.executable, "tools/export.py", str(release), "-o", str(release.with_suffix(".onnx")),
+         "--overwrite"], log)  # fmt: skip
+    with tarfile.open(out / "tb_and_logs.tar.gz", "w:gz") as tar:
+        for name in ("tb", "train.log", "config.yaml"):
+            if (run_dir / name).exists():
+                tar.add(run_dir / name, arcname=name)
+    print(f"stage2 done: {', '.join(sorted(p.name for p in out.iterdir()))}")
+
+
+def _checkpoint_state(path: Path) -> dict[str, int]:
+    code = (
+        "import json, sys; from crnn.checkpoint import load_checkpoint as l; c = l(sys.argv[1]); "
+        "print(json.dumps({'step': c['step'], 'max_steps': c['config']['train']['max_steps']}))"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    r = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True,
+                       env=env, check=True)  # fmt: skip
+    return json.loads(r.stdout)
+
+
+def _dry_run_data(where: Path) -> Path:
+    """Tiny stand-ins for gpu_data (synthetic words) for the CPU dry run."""
+    data = where / "dry_data"
+    for name, count, start in (("iiit5k_train", 64, 0), ("ic15_train", 64, 100), ("val_iiit5k_train", 32, 200),
+                               ("val_ic15_train", 32, 300), ("ic13_857", 32, 400), ("svt_647", 32, 500)):  # fmt: skip
+        if not (data / name / "data.mdb").exists():
+            run([sys.executable, "tools/synth.py", "--out", str(data / name), "--count", str(count),
+                 "--start", str(start), "--no-progress"])  # fmt: skip
+    return data
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("stage", choices=("prepare", "stage1", "stage2"))
+    p.add_argument("--out", default=os.environ.get("OUT", "gpu_out"), help="what comes back (default $OUT)")
+    p.add_argument("--dry-run", action="store_true", help="CPU, tiny model and data: checks the wiring")
+    p.add_argument("--config", default="configs/crnn_en.yaml", help="stage2's recipe")
+    p.add_argument("--minutes", type=float, default=16.0, help="stage2: the whole run's time budget")
+    p.add_argument("--chunk-min", type=float, default=8.0, help="stage2: minutes per call")
+    p.add_argument("--run", default=str(RUN), help="stage2's run directory (kept between calls)")
+    p.add_argument("--real", default=str(REAL), help="prepare: the real word crops (images/ + gt.txt)")
+    args = p.parse_args(argv)
+    if args.dry_run and args.stage == "stage2":
+        args.minutes, args.chunk_min = min(args.minutes, 0.4), min(args.chunk_min, 0.2)
+    {"prepare": prepare, "stage1": stage1, "stage2": stage2}[args.stage](args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
