@@ -11,8 +11,10 @@ the same folder, so that tools (and tests) can find what a killed writer left be
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
+import shutil
 from collections.abc import Callable
 from glob import escape as glob_escape
 from pathlib import Path
@@ -23,6 +25,33 @@ def temporary_path(path: str | os.PathLike[str], pid: int | None = None) -> Path
     """Where :func:`atomic_write` stages ``path`` in process ``pid`` (default: this one)."""
     path = Path(path)
     return path.with_name(f".{path.name}.tmp-{os.getpid() if pid is None else pid}")
+
+
+class WriteError(OSError):
+    """A file that could not be written (disk full...). The previous version of the file,
+    if any, is intact: only the temporary was lost."""
+
+
+def _write_error(path: Path, e: BaseException) -> WriteError | None:
+    """A clear :class:`WriteError` for a failed write that ran out of space: torch's
+    zip writer reports that as ``unexpected pos N vs M``, not as ENOSPC."""
+    if not isinstance(e, (OSError, RuntimeError)):
+        return None
+    try:
+        free = shutil.disk_usage(path.parent).free
+    except OSError:
+        free = -1
+    full = getattr(e, "errno", None) in (errno.ENOSPC, errno.EDQUOT) or (
+        "unexpected pos" in str(e) and 0 <= free < 64 * 2**20
+    )
+    if not full:
+        return None
+    return WriteError(
+        errno.ENOSPC,
+        f"no space left on device at {path.parent} ({max(free, 0) / 2**20:.1f} MiB free) while "
+        f"writing {path.name}; the previous {path.name}, if any, is intact. Free some space or "
+        "write somewhere else (train.output_dir)",
+    )
 
 
 def _alive(pid: int) -> bool:
@@ -65,6 +94,11 @@ def atomic_write(path: str | os.PathLike[str], write: Callable[[BinaryIO], Any])
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
+    except BaseException as e:
+        clear = _write_error(path, e)
+        if clear is not None:
+            raise clear from e
+        raise
     finally:
         tmp.unlink(missing_ok=True)
     try:  # make the rename itself durable

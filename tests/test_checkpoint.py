@@ -134,6 +134,29 @@ class _RunsCode:
         return (exec, (f"open({self.marker!r}, 'w').close()",))
 
 
+def test_a_checkpoint_that_calls_os_system_is_refused_in_torchs_current_wording(tmp_path):
+    """torch 2.6+ says "Trying to load unsupported GLOBAL posix.system whose module posix
+    is blocked" after its advice to retry with weights_only=False: name the call, never
+    repeat the advice."""
+    path = tmp_path / "evil.pt"
+    torch.save({"model": _System("true")}, path)
+    with pytest.raises(ck.CheckpointError) as e:
+        ck.load_checkpoint(path)
+    msg = str(e.value)
+    assert "refusing to load" in msg and "system" in msg and "would run code" in msg
+    assert "weights_only` set to `False`" not in msg and "weights_only=False" not in msg
+
+
+class _System:
+    def __init__(self, cmd: str) -> None:
+        self.cmd = cmd
+
+    def __reduce__(self):
+        import os
+
+        return (os.system, (self.cmd,))
+
+
 @pytest.mark.parametrize("kind", ["torch.save", "legacy torch.save", "plain pickle"])
 def test_a_checkpoint_that_would_run_code_is_refused(tmp_path, kind):
     marker = tmp_path / "pwned"
@@ -149,6 +172,7 @@ def test_a_checkpoint_that_would_run_code_is_refused(tmp_path, kind):
     msg = str(e.value)
     assert "refusing to load" in msg and "exec" in msg and "would run code" in msg
     assert "weights_only=True" in msg and "state_dict" in msg
+    assert "weights_only` set to `False`" not in msg and "weights_only=False" not in msg
     with pytest.raises(ck.CheckpointError):
         Recognizer.from_checkpoint(path)
     assert not marker.exists()

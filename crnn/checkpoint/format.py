@@ -184,8 +184,10 @@ def load_checkpoint(
 def _unpickling_message(path: str, err: str) -> str:
     """Say whether the file tried to run code (a disallowed global) or is just not a
     checkpoint, instead of passing on torch's advice to switch weights_only off."""
-    match = re.search(r"Unsupported global: GLOBAL ([\w.]+)", err)
-    if match or "not an allowed global" in err:
+    # The wording moves between PyTorch versions: "Unsupported global: GLOBAL os.system",
+    # "Trying to load unsupported GLOBAL posix.system whose module posix is blocked".
+    match = re.search(r"unsupported(?: global:)? GLOBAL ([\w.]+)", err, re.IGNORECASE)
+    if match or "not an allowed global" in err or "is blocked" in err:
         what = match.group(1) if match else "a Python object"
         return (
             f"refusing to load {path!r}: it holds a pickled {what}, which would run code when "
@@ -195,7 +197,9 @@ def _unpickling_message(path: str, err: str) -> str:
             "with torch.save, then import that with tools/convert_checkpoint.py import."
         )
     detail = re.search(r"WeightsUnpickler error:\s*([^\n]+)", err)
-    reason = detail.group(1).strip() if detail else err.splitlines()[0][:200]
+    # Never pass on torch's advice to retry with weights_only=False (it runs the file).
+    lines = [ln for ln in err.splitlines() if ln.strip() and "weights_only" not in ln]
+    reason = detail.group(1).strip() if detail else (lines[0][:200] if lines else "unreadable")
     return (
         f"{path!r} is not a PyTorch checkpoint that can be read safely ({reason}). Expected a "
         "file written by torch.save (a crnn-ocr checkpoint, a release file, or a state_dict to "

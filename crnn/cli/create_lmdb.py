@@ -50,6 +50,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--grayscale", action="store_true", help="with --height: also drop colour (1 channel)"
     )
+    p.add_argument(
+        "--encoding",
+        default="utf-8",
+        help="text encoding of the gt file (default utf-8; lines that do not decode are "
+        "reported by number and left out)",
+    )
     p.add_argument("-v", "--verbose", action="store_true")
     return p
 
@@ -69,9 +75,9 @@ def main(argv: list[str] | None = None) -> int:
         charset = Charset.from_spec(args.charset) if args.charset else None
         report = create_lmdb(
             root, gt, args.out, args.val_out, args.val_fraction, charset, args.overwrite,
-            height=args.height, grayscale=args.grayscale,
+            height=args.height, grayscale=args.grayscale, encoding=args.encoding,
         )  # fmt: skip
-    except (ValueError, FileNotFoundError, FileExistsError) as e:
+    except (ValueError, LookupError, FileNotFoundError, FileExistsError) as e:
         log.error("%s", e)
         return EXIT_USAGE
     for lineno, why in report.bad[:20]:

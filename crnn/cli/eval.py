@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     setup_logging(args.verbose)
     from crnn.backends import load_backend
-    from crnn.data.lmdb import LmdbFormatError
+    from crnn.data.errors import DataError
 
     try:  # a CheckpointError is a RuntimeError
         backend = load_backend(args.checkpoint, device=args.device, amp=args.amp)
@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     for path in args.data:
         try:
             rows.append(evaluate_path(backend, path, args))
-        except (FileNotFoundError, LmdbFormatError) as e:
+        except (FileNotFoundError, DataError) as e:
             log.error("%s: %s", path, e)
             failed = True
     if rows:

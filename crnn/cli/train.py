@@ -25,6 +25,7 @@ from crnn.config import (
     config_from_dict,
     load_config,
 )
+from crnn.data.errors import DataError
 from crnn.engine.distributed import env_rank
 from crnn.engine.launch import (
     ChildProcess,
@@ -35,6 +36,7 @@ from crnn.engine.launch import (
     record_rank_error,
     run_training,
 )
+from crnn.io import WriteError
 
 log = logging.getLogger("crnn.train")
 
@@ -202,10 +204,11 @@ def main(argv: list[str] | None = None) -> int:
             cfg, devices, resume=resume, child=child, stop_at_step=args.until_step,
             time_limit_s=args.time_limit * 60 if args.time_limit else None,
         )  # fmt: skip
-    except DistributedRunError as e:
+    except (DistributedRunError, WriteError) as e:
         log.error("%s", e)
+        record_rank_error(e)
         return EXIT_FAILURE
-    except (ConfigError, CheckpointError, LaunchError, FileNotFoundError) as e:
+    except (ConfigError, CheckpointError, LaunchError, DataError, FileNotFoundError) as e:
         log.error("%s", e)
         record_rank_error(e)  # a launched rank: let the launcher say why it stopped
         return EXIT_USAGE

@@ -32,18 +32,31 @@ class GtFile:
     bad: list[tuple[int, str]] = field(default_factory=list)
 
 
-def read_gt(path: str | os.PathLike[str]) -> GtFile:
-    """Parse a gt.txt (UTF-8, a byte-order mark allowed).
+def read_gt(path: str | os.PathLike[str], encoding: str = "utf-8") -> GtFile:
+    """Parse a gt.txt in ``encoding`` (UTF-8 by default; a byte-order mark is allowed).
 
-    Raises ``FileNotFoundError`` saying what the file should hold."""
+    A line that does not decode is reported by number with the offending byte, never
+    stored with replacement characters (a silently corrupted label). Raises
+    ``FileNotFoundError`` saying what the file should hold."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(
             f"ground-truth file {str(path)!r} not found: expected lines 'relative/path<TAB>label'"
         )
     out = GtFile(path)
-    text = path.read_text(encoding="utf-8-sig", errors="replace")
-    for lineno, line in enumerate(text.splitlines(), start=1):
+    data = path.read_bytes()
+    if encoding.lower().replace("-", "") in ("utf8", "utf8sig") and data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    for lineno, raw in enumerate(data.splitlines(), start=1):
+        try:
+            line = raw.decode(encoding)
+        except UnicodeDecodeError as e:
+            out.bad.append((lineno, (
+                f"not valid {encoding} (byte 0x{raw[e.start]:02x} at column {e.start + 1} of "
+                f"{raw[:60]!r}); re-save the file as UTF-8, or give its encoding (create_lmdb "
+                "--encoding latin-1)"
+            )))  # fmt: skip
+            continue
         if not line.strip():
             continue
         rel, sep, label = line.partition("\t")

@@ -25,6 +25,8 @@ from typing import Any
 
 import lmdb
 
+from crnn.data.errors import DataError
+
 log = logging.getLogger(__name__)
 
 NUM_SAMPLES_KEY = b"num-samples"
@@ -35,7 +37,7 @@ SIZE_KEY = "size-%09d"
 _INITIAL_MAP_SIZE = 64 * 2**20
 
 
-class LmdbFormatError(RuntimeError):
+class LmdbFormatError(DataError):
     """An LMDB that cannot be read as a text-recognition dataset."""
 
 
@@ -179,8 +181,25 @@ def _shared_env(path: Path, revalidate: bool = False) -> lmdb.Environment:
             f"cannot open LMDB {str(path)!r}: {e}. The file is corrupt or not an "
             "LMDB; recreate it with tools/create_lmdb.py."
         ) from e
+    _check_complete(env, path)
     _ENVS[key] = (pid, sig, env)
     return env
+
+
+def _check_complete(env: lmdb.Environment, path: Path) -> None:
+    """Refuse an LMDB whose data file is shorter than its own header says (a copy that
+    was cut off, a full disk): reading a page past the end of a memory-mapped file kills
+    the process with SIGBUS ("Bus error", nothing printed), so check before any read."""
+    need = (env.info()["last_pgno"] + 1) * env.stat()["psize"]
+    have = (path / "data.mdb").stat().st_size
+    if have < need:
+        _close_quietly(env)
+        raise LmdbFormatError(
+            f"LMDB {str(path)!r} is damaged: data.mdb holds {have:,} bytes but its header "
+            f"says {need:,} ({(need - have) / 2**20:.1f} MiB missing; the file was cut off, "
+            "e.g. by an interrupted copy or a full disk). Copy it again or recreate it with "
+            "tools/create_lmdb.py."
+        )
 
 
 def _close_quietly(env: lmdb.Environment) -> None:
@@ -322,6 +341,7 @@ def create_lmdb(
     progress: bool = True,
     height: int = 0,
     grayscale: bool = False,
+    encoding: str = "utf-8",
 ) -> CreateReport:
     """Write the images listed in ``gt`` (paths relative to ``root``) into an LMDB at
     ``out``, and a ``val_fraction`` of them (by :func:`held_out`) into ``val_out``.
@@ -344,7 +364,7 @@ def create_lmdb(
     if not 0.0 <= val_fraction < 1.0 or bool(val_fraction) != bool(val_out):
         raise ValueError("--val-fraction (in [0, 1)) and --val-out go together")
     root = Path(root)
-    parsed = read_gt(gt)
+    parsed = read_gt(gt, encoding)
     report = CreateReport(bad=list(parsed.bad))
     writer = LmdbWriter(out, overwrite=overwrite)
     val_writer = LmdbWriter(val_out, overwrite=overwrite) if val_out else None

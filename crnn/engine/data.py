@@ -22,6 +22,7 @@ from crnn.charset import Charset
 from crnn.config import Config
 from crnn.data.batching import BucketBatchSampler, MixedBatchSampler, collate
 from crnn.data.datasets import MixedDataset, RecognitionDataset, SynthDataset, open_sources
+from crnn.data.errors import DataError
 from crnn.data.image import ImageSpec
 from crnn.data.transforms import TrainAugment
 from crnn.engine.distributed import DistInfo
@@ -100,7 +101,7 @@ def _train_part(
             gen.warm_up()
         # The generator has its own effects; training augmentations are for real data.
         return SynthDataset(gen, charset, spec, output_length)
-    return RecognitionDataset(
+    ds = RecognitionDataset(
         open_sources([entry] if isinstance(entry, str) else entry),
         charset,
         spec,
@@ -109,6 +110,32 @@ def _train_part(
         max_label_length=cfg.data.max_label_length,
         augment=augment,
     )
+    check_usable(ds, entry)
+    return ds
+
+
+PROBE_IMAGES = 32
+
+
+def check_usable(ds: RecognitionDataset, entry: str | list[str]) -> None:
+    """Refuse, before training, a dataset that has no usable sample: none left after
+    filtering labels, or none of up to ``PROBE_IMAGES`` images (spread over the set)
+    decodes. Training on nothing would otherwise "finish" with exit code 0."""
+    name = entry if isinstance(entry, str) else ", ".join(entry)
+    if len(ds) == 0:
+        reasons = ", ".join(f"{n} {r}" for r, n in ds.skipped.items()) or "no samples"
+        raise DataError(
+            f"{name}: no usable training sample ({reasons}); see the messages above for "
+            "why each kind was left out"
+        )
+    probe = sorted({round(k * (len(ds) - 1) / max(PROBE_IMAGES - 1, 1)) for k in range(PROBE_IMAGES)})
+    errors = [item["error"] for item in (ds[i] for i in probe) if "error" in item]
+    if len(errors) == len(probe):
+        raise DataError(
+            f"{name}: none of the {len(probe)} images tried could be read (e.g. {errors[0]}). "
+            "Check that the paths in gt.txt point to image files (PNG, JPEG...), or recreate "
+            "the LMDB with tools/create_lmdb.py"
+        )
 
 
 def build_train_data(
@@ -145,6 +172,11 @@ def build_train_data(
         )  # fmt: skip
     else:
         ds = _train_part(cfg, train, charset, spec, output_length, augment)
+        if len(ds) < tc.batch_size:  # type: ignore[arg-type]
+            raise DataError(
+                f"the training set has {len(ds)} usable samples, fewer than one global batch "  # type: ignore[arg-type]
+                f"(train.batch_size={tc.batch_size}): lower train.batch_size or add data"
+            )
         sampler = BucketBatchSampler(
             len(ds),  # type: ignore[arg-type]
             tc.batch_size,

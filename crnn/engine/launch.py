@@ -127,6 +127,12 @@ def run_training(
     """
     from crnn.engine.trainer import Trainer
 
+    out = Path(cfg.train.output_dir)
+    if out.exists() and not out.is_dir():
+        raise LaunchError(
+            f"train.output_dir={str(out)!r} is a file, not a folder; choose another run "
+            "directory (--output-dir or --set train.output_dir=...)"
+        )
     ranks = env_rank()
     n_devices = devices.nproc if devices.kind == "cpu" else len(devices.ids)
     world = ranks[2] if ranks is not None else (n_devices if cfg.dist.strategy == "ddp" else 1)

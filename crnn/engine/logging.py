@@ -13,6 +13,7 @@ import numpy as np
 import torch
 from PIL import Image, ImageDraw, ImageFont
 
+from crnn.data.errors import DataError
 from crnn.engine.distributed import DistInfo, all_reduce_sum
 
 log = logging.getLogger(__name__)
@@ -32,6 +33,15 @@ def run_log_file(path: str | Path, enabled: bool = True) -> Iterator[None]:
     root.addHandler(handler)
     try:
         yield
+    except BaseException as e:
+        # The command line reports it on the console after this block: the log file
+        # must say why the run ended too (never an empty train.log).
+        why = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
+        handler.handle(logging.makeLogRecord(
+            {"name": "crnn.train", "levelno": logging.ERROR, "levelname": "ERROR",
+             "msg": "the run stopped: %s", "args": (why,)}
+        ))  # fmt: skip
+        raise
     finally:
         root.removeHandler(handler)
         handler.close()
@@ -131,12 +141,26 @@ class BadImageReport:
     """Counts training images that could not be read; shows the first few messages,
     then only counts (``data/bad_images`` in TensorBoard)."""
 
+    # Micro-batches in a row without one readable image before the run stops: the data
+    # is unusable (a disk gone, a mount lost), and training on it would learn nothing.
+    MAX_EMPTY_IN_A_ROW = 50
+
     def __init__(self, count: int = 0, show: int = 10) -> None:
         self.count = count
         self.show = show
         self._shown = 0
+        self.empty_in_a_row = 0
 
-    def add(self, errors: list[str]) -> None:
+    def add(self, errors: list[str], readable: int = 1) -> None:
+        """``errors`` of one micro-batch that held ``readable`` readable images."""
+        self.empty_in_a_row = 0 if readable else self.empty_in_a_row + 1
+        if self.empty_in_a_row >= self.MAX_EMPTY_IN_A_ROW:
+            raise DataError(
+                f"no image could be read in the last {self.empty_in_a_row} batches "
+                f"({self.count + len(errors)} unreadable so far, e.g. "
+                f"{errors[0] if errors else 'none recorded'}): the training data has become "
+                "unreadable; check the disk or mount it is on, then resume with --resume"
+            )
         self.count += len(errors)
         for e in errors:
             if self._shown < self.show:

@@ -192,9 +192,24 @@ def restore_training(
     optimizer: torch.optim.Optimizer,
     scheduler: Any,
     scaler: torch.amp.GradScaler,
-    best_metric: str,
+    cfg: Config,
 ) -> TrainState:
-    """Put the optimiser, scheduler, scaler and RNG states back; return the loop state."""
+    """Put the optimiser, scheduler, scaler and RNG states back; return the loop state.
+
+    Warns when the resumed run changes what the data position means: it is counted in
+    global batches of the saved ``train.batch_size`` over the saved ``data.train``."""
+    saved = ckpt.get("config", {})
+    for section, key in (("train", "batch_size"), ("data", "train"), ("train", "seed")):
+        old, new = saved.get(section, {}).get(key), getattr(getattr(cfg, section), key)
+        if old is not None and old != new:
+            log.warning(
+                "%s.%s changed from %s to %s on resume: training continues at the same step "
+                "and learning rate, but the samples it sees from here are not the ones the "
+                "original run would have seen (the data position counts global batches of "
+                "the saved settings); resume with the saved %s.%s for an exact continuation",
+                section, key, old, new, section, key,
+            )  # fmt: skip
+    best_metric = cfg.train.best_metric
     optimizer.load_state_dict(ckpt["optimizer"])
     scheduler.load_state_dict(ckpt["scheduler"])
     if ckpt.get("scaler"):

@@ -115,7 +115,7 @@ class Trainer:
         self.data = build_train_data(cfg, info, self.charset, self.spec, lengths, pin)
         self.val_sets = build_val_sets(cfg, info, self.charset, self.spec, lengths, pin)
         if ckpt is not None:
-            args = (self.optimizer, self.scheduler, self.scaler, tc.best_metric)
+            args = (self.optimizer, self.scheduler, self.scaler, cfg)
             self.state = st.restore_training(ckpt, *args)
         self.bad_images = BadImageReport(self.state.bad_images)
         self.saver = st.CheckpointSaver(self.out, info)
@@ -161,8 +161,8 @@ class Trainer:
         n = 0
         for m in range(accum):
             batch = next(batches)
-            self.bad_images.add(batch["errors"])
             empty = batch["images"] is None
+            self.bad_images.add(batch["errors"], readable=0 if empty else len(batch["labels"]))
             if empty:
                 inputs = placeholder_batch(self.spec, self.device)
             else:  # on one device the lengths stay on the host (see to_device)
