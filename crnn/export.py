@@ -19,7 +19,7 @@ The graph (opset 17, exported with PyTorch's TorchScript-based exporter):
   ``crnn_ocr.model_config``, ``crnn_ocr.blank`` (``"0"``), ``crnn_ocr.input``,
   ``crnn_ocr.output``, ``crnn_ocr.version``.
 
-``onnx`` and ``onnxruntime`` are optional (``pip install 'crnn-ocr[onnx]'``); they are
+``onnx`` is optional (``pip install 'crnn-ocr[onnx]'``; ``onnxruntime`` is a dependency); they are
 imported only here, on first use. Running an exported file needs neither PyTorch nor
 this module: see :mod:`crnn.backends.onnx`.
 
