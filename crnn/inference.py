@@ -21,6 +21,7 @@ one image from the command line then takes a fraction of a second instead of the
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import os
 from collections import defaultdict
@@ -31,8 +32,15 @@ from typing import Any
 import numpy as np
 
 from crnn.backends import Backend, load_backend
-from crnn.ctc import Lexicon, Prediction, decode
-from crnn.data.image import ImageSource, preprocess_array
+from crnn.ctc import Lexicon, Prediction, decode, log_softmax_np, sequence_log_probs
+from crnn.data.image import ImageSource, load_image, preprocess_array
+
+# Clockwise turns tried by rotate="auto", in the order preprocess() returns them.
+ROTATIONS = (0, 180, 90, 270)
+
+
+def _numpy(x: Any) -> np.ndarray:
+    return x.detach().float().cpu().numpy() if hasattr(x, "detach") else np.asarray(x)
 
 
 class Recognizer:
@@ -49,6 +57,10 @@ class Recognizer:
             :class:`crnn.ctc.Lexicon`): each text is snapped to the most probable word
             within ``max_edits`` edits, if there is one.
         max_edits: how far a lexicon word may be from the decoded text.
+        rotate: ``"none"``, or ``"auto"``: also read each image turned by 180 degrees (and
+            by 90 and 270 when it is taller than wide) and keep the reading whose text is
+            most probable under CTC (summed over its alignments); the prediction's
+            ``rotation`` says which.
     """
 
     def __init__(
@@ -58,7 +70,11 @@ class Recognizer:
         beam_width: int = 0,
         lexicon: Lexicon | str | os.PathLike[str] | Sequence[str] | None = None,
         max_edits: int = 2,
+        rotate: str = "none",
     ) -> None:
+        if rotate not in ("none", "auto"):
+            raise ValueError(f"rotate must be 'none' or 'auto', got {rotate!r}")
+        self.rotate = rotate
         self.backend = backend
         self.charset = backend.charset
         self.spec = backend.spec
@@ -96,17 +112,40 @@ class Recognizer:
         return cls(backend, **decoding)
 
 
-    def preprocess(self, image: ImageSource) -> np.ndarray:
-        """One image -> ``(C, H, W)`` uint8. Raises ``ImageDecodeError`` for bad input."""
-        return preprocess_array(image, self.spec)
+    def preprocess(self, image: ImageSource) -> Any:
+        """One image -> ``(C, H, W)`` uint8, or with ``rotate="auto"`` a tuple of such
+        arrays, one per rotation tried (see :data:`ROTATIONS`). Raises
+        ``ImageDecodeError`` for bad input."""
+        if self.rotate == "none":
+            return preprocess_array(image, self.spec)
+        img = load_image(image, self.spec.rgb)
+        turns = (0, 180, 90, 270) if img.height > img.width else (0, 180)
+        # PIL rotates counter-clockwise: -d turns the image d degrees clockwise.
+        return tuple(preprocess_array(img.rotate(-d, expand=True), self.spec) for d in turns)
 
     def predict_preprocessed(self, images: Sequence[Any]) -> list[Prediction]:
-        """Predict preprocessed ``(C, H, W)`` uint8 images (arrays or tensors, see
-        :meth:`preprocess`). Images of equal width are batched together unpadded."""
+        """Predict what :meth:`preprocess` returned: ``(C, H, W)`` uint8 images (arrays
+        or tensors), or tuples of rotations of one image (the most probable reading is
+        kept). Images of equal width are batched together unpadded."""
+        flat, owner = [], []
+        for i, item in enumerate(images):
+            for turn, im in enumerate(item if isinstance(item, tuple) else (item,)):
+                flat.append(im)
+                owner.append((i, ROTATIONS[turn]))
+        scored = self._predict_flat(flat, score=len(flat) > len(images))
+        best: list[tuple[float, Prediction] | None] = [None] * len(images)
+        for (i, turn), (score, pred) in zip(owner, scored):
+            if best[i] is None or score > best[i][0]:  # type: ignore[index]
+                best[i] = (score, dataclasses.replace(pred, rotation=turn) if turn else pred)
+        return [b[1] for b in best]  # type: ignore[index]
+
+    def _predict_flat(self, images: list[Any], score: bool) -> list[tuple[float, Prediction]]:
+        """Each image's prediction and, with ``score``, the CTC log-probability of its text
+        (else 0)."""
         groups: dict[int, list[int]] = defaultdict(list)
         for i, im in enumerate(images):
             groups[im.shape[-1]].append(i)
-        out: list[Prediction | None] = [None] * len(images)
+        out: list[tuple[float, Prediction] | None] = [None] * len(images)
         for idx in groups.values():
             for k in range(0, len(idx), self.batch_size):
                 chunk = idx[k : k + self.batch_size]
@@ -118,8 +157,10 @@ class Recognizer:
                     lexicon=self.lexicon,
                     max_edits=self.max_edits,
                 )
-                for i, p in zip(chunk, preds):
-                    out[i] = p
+                lp = log_softmax_np(_numpy(logits).astype(np.float64)) if score else None
+                for j, (i, p) in enumerate(zip(chunk, preds)):
+                    s = sequence_log_probs(lp[j], [self.charset.encode(p.text)])[0] if score else 0.0
+                    out[i] = (s, p)
         return out  # type: ignore[return-value]
 
     def predict(self, images: ImageSource | Sequence[ImageSource]) -> list[Prediction]:

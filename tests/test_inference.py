@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 from ckpt_helpers import native_checkpoint, run_main, tiny_model
-from conftest import run_tool
+from conftest import ROOT, run_tool
 from PIL import Image
 
 from crnn.backends.torch import TorchBackend, normalize
@@ -141,3 +141,26 @@ def test_bytes_image_in_a_list_is_one_image(model, ckpt_path):
     assert len(rec.predict([buf.getvalue(), buf.getvalue()])) == 2
     with pytest.raises(ValueError, match="beam_width must be >= 0"):
         Recognizer(TorchBackend(model, CHARSET, ImageSpec(), device="cpu"), beam_width=-2)
+
+
+def test_rotate_auto_reads_upside_down_and_sideways_crops(tmp_path, capsys):
+    """The bundled model reads the sample upright; turned 180 degrees it reads garbage,
+    unless rotate=auto tries the turns and keeps the most probable reading."""
+    from PIL import Image
+
+    from crnn.inference import default_checkpoint
+
+    img = Image.open(ROOT / "data" / "samples" / "word_01.png")
+    turned = [img, img.rotate(180), img.rotate(90, expand=True), img.rotate(-90, expand=True)]
+    plain = Recognizer.from_checkpoint(default_checkpoint()).predict(turned)
+    assert plain[0].text == "homeland" and all(p.text != "homeland" for p in plain[1:])
+    auto = Recognizer.from_checkpoint(default_checkpoint(), rotate="auto").predict(turned)
+    assert [(p.text, p.rotation) for p in auto] == [
+        ("homeland", 0), ("homeland", 180), ("homeland", 90), ("homeland", 270)
+    ]
+    path = tmp_path / "upside_down.png"
+    img.rotate(180).save(path)
+    rc, out, _ = run_main(predict_cli.main, "--rotate", "auto", path, capsys=capsys)
+    assert rc == 0 and out.split("\t")[1] == "homeland" and out.strip().endswith("\t180")
+    with pytest.raises(ValueError, match="rotate must be"):
+        Recognizer.from_checkpoint(default_checkpoint(), rotate="sideways")

@@ -66,6 +66,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="how many character edits a lexicon word may be from the read text (default 2)",
     )
     p.add_argument(
+        "--rotate",
+        choices=("none", "auto"),
+        default="none",
+        help="auto: also read each image upside down (and turned 90/270 degrees when it is "
+        "taller than wide) and keep the most probable reading; its turn is printed (4th "
+        "column, or 'rotation' in JSON)",
+    )
+    p.add_argument(
         "--json",
         action="store_true",
         help="print a JSON list of {path, text, confidence, char_confidences}",
@@ -114,7 +122,7 @@ def load_recognizer(args: argparse.Namespace) -> Any:
     ckpt = args.checkpoint or default_checkpoint(prefer_onnx=not on_gpu)
     rec = Recognizer.from_checkpoint(
         ckpt, device=args.device, threads=args.threads, batch_size=args.batch_size,
-        beam_width=args.beam, lexicon=args.lexicon, max_edits=args.max_edits,
+        beam_width=args.beam, lexicon=args.lexicon, max_edits=args.max_edits, rotate=args.rotate,
     )  # fmt: skip
     if getattr(rec.backend, "quantization", ""):
         log.info("%s is %s-quantised (see docs/benchmarks.md)", ckpt, rec.backend.quantization)
@@ -173,9 +181,11 @@ def main(argv: list[str] | None = None) -> int:
             results.append({
                 "path": f, "text": p.text, "confidence": round(p.confidence, 6),
                 "char_confidences": [round(c, 6) for c in p.char_confidences],
+                **({"rotation": p.rotation} if args.rotate == "auto" else {}),
             })  # fmt: skip
         else:
-            print(f"{f}\t{p.text}\t{p.confidence:.4f}", flush=False)
+            turn = f"\t{p.rotation}" if args.rotate == "auto" else ""
+            print(f"{f}\t{p.text}\t{p.confidence:.4f}{turn}", flush=False)
     if args.json:
         json.dump(results, sys.stdout, ensure_ascii=False, indent=1)
         print()

@@ -54,6 +54,8 @@ class Prediction:
     text: str
     confidence: float
     char_confidences: tuple[float, ...] = ()
+    # Degrees the image was turned (clockwise) to read it (``Recognizer(rotate="auto")``).
+    rotation: int = 0
 
     def __iter__(self) -> Iterator[str | float]:
         return iter((self.text, self.confidence))
