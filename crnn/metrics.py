@@ -7,6 +7,8 @@
 * ``cer``: character error rate, total edit distance / total label characters.
 * ``ned``: mean normalised edit distance, ``ed / max(len(pred), len(label))`` per sample
   (0 is perfect; ``1 - ned`` is the ICDAR-2019 "1-N.E.D." score).
+* ``empty_rate``: share of empty predictions (a model stuck on CTC's all-blank plateau
+  reads nothing at all).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import torch
 _NON_ALNUM = re.compile(r"[^0-9a-z]")
 
 # Order of the fields in the tensor used for all-reduce.
-_FIELDS = ("count", "correct", "correct_alnum", "edits", "chars", "ned_sum")
+_FIELDS = ("count", "correct", "correct_alnum", "edits", "chars", "ned_sum", "empty")
 
 
 def alnum_normalize(text: str) -> str:
@@ -55,6 +57,7 @@ class TextMetrics:
             s["edits"] += ed
             s["chars"] += len(gt)
             s["ned_sum"] += ed / max(len(p), len(gt), 1)
+            s["empty"] += not p
 
     def add(self, other: TextMetrics) -> None:
         """Pool another set of counts into this one."""
@@ -79,6 +82,7 @@ class TextMetrics:
             "alnum_accuracy": s["correct_alnum"] / n,
             "cer": s["edits"] / max(s["chars"], 1.0),
             "ned": s["ned_sum"] / n,
+            "empty_rate": s["empty"] / n,
         }
 
 

@@ -209,3 +209,64 @@ def test_time_budget_fixes_max_steps_once_and_resume_keeps_it(tiny_overrides, tm
     cfg = config_from_dict(ckpt["config"])  # as --resume reads it
     resumed = Trainer(cfg, DistInfo(), resume=tmp_path / "run" / "last.pt")
     assert resumed.state.budget == decided and resumed.cfg.train.max_steps == res.step
+
+
+def test_a_non_finite_step_never_reaches_the_weights_and_too_many_stop_the_run(
+    tiny_overrides, monkeypatch, caplog
+):
+    import logging
+
+    from crnn.engine import parallel
+    from crnn.engine.guards import TrainingError
+
+    caplog.set_level(logging.WARNING)
+    t = _train([*tiny_overrides, "train.max_nonfinite_steps=3"])
+    real = parallel.ctc_loss_per_sample
+    poison = {"on": False}
+
+    def loss(*args):
+        out = real(*args)
+        return out * float("nan") if poison["on"] else out
+
+    monkeypatch.setattr(parallel, "ctc_loss_per_sample", loss)
+    batches = t.batches()
+    t.train_module.train()
+    t.train_step(batches)
+    before = {n: p.detach().clone() for n, p in t.model.named_parameters()}
+    poison["on"] = True
+    t.train_step(batches)  # skipped: the weights do not move
+    for n, p in t.model.named_parameters():
+        assert torch.equal(p, before[n]), n
+    assert "not finite" in caplog.text and "Labels of its samples: '" in caplog.text
+    t.train_step(batches)
+    with pytest.raises(TrainingError, match="not finite for 3 steps in a row"):
+        t.train_step(batches)
+    poison["on"] = False
+
+
+def test_the_all_blank_plateau_is_explained_once(caplog):
+    import logging
+
+    from crnn.config import load_config
+    from crnn.engine.guards import BlankWatch
+
+    caplog.set_level(logging.WARNING)
+    w = BlankWatch(patience=2)
+    cfg = load_config()
+    w.after_validation({"empty_rate": 1.0}, 100, cfg, 33)
+    w.after_validation({"empty_rate": 0.5}, 200, cfg, 33)  # reads something: reset
+    w.after_validation({"empty_rate": 1.0}, 300, cfg, 33)
+    assert "plateau" not in caplog.text
+    w.after_validation({"empty_rate": 0.99}, 400, cfg, 33)
+    assert caplog.text.count("all-blank plateau") == 1 and "train.lr=" in caplog.text
+    w.after_validation({"empty_rate": 1.0}, 500, cfg, 33)
+    assert caplog.text.count("all-blank plateau") == 1
+
+
+def test_early_stopping_after_patience_validations_without_a_better_metric(tiny_overrides):
+    # lr 0: nothing improves after the first validation.
+    t = _train([*tiny_overrides, "train.lr=0", "train.max_steps=30", "train.val_every=2",
+                "train.early_stop_patience=2"])  # fmt: skip
+    res = t.fit()
+    assert res.step == 6 and t.state.best["step"] == 2  # validations at 2, 4, 6: stop
+    assert load_checkpoint(t.out / "last.pt")["step"] == 6

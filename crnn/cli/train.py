@@ -27,6 +27,7 @@ from crnn.config import (
 )
 from crnn.data.errors import DataError
 from crnn.engine.distributed import env_rank
+from crnn.engine.guards import TrainingError
 from crnn.engine.launch import (
     ChildProcess,
     Devices,
@@ -204,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
             cfg, devices, resume=resume, child=child, stop_at_step=args.until_step,
             time_limit_s=args.time_limit * 60 if args.time_limit else None,
         )  # fmt: skip
-    except (DistributedRunError, WriteError) as e:
+    except (DistributedRunError, WriteError, TrainingError) as e:
         log.error("%s", e)
         record_rank_error(e)
         return EXIT_FAILURE

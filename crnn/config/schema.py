@@ -125,6 +125,13 @@ class TrainConfig:
     cudnn_benchmark: bool = True
     # Images logged (with predictions) to TensorBoard at each validation.
     log_images: int = 16
+    # Steps in a row whose loss or gradients are not finite (each is skipped and its
+    # samples named) before the run stops as diverged.
+    max_nonfinite_steps: int = 5
+    # Validations in a row that read only blanks before the log explains the plateau.
+    blank_patience: int = 3
+    # Stop after this many validations without a better best_metric (0: never).
+    early_stop_patience: int = 0
     # Minutes the whole run may take (0: no budget). After a short warm-up the trainer
     # measures its speed and fixes max_steps so that the schedule, validations and final
     # save end inside the budget (crnn/engine/budget.py); --resume keeps that decision.

@@ -244,7 +244,7 @@ class TrainMeter:
         return loss, ips
 
 
-METRICS = ("accuracy", "alnum_accuracy", "cer", "ned")
+METRICS = ("accuracy", "alnum_accuracy", "cer", "ned", "empty_rate")
 
 
 def log_validation(

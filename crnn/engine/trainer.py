@@ -36,6 +36,7 @@ from crnn.engine import state as st
 from crnn.engine.budget import TimeBudget
 from crnn.engine.data import build_train_data, build_val_sets, placeholder_batch, to_device
 from crnn.engine.distributed import DistInfo, all_reduce_sum, any_rank, sync_buffers
+from crnn.engine.guards import RunGuards
 from crnn.engine.logging import (
     BadImageReport,
     RunLogger,
@@ -111,7 +112,7 @@ class Trainer:
         self.scaler = torch.amp.GradScaler("cuda", enabled=fp16)
         self.state = st.TrainState(tc.best_metric)
         pin = self.device.type == "cuda"
-        lengths = self._output_length
+        lengths = lambda w: int(self.model.output_length(w))  # noqa: E731 (width -> frames)
         self.data = build_train_data(cfg, info, self.charset, self.spec, lengths, pin)
         self.val_sets = build_val_sets(cfg, info, self.charset, self.spec, lengths, pin)
         if ckpt is not None:
@@ -125,9 +126,7 @@ class Trainer:
             self.step_callbacks.append(TimeBudget(self))
         self.grad_norm = torch.zeros(())
         self.meter = TrainMeter(info, self.device, self.device_ids)
-
-    def _output_length(self, width: int) -> int:
-        return int(self.model.output_length(width))
+        self.guards = RunGuards(cfg, self.scaler.is_enabled(), lengths(self.spec.max_width))
 
     # ---- checkpoints ----------------------------------------------------------------
 
@@ -158,9 +157,10 @@ class Trainer:
             callback(self.info.rank, self.state.step)
         accum = self.cfg.train.accum_steps
         loss_sum = torch.zeros((), device=self.device)
-        n = 0
+        n, labels = 0, []
         for m in range(accum):
             batch = next(batches)
+            labels += batch["labels"]
             empty = batch["images"] is None
             self.bad_images.add(batch["errors"], readable=0 if empty else len(batch["labels"]))
             if empty:
@@ -177,11 +177,11 @@ class Trainer:
             if not empty:
                 loss_sum += losses.detach().sum()
                 n += len(batch["labels"])
-        if self.cfg.train.grad_clip > 0:
-            self.scaler.unscale_(self.optimizer)
-            params = self.model.parameters()
-            self.grad_norm = nn.utils.clip_grad_norm_(params, self.cfg.train.grad_clip)
-        self.scaler.step(self.optimizer)
+        self.scaler.unscale_(self.optimizer)
+        clip = self.cfg.train.grad_clip if self.cfg.train.grad_clip > 0 else float("inf")
+        self.grad_norm = nn.utils.clip_grad_norm_(self.model.parameters(), clip)
+        if self.guards.allow(self.grad_norm, labels, self.state.step):  # never a NaN step
+            self.scaler.step(self.optimizer)
         self.scaler.update()
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
@@ -248,7 +248,8 @@ class Trainer:
                         run_loss.zero_()
                         run_n = 0
                     if state.step % tc.val_every == 0 or last:
-                        self._validate_and_save()
+                        if self._validate_and_save() and not last:
+                            break  # early stop: saved, and every rank agrees (same metrics)
                     elif tc.save_every and state.step % tc.save_every == 0:
                         self.save()
                     # Agreeing on a stop costs a collective: not at every step.
@@ -287,8 +288,10 @@ class Trainer:
         bar.total = self.cfg.train.max_steps  # a time budget may have set it
         bar.set_postfix(loss=f"{loss:.3f}", lr=f"{lr:.2e}", img_s=f"{ips:.0f}")
 
-    def _validate_and_save(self) -> None:
+    def _validate_and_save(self) -> bool:
+        """Validate, save; True when early stopping says the run is over."""
         combined, results = self.validate()
         log_validation(self.logger, results, combined, self.state.step, self.cfg.train.log_images)
         self.save(is_best=self.state.update_best(combined))
         self.meter.restart_clock()  # keep validation time out of images/s
+        return self.guards.after_validation(combined, self.state, self.info.is_main)
