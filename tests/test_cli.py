@@ -178,3 +178,22 @@ def test_train_in_chunks_with_until_step(tmp_path, word_lmdb):
     log = (out / "train.log").read_text()  # one log across both launches, set-up included
     assert "stopping at step 2" in log and "resumed at step 2" in log and "finished 4 steps" in log
     assert re.search(r"step 4 \S+: acc [0-9.]+  alnum-acc", log), log  # validation is logged
+
+
+def test_train_dry_run_reports_the_run_and_writes_nothing(word_lmdb, tmp_path, capsys):
+    from ckpt_helpers import run_main
+
+    from crnn.cli import train as train_cli
+
+    out = tmp_path / "run"
+    rc, text, _ = run_main(
+        train_cli.main, "--dry-run", "--train", word_lmdb, "--val", word_lmdb, "--output-dir",
+        out, "--set", *TINY_MODEL, "data.num_workers=0", "train.batch_size=8",
+        "train.max_steps=40", "data.charset=chars:abcdefghijklmnopqrstu", capsys=capsys,
+    )  # fmt: skip
+    assert rc == 0
+    assert "words: " in text and "samples kept, skipped:" in text and "unknown_chars" in text
+    assert "8 per optimizer step = 8 per device x 1 accumulation" in text
+    assert "40 steps (" in text and "epochs of" in text
+    assert f"would write {out}/last.pt" in text
+    assert not out.exists()  # nothing written

@@ -149,6 +149,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="processes for --gpus cpu (DDP over gloo, for testing the multi-process path); default 1",
     )
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="build the data, model and loaders, take one training step, print what the run "
+        "would do (datasets and skipped samples, batch split, schedule, output files) and exit "
+        "without writing anything",
+    )
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     return p
 
@@ -200,6 +207,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cfg, resume = resolve_config(args)
         devices = parse_gpus(args.gpus, args.nproc)
+        if args.dry_run:
+            from crnn.engine.dryrun import dry_run
+
+            print(dry_run(cfg, devices, resume))
+            return EXIT_OK
         child = rank_command(sys.argv[1:] if argv is None else argv, devices)
         result = run_training(
             cfg, devices, resume=resume, child=child, stop_at_step=args.until_step,

@@ -49,18 +49,24 @@ def run_log_file(path: str | Path, enabled: bool = True) -> Iterator[None]:
 
 class RunLogger:
     """TensorBoard scalars and images; every method is a no-op when ``enabled`` is False
-    (ranks other than 0), so callers never branch on rank."""
+    (ranks other than 0), so callers never branch on rank. The event file is created at
+    the first write: a run that stops during set-up (or a --dry-run) leaves no tb/."""
 
     def __init__(self, log_dir: str | Path, enabled: bool = True) -> None:
         self.enabled = enabled
-        self.writer = None
-        if enabled:
+        self.log_dir = Path(log_dir)
+        self._writer: Any = None
+
+    @property
+    def writer(self) -> Any:
+        if self._writer is None and self.enabled:
             from torch.utils.tensorboard import SummaryWriter
 
-            self.writer = SummaryWriter(str(log_dir))
+            self._writer = SummaryWriter(str(self.log_dir))
+        return self._writer
 
     def scalars(self, values: dict[str, float], step: int) -> None:
-        if self.writer is not None:
+        if self.enabled:
             for k, v in values.items():
                 self.writer.add_scalar(k, v, step)
 
@@ -74,23 +80,24 @@ class RunLogger:
         step: int,
     ) -> None:
         """A column of images with ``label -> prediction`` under each (red if wrong)."""
-        if self.writer is None or not len(labels):
+        if not self.enabled or not len(labels):
             return
         grid = render_prediction_grid(images, widths, labels, preds)
         self.writer.add_image(tag, np.asarray(grid), step, dataformats="HWC")
 
     def text(self, tag: str, text: str, step: int = 0) -> None:
-        if self.writer is not None:
+        if self.enabled:
             self.writer.add_text(tag, text, step)
 
     def flush(self) -> None:
-        if self.writer is not None:
-            self.writer.flush()
+        if self._writer is not None:
+            self._writer.flush()
 
     def close(self) -> None:
-        if self.writer is not None:
-            self.writer.close()
-            self.writer = None
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+        self.enabled = False
 
 
 def render_prediction_grid(
