@@ -17,7 +17,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from crnn.backends import Backend
-from crnn.ctc import greedy_decode
+from crnn.ctc import Lexicon, Prediction, decode
 from crnn.data.batching import EvalBatchSampler, collate
 from crnn.metrics import TextMetrics
 
@@ -65,11 +65,18 @@ def evaluate(
     loader: DataLoader,
     reduce: Callable[[torch.Tensor], torch.Tensor] | None = None,
     world_size: int = 1,
+    beam_width: int = 0,
+    lexicon: Lexicon | None = None,
+    max_edits: int = 2,
+    observe: Callable[[dict[str, Any], list[Prediction]], None] | None = None,
 ) -> EvalResult:
-    """Greedy-decode every batch of ``loader`` with ``backend`` and score it.
+    """Decode every batch of ``loader`` with ``backend`` (greedy, or as ``predict``
+    decodes: ``beam_width``, ``lexicon``) and score it.
 
     In a distributed run ``reduce`` sums a float64 tensor over the ``world_size`` ranks
-    (every rank then returns the same numbers); the default is one process."""
+    (every rank then returns the same numbers); the default is one process.
+    ``observe(batch, predictions)`` sees each batch's predictions (e.g. to collect the
+    errors, ``crnn.report.ErrorCollector``)."""
     metrics = TextMetrics()
     examples: dict[str, Any] = {}
     bad = 0
@@ -83,8 +90,11 @@ def evaluate(
         # Lengths from the host-side widths: no device round trip.
         lengths = torch.as_tensor(backend.output_length(batch["widths"]))
         lengths = lengths.clamp(max=logits.shape[1])
-        preds = [p.text for p in greedy_decode(logits, backend.charset, lengths)]
+        predictions = decode(logits, backend.charset, lengths, beam_width, lexicon, max_edits)
+        preds = [p.text for p in predictions]
         metrics.update(preds, batch["labels"], batch["raw_labels"])
+        if observe is not None:
+            observe(batch, predictions)
         n += len(preds)
         if not examples:
             examples = {

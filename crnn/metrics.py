@@ -7,6 +7,9 @@
 * ``cer``: character error rate, total edit distance / total label characters.
 * ``ned``: mean normalised edit distance, ``ed / max(len(pred), len(label))`` per sample
   (0 is perfect; ``1 - ned`` is the ICDAR-2019 "1-N.E.D." score).
+* ``exact_accuracy``: the prediction equals the label as published, case and
+  punctuation included (parseq's case-sensitive, full-charset mode).
+* ``caseless_accuracy``: the same, ignoring case.
 * ``empty_rate``: share of empty predictions (a model stuck on CTC's all-blank plateau
   reads nothing at all).
 """
@@ -21,7 +24,10 @@ import torch
 _NON_ALNUM = re.compile(r"[^0-9a-z]")
 
 # Order of the fields in the tensor used for all-reduce.
-_FIELDS = ("count", "correct", "correct_alnum", "edits", "chars", "ned_sum", "empty")
+_FIELDS = (
+    "count", "correct", "correct_alnum", "edits", "chars", "ned_sum", "empty",
+    "correct_exact", "correct_caseless",
+)  # fmt: skip
 
 
 def alnum_normalize(text: str) -> str:
@@ -58,6 +64,8 @@ class TextMetrics:
             s["chars"] += len(gt)
             s["ned_sum"] += ed / max(len(p), len(gt), 1)
             s["empty"] += not p
+            s["correct_exact"] += p == raw
+            s["correct_caseless"] += p.lower() == raw.lower()
 
     def add(self, other: TextMetrics) -> None:
         """Pool another set of counts into this one."""
@@ -83,8 +91,19 @@ class TextMetrics:
             "cer": s["edits"] / max(s["chars"], 1.0),
             "ned": s["ned_sum"] / n,
             "empty_rate": s["empty"] / n,
+            "exact_accuracy": s["correct_exact"] / n,
+            "caseless_accuracy": s["correct_caseless"] / n,
         }
 
 
 # For choosing the best checkpoint: True when larger is better.
 HIGHER_IS_BETTER = {"accuracy": True, "alnum_accuracy": True, "cer": False, "ned": False}
+
+
+# Accuracy modes for reports: metric key and what it means (stated in table headers).
+MODES = {
+    "charset": ("accuracy", "exact match with the label as the model's charset writes it"),
+    "alnum": ("alnum_accuracy", "case-insensitive, letters and digits only (the IIIT5K/SVT/IC13 convention)"),
+    "caseless": ("caseless_accuracy", "case-insensitive, punctuation and symbols kept"),
+    "exact": ("exact_accuracy", "case-sensitive, punctuation and symbols kept"),
+}

@@ -197,3 +197,45 @@ def test_train_dry_run_reports_the_run_and_writes_nothing(word_lmdb, tmp_path, c
     assert "40 steps (" in text and "epochs of" in text
     assert f"would write {out}/last.pt" in text
     assert not out.exists()  # nothing written
+
+
+def test_eval_modes_decoding_options_and_error_report(word_lmdb, tmp_path, capsys):
+    """--mode states what counts as right, --beam/--lexicon decode as predict does, and
+    --errors writes every wrong read, the breakdowns and a picture of the worst."""
+    import csv
+    import json as json_
+
+    from ckpt_helpers import run_main
+    from conftest import WORDS
+
+    from crnn.cli import eval as eval_cli
+    from crnn.cli import train as train_cli
+
+    run_dir = tmp_path / "run"
+    rc, _, _ = run_main(train_cli.main, "--train", word_lmdb, "--val", word_lmdb, "--output-dir",
+                        run_dir, "--set", *TINY_MODEL, "data.num_workers=0", "train.batch_size=8",
+                        "train.max_steps=4", capsys=capsys)  # fmt: skip
+    assert rc == 0
+    out = tmp_path / "errors"
+    rc, text, _ = run_main(eval_cli.main, run_dir, word_lmdb, "--mode", "exact", "--errors", out,
+                           "--json", tmp_path / "r.json", "--workers", "0", capsys=capsys)  # fmt: skip
+    assert rc == 0 and "acc: case-sensitive, punctuation and symbols kept (--mode exact)" in text
+    row = json_.loads((tmp_path / "r.json").read_text())[0]
+    assert row["mode"] == "exact" and 0 <= row["exact_accuracy"] <= row["caseless_accuracy"] <= 1
+    rows = list(csv.DictReader(open(out / "words" / "errors.tsv"), delimiter="\t"))
+    wrong = round((1 - row["exact_accuracy"]) * row["count"])
+    assert len(rows) == wrong > 0  # a 4-step model reads most words wrong
+    assert all(r["label"] in WORDS and r["source"].startswith(str(word_lmdb)) for r in rows)
+    assert "## By label length" in (out / "words" / "summary.md").read_text()
+    from PIL import Image
+
+    assert Image.open(out / "words" / "worst_errors.png").size[0] > 100
+    lex = tmp_path / "words.txt"
+    lex.write_text("\n".join(WORDS))
+    rc, text, _ = run_main(eval_cli.main, run_dir, word_lmdb, "--lexicon", lex, "--max-edits", "9",
+                           "--json", tmp_path / "l.json", "--workers", "0", capsys=capsys)  # fmt: skip
+    snapped = json_.loads((tmp_path / "l.json").read_text())[0]
+    assert rc == 0 and snapped["accuracy"] > row["accuracy"]  # a lexicon of the answers helps
+    rc, _, _ = run_main(eval_cli.main, run_dir, word_lmdb, "--beam", "4", "--workers", "0",
+                        capsys=capsys)  # fmt: skip
+    assert rc == 0

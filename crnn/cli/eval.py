@@ -1,10 +1,18 @@
 """Evaluate a checkpoint, or its ONNX export, on labelled datasets.
 
 DATA may be LMDB directories, folders holding LMDBs, or image folders with a gt.txt.
-Prints one row per dataset: word accuracy (exact, charset-normalised), case-insensitive
-alphanumeric accuracy (the field's convention for IIIT5K/SVT/IC13/IC15: lower-case,
-keep 0-9a-z, exact match), CER, NED and images/s. Labels with characters the model
-cannot write are kept and count as errors.
+Prints one row per dataset: word accuracy in the --mode the header states, the
+case-insensitive alphanumeric accuracy (the field's convention for IIIT5K/SVT/IC13/IC15:
+lower-case, keep 0-9a-z, exact match), CER, NED and images/s. Labels with characters the
+model cannot write are kept and count as errors.
+
+Modes (--mode): charset (default: exact match with the label as the model's charset
+writes it, e.g. lower-cased for a case-folding charset), alnum (the benchmarks'
+convention), caseless (case-insensitive, punctuation kept), exact (case-sensitive,
+punctuation kept; parseq's strictest). Decoding takes predict's options (--beam,
+--lexicon). --errors DIR writes every wrong read (errors.tsv), a breakdown by label
+length and by confused characters (summary.md) and a picture of the worst
+(worst_errors.png).
 """
 
 from __future__ import annotations
@@ -18,6 +26,7 @@ from typing import Any
 
 from crnn.cli import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, setup_logging
 from crnn.config import TrainConfig, choices
+from crnn.metrics import MODES
 
 log = logging.getLogger("crnn.eval")
 
@@ -39,38 +48,75 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--amp", choices=choices(TrainConfig, "amp"), default="none", help="autocast on CUDA"
     )
+    p.add_argument("--mode", choices=tuple(MODES), default="charset",
+                   help="how a read counts as right (see above; default charset)")  # fmt: skip
+    p.add_argument("--beam", type=int, default=0, metavar="N",
+                   help="CTC prefix beam search with N prefixes (default 0: greedy)")  # fmt: skip
+    p.add_argument("--lexicon", metavar="FILE", help="snap reads to this word list")
+    p.add_argument("--max-edits", type=int, default=2, help="lexicon edit distance (default 2)")
+    p.add_argument("--errors", metavar="DIR",
+                   help="write errors.tsv, summary.md and worst_errors.png per dataset here")  # fmt: skip
     p.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     p.add_argument("-v", "--verbose", action="store_true")
     return p
 
 
-def format_table(rows: list[dict[str, object]]) -> str:
+def format_table(rows: list[dict[str, object]], mode: str = "charset") -> str:
+    key, meaning = MODES[mode]
     head = f"{'dataset':<24} {'n':>6} {'acc':>7} {'alnum':>7} {'CER':>7} {'NED':>7} {'img/s':>8} {'bad':>5}"
-    lines = [head, "-" * len(head)]
+    lines = [f"acc: {meaning} (--mode {mode})", head, "-" * len(head)]
     for r in rows:
         lines.append(
-            f"{str(r['dataset'])[:24]:<24} {int(r['count']):>6} {r['accuracy']:>7.2%} {r['alnum_accuracy']:>7.2%} "  # type: ignore[call-overload]
+            f"{str(r['dataset'])[:24]:<24} {int(r['count']):>6} {r[key]:>7.2%} {r['alnum_accuracy']:>7.2%} "  # type: ignore[call-overload]
             f"{r['cer']:>7.4f} {r['ned']:>7.4f} {r['images_per_s']:>8.0f} {int(r['bad_images']):>5}"  # type: ignore[call-overload]
         )
     return "\n".join(lines)
 
 
-def evaluate_path(backend: Any, path: str, args: argparse.Namespace) -> dict[str, Any]:
-    """One table row: ``path`` read and scored with ``backend``."""
+def _normalizer(mode: str, charset: Any) -> Any:
+    """``(batch, predictions) -> (labels, texts)`` as ``mode`` compares them."""
+    from crnn.metrics import alnum_normalize
+
+    def pick(batch: dict[str, Any], preds: list[Any]) -> tuple[list[str], list[str]]:
+        texts = [p.text for p in preds]
+        if mode == "charset":
+            return batch["labels"], texts
+        raw = batch["raw_labels"]
+        if mode == "alnum":
+            return [alnum_normalize(t) for t in raw], [alnum_normalize(t) for t in texts]
+        if mode == "caseless":
+            return [t.lower() for t in raw], [t.lower() for t in texts]
+        return list(raw), texts
+
+    return pick
+
+
+def evaluate_path(backend: Any, path: str, args: argparse.Namespace, lexicon: Any) -> dict[str, Any]:
+    """One table row: ``path`` read and scored with ``backend`` (and its error report)."""
     from crnn.data.datasets import RecognitionDataset, open_sources
     from crnn.evaluation import evaluate, make_eval_loader
+    from crnn.report import ErrorCollector
 
     ds = RecognitionDataset(
         open_sources([path]), backend.charset, backend.spec, backend.output_length,
         evaluation=True,
     )  # fmt: skip
     loader = make_eval_loader(ds, args.batch_size, args.workers, widths=ds.widths)
-    res = evaluate(backend, loader)
+    errors, pick = ErrorCollector(), _normalizer(args.mode, backend.charset)
+    observe = (lambda b, p: errors.add(b, p, *pick(b, p))) if args.errors else None
+    res = evaluate(backend, loader, beam_width=args.beam, lexicon=lexicon,
+                   max_edits=args.max_edits, observe=observe)  # fmt: skip
     if res.bad_images:
         log.warning("%s: %d images could not be read and were left out", path, res.bad_images)
+    name = Path(path).name or path
+    if args.errors:
+        out = Path(args.errors) / name
+        errors.write(out, f"{name}, {MODES[args.mode][1]}")
+        log.info("%s: %d errors written to %s", name, len(errors.errors), out)
     return {
-        "dataset": Path(path).name or path,
+        "dataset": name,
         "path": str(path),
+        "mode": args.mode,
         **res.metrics,
         "images_per_s": res.images_per_s,
         "bad_images": res.bad_images,
@@ -82,23 +128,25 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     setup_logging(args.verbose)
     from crnn.backends import load_backend
+    from crnn.ctc import Lexicon
     from crnn.data.errors import DataError
 
     try:  # a CheckpointError is a RuntimeError
         backend = load_backend(args.checkpoint, device=args.device, amp=args.amp)
-    except (RuntimeError, ValueError, FileNotFoundError, ImportError) as e:
+        lexicon = Lexicon.from_file(args.lexicon, backend.charset) if args.lexicon else None
+    except (RuntimeError, ValueError, OSError, ImportError) as e:
         log.error("%s", e)
         return EXIT_USAGE
     rows = []
     failed = False
     for path in args.data:
         try:
-            rows.append(evaluate_path(backend, path, args))
+            rows.append(evaluate_path(backend, path, args, lexicon))
         except (FileNotFoundError, DataError) as e:
             log.error("%s: %s", path, e)
             failed = True
     if rows:
-        print(format_table(rows))
+        print(format_table(rows, args.mode))
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1), encoding="utf-8")
         log.info("wrote %s", args.json)

@@ -31,7 +31,8 @@ def collate(samples: list[dict[str, Any]]) -> dict[str, Any]:
 
     Returns ``images`` ``(B, C, H, W)`` uint8 (right-padded by repeating the last
     column), ``widths`` ``(B,)`` real widths, ``targets`` ``(B, S)`` ids padded with 0,
-    ``target_lengths`` ``(B,)``, ``labels``/``raw_labels`` lists, and ``errors``: messages
+    ``target_lengths`` ``(B,)``, ``labels``/``raw_labels``/``sources`` lists (``sources``
+    say where each sample came from, for error reports), and ``errors``: messages
     for items whose image could not be read (left out of the batch, counted by the
     trainer). Padded 2-D targets, not a concatenated 1-D one, so DataParallel can
     scatter every tensor along dim 0.
@@ -40,7 +41,7 @@ def collate(samples: list[dict[str, Any]]) -> dict[str, Any]:
     errors = [s["error"] for s in samples if "error" in s]
     if not good:
         return {"images": None, "widths": None, "targets": None, "target_lengths": None,
-                "labels": [], "raw_labels": [], "errors": errors}  # fmt: skip
+                "labels": [], "raw_labels": [], "sources": [], "errors": errors}  # fmt: skip
     images, widths = pad_batch([s["image"] for s in good])
     lengths = [len(s["target"]) for s in good]
     targets = np.zeros((len(good), max(max(lengths), 1)), dtype=np.int64)
@@ -53,6 +54,7 @@ def collate(samples: list[dict[str, Any]]) -> dict[str, Any]:
         "target_lengths": torch.tensor(lengths, dtype=torch.long),
         "labels": [s["label"] for s in good],
         "raw_labels": [s["raw_label"] for s in good],
+        "sources": [s.get("source", "") for s in good],
         "errors": errors,
     }
 

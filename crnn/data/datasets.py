@@ -325,6 +325,7 @@ class RecognitionDataset(Dataset):
             "target": target,
             "label": self.label(i),
             "raw_label": src.label(j),
+            "source": src.describe(j),  # type: ignore[attr-defined]
         }
 
 
@@ -379,7 +380,8 @@ class SynthDataset(Dataset):
         if self.augment is not None:
             img = self.augment(img, random.Random(seed))
         label = self.charset.decode(target)
-        return {"image": to_tensor(img), "target": target, "label": label, "raw_label": label}
+        return {"image": to_tensor(img), "target": target, "label": label, "raw_label": label,
+                "source": f"synth#{self.offset + i}"}  # fmt: skip
 
 
 class MixedDataset(Dataset):

@@ -11,10 +11,10 @@ from typing import Any
 
 import numpy as np
 import torch
-from PIL import Image, ImageDraw, ImageFont
 
 from crnn.data.errors import DataError
 from crnn.engine.distributed import DistInfo, all_reduce_sum
+from crnn.report import render_prediction_grid
 
 log = logging.getLogger(__name__)
 
@@ -98,32 +98,6 @@ class RunLogger:
             self._writer.close()
             self._writer = None
         self.enabled = False
-
-
-def render_prediction_grid(
-    images: torch.Tensor, widths: torch.Tensor, labels: list[str], preds: list[str]
-) -> Image.Image:
-    """``(B, C, H, W)`` uint8 images -> one RGB picture, a row per sample."""
-    font = ImageFont.load_default()
-    n = len(labels)
-    h = images.shape[2]
-    text_w = 260
-    row_h = max(h, 14) + 4
-    width = int(widths[:n].max()) + text_w + 12
-    canvas = Image.new("RGB", (width, row_h * n + 4), (255, 255, 255))
-    draw = ImageDraw.Draw(canvas)
-    for i in range(n):
-        img = images[i, :, :, : int(widths[i])].cpu().numpy()
-        img = img[0] if img.shape[0] == 1 else img.transpose(1, 2, 0)
-        canvas.paste(Image.fromarray(img).convert("RGB"), (4, 4 + i * row_h))
-        ok = labels[i] == preds[i]
-        draw.text(
-            (int(widths[:n].max()) + 10, 4 + i * row_h + (row_h - 14) // 2),
-            f"{labels[i]} -> {preds[i]}",
-            fill=(0, 120, 0) if ok else (200, 0, 0),
-            font=font,
-        )
-    return canvas
 
 
 def memory_stats(device: torch.device) -> dict[str, float]:

@@ -1,0 +1,192 @@
+"""Evaluation that shows its errors: every wrong read as a table row, breakdowns by label
+length and by character, and a contact sheet of the worst ones, since people would
+rather look than read (``tools/eval.py --errors DIR``).
+
+Also the picture the trainer logs to TensorBoard (:func:`render_prediction_grid`).
+"""
+
+from __future__ import annotations
+
+import csv
+import difflib
+import heapq
+import itertools
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import editdistance
+import numpy as np
+from PIL import Image, ImageDraw, ImageFont
+
+# Label-length buckets of the breakdown (characters).
+LENGTH_BUCKETS = ((1, 3), (4, 6), (7, 10), (11, 20), (21, 10**9))
+
+
+@dataclass(order=True)
+class ErrorRecord:
+    """One wrong read. Orders by how bad it is: normalised edit distance, then
+    confidence (a confident wrong read is worse than a hesitant one)."""
+
+    badness: tuple[float, float]
+    source: str = field(compare=False)
+    label: str = field(compare=False)
+    prediction: str = field(compare=False)
+    confidence: float = field(compare=False)
+    edit_distance: int = field(compare=False)
+    image: np.ndarray | None = field(default=None, compare=False, repr=False)
+
+
+class ErrorCollector:
+    """Collects every wrong prediction, the images of the ``keep_images`` worst, and the
+    per-length and per-character counts behind the breakdown."""
+
+    def __init__(self, keep_images: int = 48) -> None:
+        self.keep_images = keep_images
+        self.errors: list[ErrorRecord] = []
+        self._worst: list[tuple[ErrorRecord, int]] = []  # min-heap of the worst
+        self._tie = itertools.count()
+        self.by_length: Counter[tuple[str, bool]] = Counter()
+        self.confusions: Counter[tuple[str, str]] = Counter()  # (label char, read char)
+
+    def add(
+        self, batch: dict[str, Any], predictions: list[Any], labels: list[str], texts: list[str]
+    ) -> None:
+        """One batch: its predictions, and ``labels`` and predicted ``texts`` as the score
+        compares them (normalised as the reporting mode says)."""
+        sources = batch.get("sources") or [""] * len(labels)
+        for k, (pred, label, text, src) in enumerate(zip(predictions, labels, texts, sources)):
+            ok = text == label
+            self.by_length[(_bucket(len(label)), ok)] += 1
+            if ok:
+                continue
+            ed = editdistance.eval(text, label)
+            self._count_confusions(label, text)
+            rec = ErrorRecord(
+                (ed / max(len(label), len(text), 1), pred.confidence), src, label, text,
+                pred.confidence, ed,
+            )  # fmt: skip
+            self.errors.append(rec)
+            if self.keep_images:
+                width = int(batch["widths"][k])
+                rec.image = np.asarray(batch["images"][k, :, :, :width])
+                heapq.heappush(self._worst, (rec, next(self._tie)))  # type: ignore[arg-type]
+                if len(self._worst) > self.keep_images:
+                    heapq.heappop(self._worst)[0].image = None
+
+    def _count_confusions(self, label: str, text: str) -> None:
+        for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, label, text, autojunk=False).get_opcodes():
+            if op == "replace" and i2 - i1 == j2 - j1:
+                self.confusions.update(zip(label[i1:i2], text[j1:j2]))
+            elif op in ("replace", "delete", "insert"):
+                self.confusions.update((c, "") for c in label[i1:i2])
+                self.confusions.update(("", c) for c in text[j1:j2])
+
+    def worst(self) -> list[ErrorRecord]:
+        return sorted((r for r, _ in self._worst), reverse=True)
+
+    def write(self, out: str | Path, title: str) -> list[Path]:
+        """``errors.tsv``, ``summary.md`` and ``worst_errors.png`` into ``out``."""
+        out = Path(out)
+        out.mkdir(parents=True, exist_ok=True)
+        tsv = out / "errors.tsv"
+        with open(tsv, "w", encoding="utf-8", newline="") as f:
+            w = csv.writer(f, delimiter="\t", lineterminator="\n")
+            w.writerow(["source", "label", "prediction", "confidence", "edit_distance"])
+            for r in sorted(self.errors, reverse=True):
+                w.writerow([r.source, r.label, r.prediction, f"{r.confidence:.4f}", r.edit_distance])
+        summary = out / "summary.md"
+        summary.write_text(self.summary(title), encoding="utf-8")
+        written = [tsv, summary]
+        worst = self.worst()
+        if worst:
+            sheet = out / "worst_errors.png"
+            error_sheet(worst).save(sheet)
+            written.append(sheet)
+        return written
+
+    def summary(self, title: str) -> str:
+        lines = [f"# Errors: {title}", "", "## By label length", "",
+                 "| characters | samples | wrong | accuracy |", "|---|---:|---:|---:|"]  # fmt: skip
+        for lo, _ in LENGTH_BUCKETS:
+            b = _bucket(lo)
+            n_ok, n_bad = self.by_length[(b, True)], self.by_length[(b, False)]
+            if n_ok + n_bad:
+                lines.append(f"| {b} | {n_ok + n_bad} | {n_bad} | {n_ok / (n_ok + n_bad):.2%} |")
+        lines += ["", "## Most confused characters", "",
+                  "| label | read as | times |", "|---|---|---:|"]  # fmt: skip
+        for (a, b), n in self.confusions.most_common(25):
+            lines.append(f"| {_show(a)} | {_show(b)} | {n} |")
+        return "\n".join(lines) + "\n"
+
+
+def _bucket(n: int) -> str:
+    for lo, hi in LENGTH_BUCKETS:
+        if lo <= n <= hi:
+            return f"{lo}-{hi}" if hi < 10**9 else f"{lo}+"
+    return "0"
+
+
+def _show(c: str) -> str:
+    return "(missing)" if c == "" else ("(space)" if c == " " else f"`{c}`")
+
+
+def _font(size: int) -> Any:
+    from crnn.data.synth.fonts import bundled_font_dir
+
+    try:
+        return ImageFont.truetype(str(bundled_font_dir() / "dejavu" / "DejaVuSans.ttf"), size)
+    except OSError:
+        return ImageFont.load_default()
+
+
+def error_sheet(records: list[ErrorRecord], cols: int = 4, cell_w: int = 300) -> Image.Image:
+    """A grid of wrong reads: each image with its label (black) and the prediction (red)
+    and confidence under it."""
+    font = _font(13)
+    img_h, pad, text_h = 48, 8, 34
+    rows = -(-len(records) // cols)
+    sheet = Image.new("RGB", (cols * cell_w + pad, rows * (img_h + text_h + pad) + pad), "white")
+    draw = ImageDraw.Draw(sheet)
+    for i, r in enumerate(records):
+        x = pad + (i % cols) * cell_w
+        y = pad + (i // cols) * (img_h + text_h + pad)
+        if r.image is not None:
+            a = r.image[0] if r.image.shape[0] == 1 else r.image.transpose(1, 2, 0)
+            tile = Image.fromarray(a).convert("RGB")
+            w = max(1, round(tile.width * img_h / tile.height))
+            tile = tile.resize((min(w, cell_w - pad), img_h), Image.Resampling.BILINEAR)
+            sheet.paste(tile, (x, y))
+        draw.text((x, y + img_h + 2), f"label: {r.label}"[:40], font=font, fill=(0, 0, 0))
+        draw.text((x, y + img_h + 17), f"read:  {r.prediction} ({r.confidence:.2f})"[:40],
+                  font=font, fill=(200, 0, 0))  # fmt: skip
+    return sheet
+
+
+def render_prediction_grid(
+    images: Any, widths: Any, labels: list[str], preds: list[str]
+) -> Image.Image:
+    """``(B, C, H, W)`` uint8 images -> one RGB picture, a row per sample with
+    ``label -> prediction`` beside it (green when right, red when wrong)."""
+    font = ImageFont.load_default()
+    n = len(labels)
+    h = images.shape[2]
+    text_w = 260
+    row_h = max(h, 14) + 4
+    max_w = int(max(int(w) for w in widths[:n]))
+    canvas = Image.new("RGB", (max_w + text_w + 12, row_h * n + 4), (255, 255, 255))
+    draw = ImageDraw.Draw(canvas)
+    for i in range(n):
+        crop = images[i, :, :, : int(widths[i])]
+        img = np.asarray(crop.cpu() if hasattr(crop, "cpu") else crop)
+        img = img[0] if img.shape[0] == 1 else img.transpose(1, 2, 0)
+        canvas.paste(Image.fromarray(img).convert("RGB"), (4, 4 + i * row_h))
+        ok = labels[i] == preds[i]
+        draw.text(
+            (max_w + 10, 4 + i * row_h + (row_h - 14) // 2),
+            f"{labels[i]} -> {preds[i]}",
+            fill=(0, 120, 0) if ok else (200, 0, 0),
+            font=font,
+        )
+    return canvas
