@@ -19,8 +19,10 @@ from crnn.data.image import ImageSpec
 from crnn.data.transforms import preprocess
 from crnn.inference import Recognizer
 from crnn.io import atomic_save
+from crnn.model import CRNN
 
 CHARSET = Charset.from_spec("alnum36")
+CRNN_T = CRNN(37).output_length
 
 
 @pytest.fixture(scope="module")
@@ -164,3 +166,43 @@ def test_rotate_auto_reads_upside_down_and_sideways_crops(tmp_path, capsys):
     assert rc == 0 and out.split("\t")[1] == "homeland" and out.strip().endswith("\t180")
     with pytest.raises(ValueError, match="rotate must be"):
         Recognizer.from_checkpoint(default_checkpoint(), rotate="sideways")
+
+
+def test_inference_never_squeezes_a_long_line_but_training_does(caplog):
+    """A 20-character line is read at its own width (the training cap is a memory knob);
+    --squeeze restores the cap; past 4096 px an image is refused; one warning per run."""
+    import logging
+
+    from crnn.data.image import INFERENCE_MAX_WIDTH, ImageDecodeError, preprocess_array
+    from crnn.inference import default_checkpoint
+
+    caplog.set_level(logging.WARNING)
+    spec = ImageSpec()  # max_width 128
+    line = np.full((40, 900), 255, dtype=np.uint8)  # 720 px wide at height 32
+    assert preprocess_array(line, spec).shape == (1, 32, 720)
+    assert preprocess_array(line, spec, inference=False).shape == (1, 32, 128)
+    assert preprocess_array(np.zeros((40, 1), np.uint8), spec).shape == (1, 32, 16)
+    rec = Recognizer.from_checkpoint(default_checkpoint())
+    assert rec.preprocess(line).shape[-1] == 720
+    rec.predict([line, line])
+    assert caplog.text.count("read whole") == 1  # once per run, not per image
+    squeezed = Recognizer.from_checkpoint(default_checkpoint(), squeeze=True)
+    assert squeezed.preprocess(line).shape[-1] == 128
+    huge = np.zeros((32, INFERENCE_MAX_WIDTH + 8), np.uint8)
+    with pytest.raises(ImageDecodeError, match="over the 4096 px limit. Crop it into lines"):
+        rec.preprocess(huge)
+
+
+def test_evaluation_reads_images_whole_and_training_caps_them(word_lmdb):
+    from crnn.data.datasets import RecognitionDataset, open_sources
+
+    spec = ImageSpec(max_width=32)  # narrower than most rendered words
+    lengths = CRNN_T
+    train = RecognitionDataset(open_sources([word_lmdb]), CHARSET, spec, lengths)
+    full = RecognitionDataset(open_sources([word_lmdb]), CHARSET, spec, lengths, evaluation=True)
+    squeezed = RecognitionDataset(
+        open_sources([word_lmdb]), CHARSET, spec, lengths, evaluation=True, squeeze=True
+    )
+    assert max(train.widths) == max(squeezed.widths) == 32 < max(full.widths)
+    i = int(np.argmax(full.widths))
+    assert full[i]["image"].shape[-1] == full.widths[i] > 32

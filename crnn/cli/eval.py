@@ -56,6 +56,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-edits", type=int, default=2, help="lexicon edit distance (default 2)")
     p.add_argument("--errors", metavar="DIR",
                    help="write errors.tsv, summary.md and worst_errors.png per dataset here")  # fmt: skip
+    p.add_argument(
+        "--squeeze",
+        action="store_true",
+        help="cap image widths at the model's training width (as training does) instead of "
+        "reading each image whole: better for a word model on long word crops, wrong for lines",
+    )
     p.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     p.add_argument("-v", "--verbose", action="store_true")
     return p
@@ -99,7 +105,7 @@ def evaluate_path(backend: Any, path: str, args: argparse.Namespace, lexicon: An
 
     ds = RecognitionDataset(
         open_sources([path]), backend.charset, backend.spec, backend.output_length,
-        evaluation=True,
+        evaluation=True, squeeze=args.squeeze,
     )  # fmt: skip
     loader = make_eval_loader(ds, args.batch_size, args.workers, widths=ds.widths)
     errors, pick = ErrorCollector(), _normalizer(args.mode, backend.charset)

@@ -66,6 +66,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="how many character edits a lexicon word may be from the read text (default 2)",
     )
     p.add_argument(
+        "--squeeze",
+        action="store_true",
+        help="cap image widths at the model's training width (as training does) instead of "
+        "reading each image whole: better for a word model on long word crops, wrong for lines",
+    )
+    p.add_argument(
         "--rotate",
         choices=("none", "auto"),
         default="none",
@@ -123,6 +129,7 @@ def load_recognizer(args: argparse.Namespace) -> Any:
     rec = Recognizer.from_checkpoint(
         ckpt, device=args.device, threads=args.threads, batch_size=args.batch_size,
         beam_width=args.beam, lexicon=args.lexicon, max_edits=args.max_edits, rotate=args.rotate,
+        squeeze=args.squeeze,
     )  # fmt: skip
     if getattr(rec.backend, "quantization", ""):
         log.info("%s is %s-quantised (see docs/benchmarks.md)", ckpt, rec.backend.quantization)

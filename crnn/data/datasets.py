@@ -26,6 +26,7 @@ from torch.utils.data import Dataset
 from crnn.charset import Charset, UnknownCharacterError
 from crnn.data.gt import GT_NAME, read_gt
 from crnn.data.image import (
+    INFERENCE_MAX_WIDTH,
     ImageDecodeError,
     ImageSpec,
     load_image,
@@ -197,6 +198,7 @@ class RecognitionDataset(Dataset):
         max_label_length: int = 0,
         augment: TrainAugment | None = None,
         evaluation: bool = False,
+        squeeze: bool = False,
     ) -> None:
         self.sources = list(sources)
         self.evaluation = evaluation
@@ -205,6 +207,9 @@ class RecognitionDataset(Dataset):
         self.augment = augment
         self.min_width = LabelWidth(output_length, spec.width_multiple)
         self._unknown = unknown_chars
+        # Evaluation reads images as inference does, whole (never squeezed to the
+        # training cap, unless ``squeeze``); training caps them at spec.max_width.
+        self._max_width = INFERENCE_MAX_WIDTH if evaluation and not squeeze else spec.max_width
         max_steps = output_length(spec.max_width // spec.width_multiple * spec.width_multiple)
         src_ids: list[int] = []
         indices: list[int] = []
@@ -234,11 +239,12 @@ class RecognitionDataset(Dataset):
                 targets.extend(ids)
                 offsets.append(len(targets))
                 if sizes is not None and sizes[i][0] > 0:
-                    widths.append(resized_width(sizes[i][0], sizes[i][1], spec))
-                else:  # no size known: about 0.6 height per character
                     widths.append(
-                        resized_width(int(0.6 * spec.height * len(ids)) + 1, spec.height, spec)
+                        resized_width(sizes[i][0], sizes[i][1], spec, 0, self._max_width)
                     )
+                else:  # no size known: about 0.6 height per character
+                    guess = int(0.6 * spec.height * len(ids)) + 1
+                    widths.append(resized_width(guess, spec.height, spec, 0, self._max_width))
             dropped = self.skipped - before
             kept = len(labels) - sum(dropped.values())
             msg = f"{src.name}: {kept} of {len(labels)} samples kept"
@@ -317,7 +323,7 @@ class RecognitionDataset(Dataset):
         except ImageDecodeError as e:
             return {"error": f"{src.describe(j)}: {e}"}  # type: ignore[attr-defined]
         min_width = min(self.min_width(target), self.spec.max_width)
-        img = resize(img, self.spec, min_width)
+        img = resize(img, self.spec, min_width, self._max_width)
         if self.augment is not None:
             img = self.augment(img, random.Random(seed))
         return {

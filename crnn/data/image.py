@@ -66,17 +66,26 @@ class ImageSpec:
         )
 
 
-def resized_width(width: int, height: int, spec: ImageSpec, min_width: int = 0) -> int:
+# The widest input inference accepts (pixels after resizing to the model's height): a
+# CTC model reads any width, but a 128:1 crop is a page, not a line.
+INFERENCE_MAX_WIDTH = 4096
+
+
+def resized_width(
+    width: int, height: int, spec: ImageSpec, min_width: int = 0, max_width: int | None = None
+) -> int:
     """Width after resizing to ``spec.height`` keeping the aspect ratio.
 
-    Clamped to ``[max(spec.min_width, min_width), spec.max_width]`` and rounded up to a
-    multiple of ``spec.width_multiple``.
+    Clamped to ``[max(spec.min_width, min_width), max_width]`` and rounded up to a
+    multiple of ``spec.width_multiple``. ``max_width`` defaults to ``spec.max_width``,
+    the training cap (a memory knob); inference passes :data:`INFERENCE_MAX_WIDTH`
+    and so never squeezes a long line.
     """
     w = round(spec.height * width / max(height, 1))
     w = max(w, spec.min_width, min_width)
     m = spec.width_multiple
     w = int(math.ceil(w / m) * m)
-    cap = spec.max_width // m * m
+    cap = (spec.max_width if max_width is None else max_width) // m * m
     return max(m, min(w, cap))
 
 
@@ -138,9 +147,11 @@ def load_image(source: ImageSource, rgb: bool = False) -> Image.Image:
     return img
 
 
-def resize(img: Image.Image, spec: ImageSpec, min_width: int = 0) -> Image.Image:
+def resize(
+    img: Image.Image, spec: ImageSpec, min_width: int = 0, max_width: int | None = None
+) -> Image.Image:
     """Resize to ``spec.height`` keeping the aspect ratio (see :func:`resized_width`)."""
-    w = resized_width(img.width, img.height, spec, min_width)
+    w = resized_width(img.width, img.height, spec, min_width, max_width)
     if (w, spec.height) == img.size:
         return img
     return img.resize((w, spec.height), Image.BILINEAR)
@@ -157,13 +168,28 @@ def to_array(img: Image.Image) -> np.ndarray:
     return np.ascontiguousarray(flat.reshape(h, w, -1).transpose(2, 0, 1))
 
 
-def preprocess_array(source: ImageSource, spec: ImageSpec, min_width: int = 0) -> np.ndarray:
+def preprocess_array(
+    source: ImageSource, spec: ImageSpec, min_width: int = 0, inference: bool = True
+) -> np.ndarray:
     """Decode, convert, resize to ``spec.height`` keeping the ratio -> ``(C, H, W)`` uint8.
 
+    ``inference`` (the default) keeps the image's whole width, up to
+    :data:`INFERENCE_MAX_WIDTH`; wider images are refused (split them into lines).
+    ``inference=False`` caps the width at ``spec.max_width`` as training does.
     ``min_width`` widens narrow images (training uses it so a label fits the output).
     Raises :class:`ImageDecodeError` for input that is not a readable image.
     """
-    return to_array(resize(load_image(source, spec.rgb), spec, min_width))
+    img = load_image(source, spec.rgb)
+    if not inference:
+        return to_array(resize(img, spec, min_width))
+    natural = round(spec.height * img.width / max(img.height, 1))
+    if natural > INFERENCE_MAX_WIDTH:
+        raise ImageDecodeError(
+            f"{img.width}x{img.height} image: {natural} px wide at the model's height of "
+            f"{spec.height}, over the {INFERENCE_MAX_WIDTH} px limit. Crop it into lines or "
+            "words first (a CTC recognizer reads one line)"
+        )
+    return to_array(resize(img, spec, min_width, INFERENCE_MAX_WIDTH))
 
 
 def _is_tensor(x: Any) -> bool:
