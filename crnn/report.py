@@ -190,3 +190,43 @@ def render_prediction_grid(
             font=font,
         )
     return canvas
+
+
+class Calibration:
+    """How far confidence is from accuracy: the expected calibration error over
+    ``bins`` equal-width confidence bins, and accuracy when only the most confident
+    reads are kept (coverage)."""
+
+    COVERAGES = (0.5, 0.8, 0.9, 1.0)
+
+    def __init__(self, bins: int = 15) -> None:
+        self.bins = bins
+        self.pairs: list[tuple[float, bool]] = []
+
+    def add(self, predictions: list[Any], correct: list[bool]) -> None:
+        self.pairs.extend((float(p.confidence), bool(c)) for p, c in zip(predictions, correct))
+
+    def ece(self) -> float:
+        """Sum over bins of |accuracy - mean confidence|, weighted by the bin's share."""
+        if not self.pairs:
+            return 0.0
+        conf = np.array([c for c, _ in self.pairs])
+        ok = np.array([k for _, k in self.pairs], dtype=np.float64)
+        idx = np.minimum((conf * self.bins).astype(int), self.bins - 1)
+        total = 0.0
+        for b in range(self.bins):
+            m = idx == b
+            if m.any():
+                total += m.mean() * abs(ok[m].mean() - conf[m].mean())
+        return float(total)
+
+    def accuracy_at_coverage(self) -> dict[str, float]:
+        """``{"90%": accuracy of the 90 % most confident reads, ...}``."""
+        if not self.pairs:
+            return {}
+        ranked = sorted(self.pairs, key=lambda p: -p[0])
+        out = {}
+        for cov in self.COVERAGES:
+            k = max(1, round(cov * len(ranked)))
+            out[f"{cov:.0%}"] = sum(ok for _, ok in ranked[:k]) / k
+        return out

@@ -206,3 +206,29 @@ def test_evaluation_reads_images_whole_and_training_caps_them(word_lmdb):
     assert max(train.widths) == max(squeezed.widths) == 32 < max(full.widths)
     i = int(np.argmax(full.widths))
     assert full[i]["image"].shape[-1] == full.widths[i] > 32
+
+
+def test_calibration_error_and_accuracy_at_coverage():
+    from crnn.ctc import Prediction
+    from crnn.report import Calibration
+
+    c = Calibration(bins=10)
+    # Confidence 0.95, right 19 of 20 -> calibrated; confidence 0.95, right 10 of 20 -> not.
+    c.add([Prediction("a", 0.95)] * 20, [True] * 19 + [False])
+    assert c.ece() == pytest.approx(0.0, abs=1e-9)
+    c.add([Prediction("b", 0.35)] * 20, [True] * 2 + [False] * 18)
+    assert c.ece() == pytest.approx(0.5 * 0.0 + 0.5 * abs(0.1 - 0.35))
+    at = c.accuracy_at_coverage()
+    assert at["50%"] == pytest.approx(19 / 20) and at["100%"] == pytest.approx(21 / 40)
+
+
+def test_predict_flags_uncertain_reads(word_folder, ckpt_path, capsys):
+    images = sorted((word_folder / "images").iterdir())[:6]
+    rc, out, err = run_main(predict_cli.main, "-c", ckpt_path, "--min-confidence", "1.01",
+                            *images, capsys=capsys)  # fmt: skip
+    rows = [line.split("\t") for line in out.splitlines()]
+    assert rc == 0 and {r[-1] for r in rows} == {"uncertain"}  # nothing reaches 1.01
+    assert "6 of 6 reads below --min-confidence 1.01" in err
+    rc, out, _ = run_main(predict_cli.main, "-c", ckpt_path, "--min-confidence", "0", "--json",
+                          *images, capsys=capsys)  # fmt: skip
+    assert all(r["uncertain"] is False for r in json.loads(out))

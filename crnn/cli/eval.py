@@ -67,14 +67,28 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def format_table(rows: list[dict[str, object]], mode: str = "charset") -> str:
+def format_table(rows: list[dict[str, Any]], mode: str = "charset") -> str:
     key, meaning = MODES[mode]
-    head = f"{'dataset':<24} {'n':>6} {'acc':>7} {'alnum':>7} {'CER':>7} {'NED':>7} {'img/s':>8} {'bad':>5}"
-    lines = [f"acc: {meaning} (--mode {mode})", head, "-" * len(head)]
+    covs = list(rows[0].get("accuracy_at_coverage", {})) if rows else []
+    head = (
+        f"{'dataset':<24} {'n':>6} {'acc':>7} {'alnum':>7} {'CER':>7} {'NED':>7} {'ECE':>6} "
+        + "".join(f"{'@' + c:>7}" for c in covs if c != "100%")
+        + f" {'img/s':>8} {'bad':>5}"
+    )
+    lines = [
+        f"acc: {meaning} (--mode {mode}); ECE: calibration error of the confidence; "
+        "@N%: accuracy of the N % most confident reads",
+        head,
+        "-" * len(head),
+    ]
     for r in rows:
+        at = r.get("accuracy_at_coverage", {})
         lines.append(
-            f"{str(r['dataset'])[:24]:<24} {int(r['count']):>6} {r[key]:>7.2%} {r['alnum_accuracy']:>7.2%} "  # type: ignore[call-overload]
-            f"{r['cer']:>7.4f} {r['ned']:>7.4f} {r['images_per_s']:>8.0f} {int(r['bad_images']):>5}"  # type: ignore[call-overload]
+            f"{str(r['dataset'])[:24]:<24} {int(r['count']):>6} {r[key]:>7.2%} "
+            f"{r['alnum_accuracy']:>7.2%} {r['cer']:>7.4f} {r['ned']:>7.4f} "
+            f"{r.get('calibration_error', 0.0):>6.3f} "
+            + "".join(f"{at[c]:>7.1%}" for c in covs if c != "100%")
+            + f" {r['images_per_s']:>8.0f} {int(r['bad_images']):>5}"
         )
     return "\n".join(lines)
 
@@ -101,15 +115,21 @@ def evaluate_path(backend: Any, path: str, args: argparse.Namespace, lexicon: An
     """One table row: ``path`` read and scored with ``backend`` (and its error report)."""
     from crnn.data.datasets import RecognitionDataset, open_sources
     from crnn.evaluation import evaluate, make_eval_loader
-    from crnn.report import ErrorCollector
+    from crnn.report import Calibration, ErrorCollector
 
     ds = RecognitionDataset(
         open_sources([path]), backend.charset, backend.spec, backend.output_length,
         evaluation=True, squeeze=args.squeeze,
     )  # fmt: skip
     loader = make_eval_loader(ds, args.batch_size, args.workers, widths=ds.widths)
-    errors, pick = ErrorCollector(), _normalizer(args.mode, backend.charset)
-    observe = (lambda b, p: errors.add(b, p, *pick(b, p))) if args.errors else None
+    errors, pick, calib = ErrorCollector(), _normalizer(args.mode, backend.charset), Calibration()
+
+    def observe(batch: dict[str, Any], preds: list[Any]) -> None:
+        labels, texts = pick(batch, preds)
+        calib.add(preds, [t == lbl for t, lbl in zip(texts, labels)])
+        if args.errors:
+            errors.add(batch, preds, labels, texts)
+
     res = evaluate(backend, loader, beam_width=args.beam, lexicon=lexicon,
                    max_edits=args.max_edits, observe=observe)  # fmt: skip
     if res.bad_images:
@@ -127,6 +147,8 @@ def evaluate_path(backend: Any, path: str, args: argparse.Namespace, lexicon: An
         "images_per_s": res.images_per_s,
         "bad_images": res.bad_images,
         "skipped_empty_labels": ds.skipped.get("empty", 0),
+        "calibration_error": calib.ece(),
+        "accuracy_at_coverage": calib.accuracy_at_coverage(),
     }
 
 

@@ -80,6 +80,14 @@ def build_parser() -> argparse.ArgumentParser:
         "column, or 'rotation' in JSON)",
     )
     p.add_argument(
+        "--min-confidence",
+        type=float,
+        metavar="P",
+        help="flag reads whose confidence is below P (a last column 'ok' or 'uncertain'; "
+        "'uncertain': true|false in JSON) and count them; tools/eval.py shows how accuracy "
+        "rises as the least confident reads are left out",
+    )
+    p.add_argument(
         "--json",
         action="store_true",
         help="print a JSON list of {path, text, confidence, char_confidences}",
@@ -179,6 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     results: list[dict[str, object]] = [{"path": p, "error": why} for p, why in errors]
     for path, why in errors:
         print(f"error: {path}: {why}", file=sys.stderr)
+    floor, uncertain = args.min_confidence, 0
     for f, p in predict_files(rec, files):
         if isinstance(p, Exception):
             errors.append((f, str(p)))
@@ -189,14 +198,19 @@ def main(argv: list[str] | None = None) -> int:
                 "path": f, "text": p.text, "confidence": round(p.confidence, 6),
                 "char_confidences": [round(c, 6) for c in p.char_confidences],
                 **({"rotation": p.rotation} if args.rotate == "auto" else {}),
+                **({"uncertain": p.confidence < floor} if floor is not None else {}),
             })  # fmt: skip
         else:
             turn = f"\t{p.rotation}" if args.rotate == "auto" else ""
-            print(f"{f}\t{p.text}\t{p.confidence:.4f}{turn}", flush=False)
+            flag = "" if floor is None else ("\tuncertain" if p.confidence < floor else "\tok")
+            print(f"{f}\t{p.text}\t{p.confidence:.4f}{turn}{flag}", flush=False)
+        uncertain += floor is not None and p.confidence < floor
     if args.json:
         json.dump(results, sys.stdout, ensure_ascii=False, indent=1)
         print()
     sys.stdout.flush()
+    if floor is not None:
+        log.info("%d of %d reads below --min-confidence %g", uncertain, len(files), floor)
     if errors:
         log.warning("%d of %d inputs could not be read", len(errors), n_inputs)
         return EXIT_FAILURE
