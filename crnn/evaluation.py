@@ -17,6 +17,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from crnn.backends import Backend
+from crnn.calibration import TemperatureFit, scale_logits
 from crnn.ctc import Lexicon, Prediction, decode
 from crnn.data.batching import EvalBatchSampler, collate
 from crnn.metrics import TextMetrics
@@ -69,6 +70,7 @@ def evaluate(
     lexicon: Lexicon | None = None,
     max_edits: int = 2,
     observe: Callable[[dict[str, Any], list[Prediction]], None] | None = None,
+    calibrate: TemperatureFit | None = None,
 ) -> EvalResult:
     """Decode every batch of ``loader`` with ``backend`` (greedy, or as ``predict``
     decodes: ``beam_width``, ``lexicon``) and score it.
@@ -76,7 +78,9 @@ def evaluate(
     In a distributed run ``reduce`` sums a float64 tensor over the ``world_size`` ranks
     (every rank then returns the same numbers); the default is one process.
     ``observe(batch, predictions)`` sees each batch's predictions (e.g. to collect the
-    errors, ``crnn.report.ErrorCollector``)."""
+    errors, ``crnn.report.ErrorCollector``). ``calibrate`` collects what fitting a
+    confidence temperature needs (from the raw logits); the backend's own temperature
+    is applied to the confidences reported."""
     metrics = TextMetrics()
     examples: dict[str, Any] = {}
     bad = 0
@@ -90,8 +94,12 @@ def evaluate(
         # Lengths from the host-side widths: no device round trip.
         lengths = torch.as_tensor(backend.output_length(batch["widths"]))
         lengths = lengths.clamp(max=logits.shape[1])
-        predictions = decode(logits, backend.charset, lengths, beam_width, lexicon, max_edits)
+        temperature = getattr(backend, "temperature", 1.0)
+        scaled = scale_logits(logits, temperature)
+        predictions = decode(scaled, backend.charset, lengths, beam_width, lexicon, max_edits)
         preds = [p.text for p in predictions]
+        if calibrate is not None:
+            calibrate.add(logits, lengths, [a == b for a, b in zip(preds, batch["labels"])])
         metrics.update(preds, batch["labels"], batch["raw_labels"])
         if observe is not None:
             observe(batch, predictions)

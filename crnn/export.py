@@ -69,9 +69,11 @@ def export_onnx(
     spec: ImageSpec,
     path: str | os.PathLike[str],
     opset: int = OPSET,
+    temperature: float = 1.0,
 ) -> Path:
     """Write ``model`` as an ONNX file with dynamic batch and width and the charset and
-    image spec in its metadata (see the module docstring). Returns the path."""
+    image spec in its metadata (see the module docstring), and the confidence
+    ``temperature`` (``crnn.calibration``). Returns the path."""
     onnx, _ = require_onnx()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -108,6 +110,7 @@ def export_onnx(
         "image": json.dumps(spec.to_dict()),
         "model_config": json.dumps(model.hparams),
         "blank": "0",
+        "temperature": repr(float(temperature)),
         "input": INPUT_DOC,
         "output": OUTPUT_DOC,
         "version": __version__,

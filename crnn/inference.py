@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from crnn.backends import Backend, load_backend
+from crnn.calibration import scale_logits
 from crnn.ctc import Lexicon, Prediction, decode, log_softmax_np, sequence_log_probs
 from crnn.data.image import ImageSource, load_image, preprocess_array
 
@@ -180,6 +181,7 @@ class Recognizer:
             for k in range(0, len(idx), self.batch_size):
                 chunk = idx[k : k + self.batch_size]
                 logits = self.backend(np.stack([np.asarray(images[i]) for i in chunk]))
+                logits = scale_logits(logits, getattr(self.backend, "temperature", 1.0))
                 preds = decode(
                     logits,
                     self.charset,

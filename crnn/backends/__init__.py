@@ -33,6 +33,8 @@ class Backend(Protocol):
 
     charset: Charset
     spec: ImageSpec
+    # Divides the logits before decoding: confidences that match accuracy (1: none).
+    temperature: float
 
     def __call__(self, images: Any) -> Any: ...
 

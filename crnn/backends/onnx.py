@@ -136,6 +136,7 @@ class OnnxBackend:
             )
         self.model_config: dict[str, Any] = meta["model_config"]
         self.quantization: str = meta.get("quantization", "")
+        self.temperature = float(meta.get("temperature", 1.0))
         self.device = "cpu"
 
     def output_length(self, widths: Any) -> Any:

@@ -71,7 +71,9 @@ class TorchBackend:
         device: str | torch.device | None = None,
         amp: str = "none",
         channels_last: bool | None = None,
+        temperature: float = 1.0,
     ) -> None:
+        self.temperature = temperature
         self.device = torch.device(device) if device is not None else default_device()
         if self.device.type == "cuda" and self.device.index is not None:
             # Else CUDA opens a context on GPU 0 as well (memory there, for nothing).
@@ -97,12 +99,14 @@ class TorchBackend:
         **kwargs: Any,
     ) -> TorchBackend:
         """A training checkpoint, run directory (its best.pt) or release file."""
-        from crnn.checkpoint import ModelBundle
+        from crnn.checkpoint import ModelBundle, load_checkpoint
 
         if threads:
             torch.set_num_threads(threads)
-        model, charset, spec = ModelBundle.load(path)
-        return cls(model, charset, spec, device=device, **kwargs)
+        ckpt = load_checkpoint(path)
+        model, charset, spec = ModelBundle.from_checkpoint(ckpt, str(path))
+        temperature = float(ckpt.get("calibration", {}).get("temperature", 1.0))
+        return cls(model, charset, spec, device=device, temperature=temperature, **kwargs)
 
     @torch.inference_mode()
     def __call__(self, images: Any) -> torch.Tensor:

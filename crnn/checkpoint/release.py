@@ -29,8 +29,10 @@ def release_checkpoint(
     sd = {k: v.detach().clone() for k, v in bundle.model.state_dict().items()}
     if fp16:
         sd = {k: v.half() if v.is_floating_point() else v for k, v in sd.items()}
+    calibration = ckpt.get("calibration")  # the confidence temperature, if fitted
     return {
         **bundle.header(sd),
+        **({"calibration": dict(calibration)} if calibration else {}),
         "release": {
             "dtype": "float16" if fp16 else "float32",
             "step": int(ckpt.get("step", earlier.get("step", 0))),

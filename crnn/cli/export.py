@@ -112,14 +112,14 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_USAGE
     try:
         require_onnx()
-        model, charset, spec = model_from_checkpoint(
-            load_checkpoint(args.checkpoint), args.checkpoint
-        )
+        ckpt = load_checkpoint(args.checkpoint)
+        model, charset, spec = model_from_checkpoint(ckpt, args.checkpoint)
     except (OnnxUnavailableError, CheckpointError) as e:
         log.error("%s", e)
         return EXIT_USAGE
     model.eval()
-    export_onnx(model, charset, spec, out, opset=args.opset)
+    temperature = float(ckpt.get("calibration", {}).get("temperature", 1.0))
+    export_onnx(model, charset, spec, out, opset=args.opset, temperature=temperature)
     log.info("wrote %s (%.1f MB)", out, out.stat().st_size / 1e6)
     if args.no_check:
         return EXIT_OK if not args.int8 else _int8(args, out, charset, spec)

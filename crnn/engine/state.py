@@ -260,3 +260,34 @@ class CheckpointSaver:
             log.info(msg)
         self.saved_step = step
         barrier(self.info)
+
+
+def calibrate_best(trainer: Any) -> None:
+    """Fit the confidence temperature of ``best.pt`` on the validation sets (rank 0, its
+    shard) and store it there (``calibration``: temperature, calibration error before
+    and after, samples); the other ranks wait. See ``crnn.calibration``."""
+    from crnn.backends.torch import TorchBackend
+    from crnn.calibration import TemperatureFit
+    from crnn.evaluation import evaluate
+
+    t = trainer
+    path = t.out / "best.pt"
+    if t.info.is_main and path.is_file():
+        ckpt = load_checkpoint(path)
+        model, charset, spec = ModelBundle.from_checkpoint(ckpt, str(path))
+        backend = TorchBackend(model, charset, spec, t.device, t.amp, t.cfg.train.channels_last)
+        fit = TemperatureFit()
+        for _, loader in t.val_sets:
+            evaluate(backend, loader, calibrate=fit)
+        temperature = fit.fit()
+        ckpt["calibration"] = {
+            "temperature": temperature, "ece_before": fit.ece(1.0),
+            "ece_after": fit.ece(temperature), "samples": len(fit.samples),
+        }  # fmt: skip
+        atomic_save(ckpt, path)
+        log.info(
+            "confidence calibration of best.pt on %d validation reads: temperature %.2f, "
+            "calibration error %.3f -> %.3f", len(fit.samples), temperature,
+            ckpt["calibration"]["ece_before"], ckpt["calibration"]["ece_after"],
+        )  # fmt: skip
+    barrier(t.info)

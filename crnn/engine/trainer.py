@@ -271,8 +271,10 @@ class Trainer:
                 log.info(format_peaks(self.meter.peaks))
             if interrupted and main:
                 log.warning("stopped at step %d; resume with --resume %s", state.step, self.out)
-            elif main and state.step >= tc.max_steps:
-                log.info("finished %d steps; best %s", state.step, state.best_summary(self.out))
+            elif state.step >= tc.max_steps:
+                st.calibrate_best(self)  # confidences that match accuracy
+                if main:
+                    log.info("finished %d steps; best %s", state.step, state.best_summary(self.out))
         finally:
             bar.close()
             self.logger.close()

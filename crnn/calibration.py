@@ -1,0 +1,100 @@
+"""Confidence that means something: a temperature fitted on held-out data.
+
+A CTC model's confidence (the product of its characters' best-frame probabilities for
+greedy decoding) is usually over- or under-confident. Dividing the logits by a
+temperature ``T`` changes no greedy text (the arg-max is the same), only how confident
+each read says it is; :class:`TemperatureFit` picks the ``T`` whose confidences best
+predict which reads are right (least binary cross-entropy), on a grid of ``T``.
+
+The trainer fits it on the validation sets at the end of training and stores it in
+``best.pt`` (``calibration``), release files and ONNX exports carry it, and every
+backend applies it (``Backend.temperature``). NumPy only.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from crnn.charset import BLANK
+
+# Temperatures tried: log-spaced from 1/4 to 8 (1.0 among them).
+GRID = np.exp(np.linspace(np.log(0.25), np.log(8.0), 61))
+
+
+def _logsumexp(x: np.ndarray, axis: int) -> np.ndarray:
+    m = x.max(axis=axis, keepdims=True)
+    return (m + np.log(np.exp(x - m).sum(axis=axis, keepdims=True))).squeeze(axis)
+
+
+class TemperatureFit:
+    """Collects, per validation sample, what its greedy confidence needs at every
+    temperature of :data:`GRID` (a few numbers per frame, whatever the charset's size),
+    and whether the read was right."""
+
+    def __init__(self, max_samples: int = 4000) -> None:
+        self.max_samples = max_samples
+        # Per sample: log-probability of each emitted character's best frame, (C, G);
+        # for an empty read, the least confident frame's blank, (1, G).
+        self.samples: list[np.ndarray] = []
+        self.correct: list[bool] = []
+        self.empty: list[bool] = []
+
+    def add(self, logits: Any, lengths: Any, correct: list[bool]) -> None:
+        """A batch: ``(B, T, K)`` logits (array or tensor), valid frames, right or not."""
+        if len(self.samples) >= self.max_samples:
+            return
+        x = logits.detach().float().cpu().numpy() if hasattr(logits, "detach") else np.asarray(logits, np.float32)
+        lens = np.asarray(lengths.cpu() if hasattr(lengths, "cpu") else lengths).tolist()
+        for b, (n, ok) in enumerate(zip(lens, correct)):
+            frames = x[b, : int(n)].astype(np.float64)  # (T, K)
+            if not len(frames):
+                continue
+            best = frames.argmax(-1)
+            top = frames.max(-1)  # (T,)
+            # log softmax_T of the arg-max, per frame and temperature: (T, G)
+            logp = top[:, None] / GRID[None, :] - _logsumexp(frames[:, :, None] / GRID[None, None, :], 1)
+            rows, prev, chars = [], BLANK, []
+            for t, c in enumerate(best.tolist()):
+                if c != BLANK and c != prev:
+                    chars.append([t])
+                elif c != BLANK:
+                    chars[-1].append(t)
+                prev = c
+            if chars:
+                rows = [logp[idx].max(0) for idx in chars]  # each char's best frame
+                self.empty.append(False)
+            else:
+                rows = [logp.min(0)]
+                self.empty.append(True)
+            self.samples.append(np.stack(rows))
+            self.correct.append(bool(ok))
+
+    def confidences(self, temperature: float) -> np.ndarray:
+        """Greedy confidence of every sample at the grid point nearest ``temperature``."""
+        j = int(np.argmin(np.abs(np.log(GRID) - np.log(temperature))))
+        return np.array([np.exp(s[:, j].sum()) for s in self.samples])
+
+    def fit(self) -> float:
+        """The grid temperature of least binary cross-entropy (1.0 without data)."""
+        if len(self.samples) < 20 or all(self.correct) or not any(self.correct):
+            return 1.0  # too few, or nothing to separate
+        y = np.array(self.correct, dtype=np.float64)
+        logc = np.stack([s.sum(0) for s in self.samples])  # (N, G) log confidence
+        c = np.clip(np.exp(logc), 1e-7, 1 - 1e-7)
+        bce = -(y[:, None] * np.log(c) + (1 - y[:, None]) * np.log(1 - c)).mean(0)
+        return float(GRID[int(np.argmin(bce))])
+
+    def ece(self, temperature: float = 1.0, bins: int = 15) -> float:
+        """Expected calibration error of the confidences at ``temperature``."""
+        conf = self.confidences(temperature)
+        ok = np.array(self.correct, dtype=np.float64)
+        idx = np.minimum((conf * bins).astype(int), bins - 1)
+        return float(sum((idx == b).mean() * abs(ok[idx == b].mean() - conf[idx == b].mean())
+                         for b in range(bins) if (idx == b).any()))  # fmt: skip
+
+
+def scale_logits(logits: Any, temperature: float) -> Any:
+    """``logits / temperature`` (an array or a tensor; unchanged at 1)."""
+    return logits if temperature == 1.0 else logits / temperature
