@@ -270,3 +270,30 @@ def test_early_stopping_after_patience_validations_without_a_better_metric(tiny_
     res = t.fit()
     assert res.step == 6 and t.state.best["step"] == 2  # validations at 2, 4, 6: stop
     assert load_checkpoint(t.out / "last.pt")["step"] == 6
+
+
+def test_ema_weights_are_evaluated_saved_and_resumed(tiny_overrides, tmp_path):
+    """With train.ema_decay the average is what validation scores and best.pt holds;
+    training continues on the raw weights, and both come back on resume."""
+    from crnn.engine.state import WeightAverage
+
+    args = [*tiny_overrides, "train.ema_decay=0.9", "train.max_steps=4", "train.val_every=2"]
+    t = _train(args)
+    assert isinstance(t.ema, WeightAverage)
+    t.fit()
+    ckpt = load_checkpoint(t.out / "last.pt")
+    raw = {k: v for k, v in t.model.state_dict().items()}
+    avg = t.ema.model.state_dict()
+    w = "cnn.conv0.weight"
+    assert not torch.equal(raw[w], avg[w])  # the average lags the weights
+    assert torch.equal(ckpt["model"][w], avg[w]) and torch.equal(ckpt["model_raw"][w], raw[w])
+    resumed = _train([*tiny_overrides, "train.ema_decay=0.9", "train.max_steps=5",
+                      "train.val_every=2"], resume=t.out / "last.pt")  # fmt: skip
+    assert torch.equal(resumed.model.state_dict()[w], raw[w])
+    assert torch.equal(resumed.ema.model.state_dict()[w], avg[w])
+    # An average of 0.9 * avg + 0.1 * w after each step.
+    before = {k: v.clone() for k, v in resumed.ema.model.state_dict().items()}
+    resumed.train_module.train()
+    resumed.train_step(resumed.batches())
+    new_w = resumed.model.state_dict()[w]
+    torch.testing.assert_close(resumed.ema.model.state_dict()[w], 0.9 * before[w] + 0.1 * new_w)

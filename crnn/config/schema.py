@@ -132,6 +132,9 @@ class TrainConfig:
     blank_patience: int = 3
     # Stop after this many validations without a better best_metric (0: never).
     early_stop_patience: int = 0
+    # Exponential moving average of the weights (e.g. 0.999; 0: off): validation,
+    # best.pt and releases use the average, training continues on the raw weights.
+    ema_decay: float = 0.0
     # Minutes the whole run may take (0: no budget). After a short warm-up the trainer
     # measures its speed and fixes max_steps so that the schedule, validations and final
     # save end inside the budget (crnn/engine/budget.py); --resume keeps that decision.
@@ -209,6 +212,11 @@ class Config:
         if self.data.min_width > self.data.max_width:
             raise ConfigError(
                 f"data.min_width ({self.data.min_width}) exceeds data.max_width ({self.data.max_width})"
+            )
+        if not 0.0 <= self.train.ema_decay < 1.0:
+            raise ConfigError(
+                f"train.ema_decay={self.train.ema_decay}: expected 0 (off) or a decay in "
+                "(0, 1), e.g. 0.999"
             )
         if self.train.time_budget_min < 0:
             raise ConfigError(

@@ -135,11 +135,18 @@ def training_checkpoint(
     optimizer: torch.optim.Optimizer,
     scheduler: Any,
     scaler: torch.amp.GradScaler,
+    ema: WeightAverage | None = None,
 ) -> dict[str, Any]:
     """Everything ``--resume`` needs, as plain types and tensors (``weights_only`` loads
-    it): the model header, the run config, the loop state and the optimiser's."""
+    it): the model header, the run config, the loop state and the optimiser's. With an
+    EMA the header's ``model`` is the averaged weights (what evaluation, release and
+    predict use) and ``model_raw`` the trained ones (what training resumes from)."""
+    if ema is not None:
+        bundle = ModelBundle(ema.model, bundle.charset, bundle.spec)
+        extra = {"model_raw": bundle_model_state(ema.source), "ema": {"decay": ema.decay}}
     return {
         **bundle.header(),
+        **(extra if ema is not None else {}),
         "config": cfg.to_dict(),
         **state.to_dict(),
         "optimizer": optimizer.state_dict(),
@@ -178,7 +185,8 @@ def load_initial_weights(
     if resume:
         ckpt = load_checkpoint(resume)
         check_resumable(ckpt, bundle, str(resume))
-        load_state_dict_checked(bundle.model, ckpt["model"], str(resume))
+        # With an EMA, "model" holds the averaged weights and "model_raw" the trained ones.
+        load_state_dict_checked(bundle.model, ckpt.get("model_raw", ckpt["model"]), str(resume))
         return ckpt
     if init_from:
         sd = init_state_dict(load_checkpoint(init_from), bundle.model, bundle.charset, init_from)
@@ -291,3 +299,44 @@ def calibrate_best(trainer: Any) -> None:
             ckpt["calibration"]["ece_before"], ckpt["calibration"]["ece_after"],
         )  # fmt: skip
     barrier(t.info)
+
+
+def bundle_model_state(model: torch.nn.Module) -> dict[str, Any]:
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+class WeightAverage:
+    """An exponential moving average of the model's weights (``train.ema_decay``),
+    updated after every optimizer step: ``avg = decay * avg + (1 - decay) * weights``;
+    BatchNorm statistics are copied. Validation, ``best.pt`` and releases use the
+    average; training goes on with the raw weights."""
+
+    def __init__(self, source: torch.nn.Module, decay: float) -> None:
+        import copy
+
+        self.source, self.decay = source, decay
+        self.model = copy.deepcopy(source).eval()
+        for p in self.model.parameters():
+            p.requires_grad_(False)
+
+    @classmethod
+    def create(
+        cls, source: torch.nn.Module, decay: float, ckpt: dict[str, Any] | None
+    ) -> WeightAverage | None:
+        """None without an EMA; resumed from ``ckpt`` when it holds one."""
+        if not decay:
+            return None
+        ema = cls(source, decay)
+        if ckpt is not None and "ema" in ckpt:
+            load_state_dict_checked(ema.model, ckpt["model"], "the checkpoint's EMA")
+        return ema
+
+    @torch.no_grad()
+    def update(self) -> None:
+        ours, theirs = self.model.state_dict(), self.source.state_dict()
+        for name, avg in ours.items():
+            w = theirs[name]
+            if avg.is_floating_point() and name.split(".")[-1] not in ("running_mean", "running_var"):
+                avg.lerp_(w.to(avg.dtype), 1.0 - self.decay)
+            else:
+                avg.copy_(w)

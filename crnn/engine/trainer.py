@@ -104,6 +104,7 @@ class Trainer:
             compile=tc.compile, channels_last=tc.channels_last, grad_checkpoint=tc.grad_checkpoint,
         )  # fmt: skip
         self.device = next(self.model.parameters()).device
+        self.ema = st.WeightAverage.create(self.model, tc.ema_decay, ckpt)
         if self.device.type == "cuda":
             torch.backends.cudnn.benchmark = tc.cudnn_benchmark
         self.optimizer = make_optimizer(self.model, tc, self.device)
@@ -111,10 +112,9 @@ class Trainer:
         fp16 = self.device.type == "cuda" and self.amp == "fp16"
         self.scaler = torch.amp.GradScaler("cuda", enabled=fp16)
         self.state = st.TrainState(tc.best_metric)
-        pin = self.device.type == "cuda"
         lengths = lambda w: int(self.model.output_length(w))  # noqa: E731 (width -> frames)
-        self.data = build_train_data(cfg, info, self.charset, self.spec, lengths, pin)
-        self.val_sets = build_val_sets(cfg, info, self.charset, self.spec, lengths, pin)
+        common = (cfg, info, self.charset, self.spec, lengths, self.device.type == "cuda")
+        self.data, self.val_sets = build_train_data(*common), build_val_sets(*common)
         if ckpt is not None:
             args = (self.optimizer, self.scheduler, self.scaler, cfg)
             self.state = st.restore_training(ckpt, *args)
@@ -133,9 +133,8 @@ class Trainer:
     def checkpoint(self) -> dict[str, Any]:
         """The training checkpoint of the current step (see ``crnn.engine.state``)."""
         self.state.bad_images = self.bad_images.count
-        bundle = ModelBundle(self.model, self.charset, self.spec)
-        args = (self.optimizer, self.scheduler, self.scaler)
-        return st.training_checkpoint(bundle, self.cfg, self.state, *args)
+        args = (self.cfg, self.state, self.optimizer, self.scheduler, self.scaler, self.ema)
+        return st.training_checkpoint(ModelBundle(self.model, self.charset, self.spec), *args)
 
     def save(self, is_best: bool = False) -> None:
         """Rank 0 writes ``last.pt`` (and ``best.pt``); the others wait for it."""
@@ -182,6 +181,8 @@ class Trainer:
         self.grad_norm = nn.utils.clip_grad_norm_(self.model.parameters(), clip)
         if self.guards.allow(self.grad_norm, labels, self.state.step):  # never a NaN step
             self.scaler.step(self.optimizer)
+            if self.ema is not None:
+                self.ema.update()
         self.scaler.update()
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
@@ -192,10 +193,9 @@ class Trainer:
         """Evaluate every validation set; also returns the metrics of all sets pooled."""
         # Every rank evaluates its shard with rank 0's BatchNorm statistics (the saved ones).
         sync_buffers(self.model, self.info)
-        tc = self.cfg.train
-        backend = TorchBackend(
-            self.model, self.charset, self.spec, self.device, self.amp, tc.channels_last
-        )
+        model = self.model if self.ema is None else self.ema.model  # what gets saved as best
+        args = (self.charset, self.spec, self.device, self.amp, self.cfg.train.channels_last)
+        backend = TorchBackend(model, *args)
         results, pooled = [], TextMetrics()
         try:
             for name, loader in self.val_sets:
