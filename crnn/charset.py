@@ -149,3 +149,42 @@ class Charset:
 
     def __contains__(self, char: object) -> bool:
         return char in self._index
+
+
+@dataclass
+class CharsetReport:
+    """What :func:`build_charset` found: every character's count, the alphabet kept,
+    and what ``min_count`` left out."""
+
+    counts: dict[str, int]
+    chars: str
+    dropped_chars: str = ""
+    dropped_labels: list[str] = field(default_factory=list)
+
+
+def build_charset(labels: Iterable[str], min_count: int = 1, case_fold: bool = False) -> CharsetReport:
+    """The alphabet of ``labels`` as training will see them (NFC, optionally
+    lower-cased), in code-point order, keeping characters seen ``min_count`` times or
+    more. Control characters (tabs, newlines) are never part of an alphabet."""
+    from collections import Counter
+
+    counts: Counter[str] = Counter()
+    normalised = []
+    for label in labels:
+        text = unicodedata.normalize("NFC", label)
+        if case_fold:
+            text = text.lower()
+        normalised.append(text)
+        counts.update(c for c in text if unicodedata.category(c) != "Cc")
+    keep = "".join(sorted(c for c, n in counts.items() if n >= min_count))
+    dropped = "".join(sorted(c for c, n in counts.items() if n < min_count))
+    gone = set(dropped)
+    return CharsetReport(
+        dict(counts), keep, dropped, [t for t in normalised if gone.intersection(t)]
+    )
+
+
+def write_charset_file(chars: str, path: str | Path) -> None:
+    """One character per line (a space is a line holding one space), UTF-8."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text("".join(f"{c}\n" for c in chars), encoding="utf-8")
