@@ -109,6 +109,27 @@ def tiny_overrides(tmp_path: Path, word_lmdb: Path) -> list[str]:
     ]
 
 
+def base_overrides(lmdb: Path, out: Path, *extra: str) -> list[str]:
+    """A tiny run whose learning rate does not depend on max_steps (constant after a
+    two-step warm-up), so runs of different lengths and their resumptions compare."""
+    return [
+        *TINY_MODEL,
+        f'data.train=["{lmdb}"]',
+        f'data.val=["{lmdb}"]',
+        "data.num_workers=0",
+        "data.augment.enabled=false",
+        "train.batch_size=8",
+        "train.log_every=1",
+        "train.val_every=1000",
+        "train.warmup_steps=2",
+        "train.schedule=constant",
+        "train.lr=3e-3",
+        "train.log_images=0",
+        f"train.output_dir={out}",
+        *extra,
+    ]
+
+
 def shared_data(*parts: str) -> Path:
     """A path under ../shared/data, or skip the test when it is absent (a user's clone)."""
     path = SHARED_DATA.joinpath(*parts)

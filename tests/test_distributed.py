@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 import torch
-from conftest import ROOT, TINY_MODEL
+from conftest import ROOT, TINY_MODEL, base_overrides
 
 from crnn.checkpoint import load_checkpoint, model_from_checkpoint
 from crnn.config import ConfigError, load_config
@@ -55,27 +55,6 @@ def wait_all_ok(procs: list[subprocess.Popen], logs: list[Path]) -> list[str]:
     texts = [p.read_text() for p in logs]
     assert codes == [0] * len(procs), "\n\n".join(t[-3000:] for t in texts)
     return texts
-
-
-def base_overrides(lmdb: Path, out: Path, *extra: str) -> list[str]:
-    """A tiny run whose learning rate does not depend on max_steps (constant after a
-    two-step warm-up), so runs of different lengths and their resumptions compare."""
-    return [
-        *TINY_MODEL,
-        f'data.train=["{lmdb}"]',
-        f'data.val=["{lmdb}"]',
-        "data.num_workers=0",
-        "data.augment.enabled=false",
-        "train.batch_size=8",
-        "train.log_every=1",
-        "train.val_every=1000",
-        "train.warmup_steps=2",
-        "train.schedule=constant",
-        "train.lr=3e-3",
-        "train.log_images=0",
-        f"train.output_dir={out}",
-        *extra,
-    ]
 
 
 def one_process(overrides: list[str], resume: Path | None = None) -> Trainer:

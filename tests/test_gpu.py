@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from conftest import TINY_MODEL
+from conftest import base_overrides
 
 from crnn.backends.torch import TorchBackend
 from crnn.checkpoint import load_checkpoint, model_from_checkpoint
@@ -36,22 +36,7 @@ def cuda_only(dev: torch.device, what: str) -> None:
 
 
 def overrides(lmdb: Path, out: Path, *extra: str) -> list[str]:
-    return [
-        *TINY_MODEL,
-        f'data.train=["{lmdb}"]',
-        f'data.val=["{lmdb}"]',
-        "data.num_workers=0",
-        "data.augment.enabled=false",
-        "train.batch_size=8",
-        "train.log_every=1",
-        "train.val_every=1000",
-        "train.warmup_steps=2",
-        "train.schedule=constant",
-        "train.lr=3e-3",
-        "train.log_images=2",
-        f"train.output_dir={out}",
-        *extra,
-    ]
+    return base_overrides(lmdb, out, "train.log_images=2", *extra)
 
 
 def trainer(lmdb: Path, out: Path, dev: torch.device, *extra: str, **kw: Any) -> Trainer:
