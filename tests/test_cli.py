@@ -84,8 +84,9 @@ def test_eval_prints_a_table_per_dataset(trained_run, word_lmdb, word_folder, tm
     )
     assert r.returncode == 0, r.stderr
     lines = r.stdout.strip().splitlines()
-    assert lines[0].split()[:5] == ["dataset", "n", "acc", "alnum", "CER"]
-    assert len(lines) == 4  # header, rule, two datasets
+    assert lines[0].startswith("acc: exact match with the label as the model's charset")
+    assert lines[1].split()[:7] == ["dataset", "n", "acc", "alnum", "CER", "NED", "ECE"]
+    assert len(lines) == 5  # what acc means, header, rule, two datasets
     rows = json.loads(out_json.read_text())
     assert [row["count"] for row in rows] == [64, 64]
     assert rows[0]["accuracy"] == pytest.approx(rows[1]["accuracy"])  # same images, two formats
