@@ -29,12 +29,15 @@ from crnn.data.image import (
     INFERENCE_MAX_WIDTH,
     ImageDecodeError,
     ImageSpec,
+    fit_width,
+    from_array,
     load_image,
     preprocess_array,
     resize,
     resized_width,
+    to_model_height,
 )
-from crnn.data.lmdb import LmdbReader, find_lmdb_roots, is_lmdb_dir
+from crnn.data.lmdb import LmdbFormatError, LmdbReader, find_lmdb_roots, is_lmdb_dir
 from crnn.data.transforms import TrainAugment, to_tensor
 
 log = logging.getLogger(__name__)
@@ -54,6 +57,10 @@ class Source(Protocol):
     def label(self, index0: int) -> str: ...
     def labels(self) -> list[str]: ...
     def sizes(self) -> list[tuple[int, int]] | None: ...
+    def at_model_height(self, index0: int, spec: ImageSpec) -> Image.Image | np.ndarray:
+        """Decoded and resized to the model's height, whole width kept (PIL, or
+        ``(C, H, W)`` uint8 from a prepared LMDB). Raises ``ImageDecodeError``."""
+        ...
 
 
 class FolderSource:
@@ -107,11 +114,43 @@ class FolderSource:
     def describe(self, index0: int) -> str:
         return str(self.paths[index0])
 
+    def at_model_height(self, index0: int, spec: ImageSpec) -> Image.Image:
+        return to_model_height(load_image(self.image_bytes(index0), spec.rgb), spec)
+
 
 class _LmdbSource(LmdbReader):
     @property
     def name(self) -> str:
         return self.path.name
+
+    def check_prepared(self, spec: ImageSpec) -> None:
+        """Refuse a prepared LMDB whose pixels do not fit the model's input."""
+        meta = self.prepared
+        if meta is None:
+            return
+        if (meta["height"], meta["channels"]) != (spec.height, spec.channels):
+            raise LmdbFormatError(
+                f"{str(self.path)!r} is a prepared LMDB of {meta['channels']}-channel images "
+                f"{meta['height']} px high, but the model reads {spec.channels}-channel images "
+                f"{spec.height} px high. Recreate it from the images with tools/create_lmdb.py "
+                f"--prepared --height {spec.height}{' --rgb' if spec.rgb else ''}, or train "
+                "on an LMDB of image files."
+            )
+        if (meta.get("min_width"), meta.get("width_multiple")) != (
+            spec.min_width, spec.width_multiple
+        ):  # fmt: skip
+            log.info(
+                "%s: prepared with min_width %s and width_multiple %s, the model uses %d and "
+                "%d: images are re-fitted from the stored pixels (same as the image files "
+                "give up to rounding)",
+                self.path, meta.get("min_width"), meta.get("width_multiple"),
+                spec.min_width, spec.width_multiple,
+            )  # fmt: skip
+
+    def at_model_height(self, index0: int, spec: ImageSpec) -> Image.Image | np.ndarray:
+        if self.prepared is not None:
+            return self.pixels(index0)
+        return to_model_height(load_image(self.image_bytes(index0), spec.rgb), spec)
 
     def describe(self, index0: int) -> str:
         return f"{self.path}#{index0 + 1}"
@@ -220,6 +259,8 @@ class RecognitionDataset(Dataset):
         self.skipped: Counter[str] = Counter()
         self.skip_examples: dict[str, list[str]] = defaultdict(list)
         for s_id, src in enumerate(self.sources):
+            if isinstance(src, _LmdbSource):
+                src.check_prepared(spec)
             labels = src.labels()
             sizes = src.sizes()
             if sizes is None and len(src) <= _MAX_HEADER_SCAN:
@@ -319,12 +360,16 @@ class RecognitionDataset(Dataset):
         j = int(self._idx[i])
         target = self.target(i)
         try:
-            img = load_image(src.image_bytes(j), self.spec.rgb)
+            # Two steps, the first of which a prepared LMDB has done once for all epochs:
+            # to the model's height (whole width), then fitted to this sample's limits.
+            img = src.at_model_height(j, self.spec)
         except ImageDecodeError as e:
             return {"error": f"{src.describe(j)}: {e}"}  # type: ignore[attr-defined]
         min_width = min(self.min_width(target), self.spec.max_width)
-        img = resize(img, self.spec, min_width, self._max_width)
+        img = fit_width(img, self.spec, min_width, self._max_width)
         if self.augment is not None:
+            if isinstance(img, np.ndarray):
+                img = from_array(img)
             img = self.augment(img, random.Random(seed))
         return {
             "image": to_tensor(img),
@@ -426,7 +471,10 @@ def sample_images(
         for k in order.tolist():
             src, i = items[k]
             try:
-                out.append(preprocess_array(src.image_bytes(i), spec))
+                if getattr(src, "prepared", None) is not None:
+                    out.append(src.pixels(i))  # type: ignore[attr-defined]
+                else:
+                    out.append(preprocess_array(src.image_bytes(i), spec))
             except ImageDecodeError:
                 continue
         return out

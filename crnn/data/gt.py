@@ -1,7 +1,7 @@
 """The one gt.txt parser: ``relative/path<TAB>label`` per line.
 
 Used by image-folder datasets (``crnn.data.datasets.FolderSource``) and by LMDB
-creation (``crnn.data.lmdb.create_lmdb``), so both accept and refuse the same lines.
+creation (``crnn.data.create.create_lmdb``), so both accept and refuse the same lines.
 Some tools separate path and label with a space; that is accepted too. Blank lines are
 skipped; a line without a label is reported by number, never silently dropped (a
 label of only spaces is kept: datasets count it as an empty label).

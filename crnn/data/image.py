@@ -157,6 +157,35 @@ def resize(
     return img.resize((w, spec.height), Image.BILINEAR)
 
 
+def to_model_height(img: Image.Image, spec: ImageSpec) -> Image.Image:
+    """Training's first resizing step: to ``spec.height``, the whole width kept (the
+    ratio, ``spec.min_width`` and ``spec.width_multiple`` rules; at most
+    :data:`INFERENCE_MAX_WIDTH`). Prepared LMDBs store this image."""
+    return resize(img, spec, 0, INFERENCE_MAX_WIDTH)
+
+
+def fit_width(
+    img: Image.Image | np.ndarray, spec: ImageSpec, min_width: int, max_width: int
+) -> Image.Image | np.ndarray:
+    """Training's second step: an image already at ``spec.height`` (PIL, or ``(C, H, W)``
+    uint8) widened to ``min_width`` or squeezed to ``max_width`` if it must be; returned
+    as it is (same object) when its width already fits."""
+    width = img.shape[2] if isinstance(img, np.ndarray) else img.width
+    w = resized_width(width, spec.height, spec, min_width, max_width)
+    if w == width:
+        return img
+    if isinstance(img, np.ndarray):
+        img = from_array(img)
+    return img.resize((w, spec.height), Image.BILINEAR)
+
+
+def from_array(pixels: np.ndarray) -> Image.Image:
+    """``(C, H, W)`` uint8 -> PIL ``L`` or ``RGB`` (the inverse of :func:`to_array`)."""
+    if pixels.shape[0] == 1:
+        return Image.fromarray(pixels[0], "L")
+    return Image.fromarray(np.ascontiguousarray(pixels.transpose(1, 2, 0)), "RGB")
+
+
 def to_array(img: Image.Image) -> np.ndarray:
     """PIL -> ``(C, H, W)`` uint8 array (a writable copy of the pixels)."""
     w, h = img.size

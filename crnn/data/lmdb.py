@@ -6,24 +6,29 @@ Keys (1-based): ``num-samples`` -> ASCII int, ``image-%09d`` -> encoded image fi
 there. We add one optional key, ``size-%09d`` -> ASCII ``"W H"`` of the stored image,
 so batches can be grouped by width without decoding; other readers ignore it.
 
+A *prepared* LMDB (``create_lmdb --prepared``) is ours alone: it stores training-ready
+pixels instead of image files, so an epoch decodes nothing. ``crnn-prepared`` holds
+JSON (height, channels and the width rules the pixels were resized with) and
+``pixels-%09d`` the ``(C, H, W)`` uint8 bytes of each image resized to that height,
+its whole width kept, exactly as training's first resizing step makes them
+(:func:`crnn.data.image.to_model_height`); labels and sizes are keyed as above.
+
 The constants below are the single definition of the layout, shared by reader and
 writer.
 """
 
 from __future__ import annotations
 
-import contextlib
-import io
+import json
 import logging
 import os
-import zlib
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 import lmdb
+import numpy as np
 
 from crnn.data.errors import DataError
 
@@ -33,6 +38,9 @@ NUM_SAMPLES_KEY = b"num-samples"
 IMAGE_KEY = "image-%09d"
 LABEL_KEY = "label-%09d"
 SIZE_KEY = "size-%09d"
+PIXELS_KEY = "pixels-%09d"
+PREPARED_KEY = b"crnn-prepared"
+PREPARED_VERSION = 1
 
 _INITIAL_MAP_SIZE = 64 * 2**20
 
@@ -77,6 +85,7 @@ class LmdbWriter:
         path: str | os.PathLike[str],
         commit_every: int = 1000,
         overwrite: bool = False,
+        prepared: dict[str, Any] | None = None,
     ) -> None:
         self.path = Path(path)
         if is_lmdb_dir(self.path) and not overwrite:
@@ -91,6 +100,9 @@ class LmdbWriter:
         self._map_size = _INITIAL_MAP_SIZE
         self._env = lmdb.open(str(self.path), map_size=self._map_size, subdir=True)
         self._pending: list[tuple[bytes, bytes]] = []
+        if prepared is not None:
+            meta = {"version": PREPARED_VERSION, **prepared}
+            self._pending.append((PREPARED_KEY, json.dumps(meta, sort_keys=True).encode()))
         self._commit_every = commit_every
         self.count = 0
 
@@ -101,6 +113,18 @@ class LmdbWriter:
         self._pending.append((_key(LABEL_KEY, i), label.encode("utf-8")))
         if size is not None:
             self._pending.append((_key(SIZE_KEY, i), f"{size[0]} {size[1]}".encode("ascii")))
+        self.count += 1
+        if self.count % self._commit_every == 0:
+            self.commit()
+        return i
+
+    def add_pixels(self, pixels: np.ndarray, label: str) -> int:
+        """Queue one prepared sample: ``(C, H, W)`` uint8 pixels; returns its index."""
+        c, h, w = pixels.shape
+        i = self.count
+        self._pending.append((_key(PIXELS_KEY, i), np.ascontiguousarray(pixels).tobytes()))
+        self._pending.append((_key(LABEL_KEY, i), label.encode("utf-8")))
+        self._pending.append((_key(SIZE_KEY, i), f"{w} {h}".encode("ascii")))
         self.count += 1
         if self.count % self._commit_every == 0:
             self.commit()
@@ -224,6 +248,7 @@ class LmdbReader:
             with _shared_env(self.path, revalidate=True).begin() as txn:
                 raw = txn.get(NUM_SAMPLES_KEY)
                 has_size = txn.get(_key(SIZE_KEY, 0)) is not None
+                meta = txn.get(PREPARED_KEY)
         except lmdb.Error as e:
             raise LmdbFormatError(f"cannot read LMDB {str(self.path)!r}: {e}") from e
         if raw is None:
@@ -239,6 +264,24 @@ class LmdbReader:
                 f"{str(self.path)!r}: 'num-samples' should be an ASCII integer, got {bytes(raw)[:40]!r}"
             ) from None
         self.has_sizes = self._len > 0 and has_size
+        # The prepared LMDB's settings (height, channels, min_width, width_multiple), or
+        # None for an LMDB of image files.
+        self.prepared: dict[str, Any] | None = None
+        if meta is not None:
+            try:
+                self.prepared = json.loads(bytes(meta).decode("utf-8"))
+                self._shape = (int(self.prepared["channels"]), int(self.prepared["height"]))
+            except (ValueError, KeyError, TypeError) as e:
+                raise LmdbFormatError(
+                    f"{str(self.path)!r}: unreadable 'crnn-prepared' settings ({e}); recreate "
+                    "it with tools/create_lmdb.py --prepared"
+                ) from None
+            if self.prepared.get("version") != PREPARED_VERSION:
+                raise LmdbFormatError(
+                    f"{str(self.path)!r} is a prepared LMDB of version "
+                    f"{self.prepared.get('version')!r}; this crnn-ocr reads version "
+                    f"{PREPARED_VERSION}. Recreate it with tools/create_lmdb.py --prepared."
+                )
 
     @property
     def env(self) -> lmdb.Environment:
@@ -277,7 +320,23 @@ class LmdbReader:
         return bytes(value)
 
     def image_bytes(self, index0: int) -> bytes:
+        if self.prepared is not None:
+            raise LmdbFormatError(
+                f"{str(self.path)!r} is a prepared LMDB (pixels, not image files): read it "
+                "with pixels(), or use the LMDB it was made from"
+            )
         return self._get(IMAGE_KEY, index0)
+
+    def pixels(self, index0: int) -> np.ndarray:
+        """A prepared LMDB's sample as ``(C, H, W)`` uint8 (a writable copy)."""
+        raw = self._get(PIXELS_KEY, index0)
+        c, h = self._shape
+        if not raw or len(raw) % (c * h):
+            raise LmdbFormatError(
+                f"{str(self.path)!r}: sample {index0 + 1} holds {len(raw)} bytes, not a "
+                f"multiple of {c} x {h} (channels x height); the LMDB is corrupt"
+            )
+        return np.frombuffer(bytearray(raw), dtype=np.uint8).reshape(c, h, -1)
 
     def label(self, index0: int) -> str:
         return self._get(LABEL_KEY, index0).decode("utf-8", errors="replace")
@@ -309,103 +368,3 @@ class LmdbReader:
                     yield bytes(value).decode("utf-8", errors="replace"), i
         except lmdb.Error as e:
             raise LmdbFormatError(f"{str(self.path)!r}: {e}") from e
-
-
-# ---- creating an LMDB from an image folder ---------------------------------------------
-
-
-def held_out(rel_path: str, fraction: float) -> bool:
-    """Whether a sample belongs to the held-out split: a hash of its path, so the split
-    is the same on every run and in any line order."""
-    return zlib.crc32(rel_path.encode("utf-8")) % 1_000_000 < fraction * 1_000_000
-
-
-@dataclass
-class CreateReport:
-    """What :func:`create_lmdb` wrote and left out."""
-
-    written: int = 0
-    held_out: int = 0
-    bad: list[tuple[int, str]] = field(default_factory=list)  # (gt line number, why)
-    outside_charset: int = 0  # written, but with characters the given charset lacks
-
-
-def create_lmdb(
-    root: str | os.PathLike[str],
-    gt: str | os.PathLike[str],
-    out: str | os.PathLike[str],
-    val_out: str | os.PathLike[str] | None = None,
-    val_fraction: float = 0.0,
-    charset: Any = None,
-    overwrite: bool = False,
-    progress: bool = True,
-    height: int = 0,
-    grayscale: bool = False,
-    encoding: str = "utf-8",
-) -> CreateReport:
-    """Write the images listed in ``gt`` (paths relative to ``root``) into an LMDB at
-    ``out``, and a ``val_fraction`` of them (by :func:`held_out`) into ``val_out``.
-
-    Every image is decoded once to check it and to store its size; lines with a missing
-    or unreadable image or an empty label are reported in the result and left out.
-    ``charset`` (a ``Charset``) only counts labels with characters it lacks (they are
-    written: training skips and counts them). ``height`` re-encodes each image as a PNG
-    resized to that height (aspect ratio kept; ``grayscale`` also drops colour): a
-    dataset at training resolution, several times smaller; 0 stores the files as they
-    are. Raises ``FileNotFoundError`` for a
-    missing gt file, ``FileExistsError`` for an existing output without ``overwrite``,
-    ``ValueError`` for a bad split request.
-    """
-    from PIL import Image
-    from tqdm import tqdm
-
-    from crnn.data.gt import read_gt
-
-    if not 0.0 <= val_fraction < 1.0 or bool(val_fraction) != bool(val_out):
-        raise ValueError("--val-fraction (in [0, 1)) and --val-out go together")
-    root = Path(root)
-    parsed = read_gt(gt, encoding)
-    report = CreateReport(bad=list(parsed.bad))
-    writer = LmdbWriter(out, overwrite=overwrite)
-    val_writer = LmdbWriter(val_out, overwrite=overwrite) if val_out else None
-    with writer, val_writer or contextlib.nullcontext():
-        for line in tqdm(parsed.lines, desc="create_lmdb", unit="img", disable=not progress):
-            if not line.label.strip():
-                report.bad.append((line.lineno, f"empty label for {line.path!r}"))
-                continue
-            path = root / line.path
-            try:
-                data = path.read_bytes()  # read once, decoded from memory
-                with Image.open(io.BytesIO(data)) as im:
-                    im.load()
-                    if height:
-                        data, im = _reencode(im, height, grayscale)
-                    size = im.size
-            except FileNotFoundError:
-                report.bad.append((line.lineno, f"image {line.path!r} not found"))
-                continue
-            except Exception as e:  # noqa: BLE001 -- any decoder failure means a bad image
-                report.bad.append((line.lineno, f"image {line.path!r} cannot be decoded ({e})"))
-                continue
-            if charset is not None and charset.unknown_chars(line.label):
-                report.outside_charset += 1
-            if val_writer is not None and held_out(line.path, val_fraction):
-                val_writer.add(data, line.label, size)
-            else:
-                writer.add(data, line.label, size)
-        report.written = writer.count
-        report.held_out = val_writer.count if val_writer is not None else 0
-    report.bad.sort()
-    return report
-
-
-def _reencode(im: Any, height: int, grayscale: bool) -> tuple[bytes, Any]:
-    """``im`` resized to ``height`` (ratio kept, Pillow's antialiasing filter) as PNG."""
-    from PIL import Image
-
-    im = im.convert("L" if grayscale else "RGB")
-    width = max(1, round(im.width * height / im.height))
-    im = im.resize((width, height), Image.Resampling.LANCZOS)
-    buf = io.BytesIO()
-    im.save(buf, format="PNG", optimize=False)
-    return buf.getvalue(), im

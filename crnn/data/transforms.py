@@ -23,9 +23,9 @@ from PIL import Image, ImageFilter, ImageOps
 from crnn.data.image import ImageSource, ImageSpec, preprocess_array, to_array
 
 
-def to_tensor(img: Image.Image) -> torch.Tensor:
-    """PIL -> ``(C, H, W)`` uint8 tensor."""
-    return torch.from_numpy(to_array(img))
+def to_tensor(img: Image.Image | np.ndarray) -> torch.Tensor:
+    """PIL (or a ``(C, H, W)`` uint8 array, shared) -> ``(C, H, W)`` uint8 tensor."""
+    return torch.from_numpy(img if isinstance(img, np.ndarray) else to_array(img))
 
 
 def preprocess(source: ImageSource, spec: ImageSpec, min_width: int = 0) -> torch.Tensor:

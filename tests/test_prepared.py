@@ -1,0 +1,138 @@
+"""Prepared LMDBs (training-ready pixels) and the parallel LMDB writer.
+
+A prepared LMDB must give the very pixels the image LMDB gives, for every kind of image
+(narrow ones widened for their label, wide ones squeezed to the training cap, colour,
+transparency, other heights), with augmentation off and on, in training and evaluation;
+and the parallel writer must lose, duplicate or reorder nothing.
+"""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+import torch
+from conftest import render_word
+from PIL import Image
+
+from crnn.charset import Charset
+from crnn.config import AugmentConfig
+from crnn.data import create as lm
+from crnn.data.batching import collate
+from crnn.data.create import create_lmdb
+from crnn.data.datasets import RecognitionDataset, open_sources, sample_images
+from crnn.data.image import ImageSpec
+from crnn.data.lmdb import LmdbFormatError, LmdbReader
+from crnn.data.transforms import TrainAugment
+from crnn.model import CRNN
+
+T = CRNN(37).output_length
+SPEC = ImageSpec(height=32, max_width=128)
+
+
+def _varied_folder(root, n=40):
+    """Images of every kind the two paths could treat differently."""
+    (root / "images").mkdir(parents=True)
+    rng = random.Random(0)
+    lines = []
+    for i in range(n):
+        kind = i % 5
+        label = rng.choice(["cat", "road", "lamp", "stone"])
+        img = render_word(label, height=rng.choice([20, 32, 47, 64]), seed=i)
+        if kind == 1:  # long line: squeezed to max_width in training
+            img = img.resize((img.width * 5, img.height))
+        elif kind == 2:  # narrow image, long label: widened so the label fits
+            img, label = img.resize((12, img.height)), "abcdefghijkl"
+        elif kind == 3:  # colour
+            img = Image.merge("RGB", (img, img.point(lambda v: v // 2), img))
+        elif kind == 4:  # transparency: composited on white
+            img = img.convert("LA")
+        name = f"images/{i:03d}.png"
+        img.save(root / name)
+        lines.append(f"{name}\t{label}")
+    (root / "gt.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return root
+
+
+@pytest.fixture(scope="module")
+def both(tmp_path_factory):
+    root = _varied_folder(tmp_path_factory.mktemp("varied"))
+    out = tmp_path_factory.mktemp("lmdbs")
+    create_lmdb(root, root / "gt.txt", out / "images", progress=False)
+    create_lmdb(root, root / "gt.txt", out / "prepared", progress=False, prepared=True)
+    return out / "images", out / "prepared"
+
+
+def _dataset(path, augment=None, evaluation=False, spec=SPEC):
+    return RecognitionDataset(
+        open_sources([path]), Charset.from_spec("alnum36"), spec, T, augment=augment,
+        evaluation=evaluation,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("evaluation", [False, True])
+@pytest.mark.parametrize("augment", [False, True])
+def test_prepared_lmdb_gives_the_same_pixels_as_the_image_lmdb(both, augment, evaluation):
+    aug = TrainAugment(AugmentConfig()) if augment else None
+    a, b = _dataset(both[0], aug, evaluation), _dataset(both[1], aug, evaluation)
+    assert len(a) == len(b) == 40
+    assert a.widths.tolist() == b.widths.tolist()
+    widths = set()
+    for i in range(len(a)):
+        x, y = a[(i, 7 + i)], b[(i, 7 + i)]
+        assert x["label"] == y["label"] and x["target"] == y["target"]
+        assert x["image"].shape == y["image"].shape, i
+        assert torch.equal(x["image"], y["image"]), f"sample {i} differs"
+        widths.add(x["image"].shape[-1])
+    # The cases that matter were exercised: squeezed to the cap, and widened.
+    assert (128 in widths) != evaluation
+    assert max(widths) > 128 or not evaluation
+
+
+def test_prepared_lmdb_trains_through_the_loader(both):
+    ds = _dataset(both[1], TrainAugment(AugmentConfig()))
+    batch = collate([ds[(i, i)] for i in range(8)])
+    assert batch["images"].dtype == torch.uint8 and batch["images"].shape[:3] == (8, 1, 32)
+    assert not batch["errors"]
+    assert len(sample_images(Charset.from_spec("alnum36"), SPEC, 5, [str(both[1])])) == 5
+
+
+def test_a_prepared_lmdb_for_another_height_or_channels_is_refused(both):
+    with pytest.raises(LmdbFormatError, match="1-channel images 32 px high.*--height 48 --rgb"):
+        _dataset(both[1], spec=ImageSpec(height=48, rgb=True))
+    with pytest.raises(LmdbFormatError, match="prepared LMDB"):
+        LmdbReader(both[1]).image_bytes(0)
+
+
+def _contents(path):
+    import lmdb
+
+    env = lmdb.open(str(path), readonly=True, lock=False)
+    with env.begin() as txn:
+        items = dict(txn.cursor())
+    env.close()
+    return items
+
+
+@pytest.mark.parametrize("prepared", [False, True])
+def test_the_parallel_writer_loses_duplicates_and_reorders_nothing(tmp_path, monkeypatch, prepared):
+    root = _varied_folder(tmp_path / "src", n=30)
+    gt = (root / "gt.txt").read_text().splitlines()
+    gt.insert(5, "images/missing.png\tlost")  # reported, the rest written in order
+    (root / "images" / "broken.png").write_bytes(b"not a png")
+    gt.insert(11, "images/broken.png\tbroken")
+    (root / "gt.txt").write_text("\n".join(gt) + "\n")
+    serial = create_lmdb(root, root / "gt.txt", tmp_path / "serial", progress=False,
+                         prepared=prepared, workers=1)  # fmt: skip
+    monkeypatch.setattr(lm, "_MIN_POOL_IMAGES", 0)
+    pooled = create_lmdb(root, root / "gt.txt", tmp_path / "pooled", progress=False,
+                         prepared=prepared, workers=2)  # fmt: skip
+    assert serial.written == pooled.written == 30
+    assert [n for n, _ in serial.bad] == [n for n, _ in pooled.bad] == [6, 12]
+    assert _contents(tmp_path / "serial") == _contents(tmp_path / "pooled")
+    labels = [line.split("\t")[1] for line in gt if "missing" not in line and "broken" not in line]
+    assert LmdbReader(tmp_path / "pooled").labels() == labels
+    if prepared:
+        px = LmdbReader(tmp_path / "pooled").pixels(0)
+        assert px.dtype == np.uint8 and px.shape[:2] == (1, 32)
