@@ -45,6 +45,7 @@ from crnn.config import Config, ConfigError, load_config  # noqa: E402
 from crnn.engine.distributed import (  # noqa: E402
     DistInfo,
     all_reduce_sum,
+    barrier,
     cleanup,
     init_distributed,
 )
@@ -218,6 +219,9 @@ def _ddp_worker(
             table[info.rank] = torch.tensor([ips, alloc, reserved], dtype=torch.float64)
             table = all_reduce_sum(table, info)
             rows.append({"ckpt": ckpt, "accum": accum, "micro": micro, "table": table.tolist()})
+        # Rank 0 hosts the rendezvous store: if it tore the group down first, another
+        # rank still leaving could lose the store and abort (seen on torch 2.4).
+        barrier(info)
     finally:
         cleanup()
     if info.rank == 0:
