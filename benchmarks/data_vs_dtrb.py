@@ -201,6 +201,7 @@ def main() -> None:
     ap.add_argument("--data", nargs="+", type=Path, default=DEFAULT_DATA, help="gt.txt folders")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--json", type=Path, help="also write the figures here")
+    ap.add_argument("--skip-loader", action="store_true", help="creation figures only")
     args = ap.parse_args()
     torch.set_num_threads(1)
     logging.getLogger("crnn").setLevel(logging.ERROR)  # the 413 skipped labels, four times
@@ -222,7 +223,7 @@ def main() -> None:
                 out = str(tmp / f"{name}{r}")
                 res[name].setdefault("create", []).append(n / time_command(cmd(out)))
         lmdbs = {name: str(tmp / f"{name}0") for name in create}
-        for r in range(args.rounds):
+        for r in range(0 if args.skip_loader else args.rounds):
             for name, root in lmdbs.items():
                 make = dtrb_loader if name == "dtrb" else our_loader
                 loader = make(root, 0)

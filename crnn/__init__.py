@@ -2,14 +2,20 @@
 
 __version__ = "0.1.0"
 
-from crnn.charset import Charset
-from crnn.ctc import Prediction
-
 __all__ = ["Charset", "Prediction", "Recognizer", "__version__"]
 
 
 def __getattr__(name: str) -> object:
-    # Recognizer pulls in the engine; import it on first use so `import crnn` stays light.
+    # Imported on first use, so that `import crnn.<anything>` stays light: a tool such
+    # as create_lmdb needs neither NumPy nor PyTorch, and the Recognizer pulls in both.
+    if name == "Charset":
+        from crnn.charset import Charset
+
+        return Charset
+    if name == "Prediction":
+        from crnn.ctc import Prediction
+
+        return Prediction
     if name == "Recognizer":
         from crnn.inference import Recognizer
 

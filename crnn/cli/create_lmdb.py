@@ -84,7 +84,6 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     setup_logging(args.verbose)
-    from crnn.charset import Charset
     from crnn.data.create import create_lmdb
 
     root = Path(args.root)
@@ -100,7 +99,11 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     grayscale = not args.rgb if args.prepared else args.grayscale
     try:
-        charset = Charset.from_spec(args.charset) if args.charset else None
+        charset = None
+        if args.charset:
+            from crnn.charset import Charset
+
+            charset = Charset.from_spec(args.charset)
         report = create_lmdb(
             root, gt, args.out, args.val_out, args.val_fraction, charset, args.overwrite,
             height=args.height, grayscale=grayscale, encoding=args.encoding,

@@ -8,8 +8,8 @@ re-encoded at a height), or as training-ready pixels (a *prepared* LMDB; see
 
 from __future__ import annotations
 
-import contextlib
 import io
+import json
 import os
 import zlib
 from collections.abc import Iterator
@@ -17,7 +17,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from crnn.data.lmdb import LmdbWriter
+import lmdb
+
+from crnn.data.lmdb import (
+    IMAGE_KEY,
+    LABEL_KEY,
+    NUM_SAMPLES_KEY,
+    PIXELS_KEY,
+    PREPARED_KEY,
+    PREPARED_VERSION,
+    SIZE_KEY,
+    is_lmdb_dir,
+    sample_key,
+)
 
 
 def held_out(rel_path: str, fraction: float) -> bool:
@@ -87,61 +99,187 @@ def create_lmdb(
             lines.append(line)
         else:
             report.bad.append((line.lineno, f"empty label for {line.path!r}"))
-    writer = LmdbWriter(out, overwrite=overwrite, prepared=meta)
-    val_writer = LmdbWriter(val_out, overwrite=overwrite, prepared=meta) if val_out else None
-    with writer, val_writer or contextlib.nullcontext(), _load_pool(workers, len(lines)) as pool:
-        results = map(job, lines) if pool is None else pool.imap(job, lines, _chunk(len(lines), pool))
-        for line, (data, size, error) in tqdm(
-            zip(lines, results), total=len(lines), desc="create_lmdb", unit="img",
-            disable=not progress,
-        ):  # fmt: skip
-            if error:
-                report.bad.append((line.lineno, error))
-                continue
-            if charset is not None and charset.unknown_chars(line.label):
-                report.outside_charset += 1
-            w = val_writer if val_writer is not None and held_out(line.path, val_fraction) else writer
-            if prepared:
-                w.add_pixels(data, line.label)
-            else:
-                w.add(data, line.label, size)
-        report.written = writer.count
-        report.held_out = val_writer.count if val_writer is not None else 0
+    # Where each line goes (the training or the held-out LMDB) and under which index,
+    # fixed before any image is read: the processes write their samples straight into
+    # the LMDBs (LMDB serialises writers), so nothing travels back but the failures. The
+    # few indices of failed images are closed up at the end.
+    outs = [Path(out)] + ([Path(val_out)] if val_out else [])
+    for o in outs:
+        _create_output(o, overwrite, meta)
+    dests, slots, counts = [], [], [0] * len(outs)
+    for line in lines:
+        d = 1 if val_out and held_out(line.path, val_fraction) else 0
+        dests.append(d)
+        slots.append(counts[d])
+        counts[d] += 1
+    work = _Work(job, [line.path for line in lines], [line.label for line in lines], dests,
+                 slots, [str(o) for o in outs])  # fmt: skip
+    failed: dict[int, str] = {}
+    with tqdm(total=len(lines), desc="create_lmdb", unit="img", disable=not progress) as bar:
+        for a, b, errors in _run(work, workers):
+            failed.update(errors)
+            bar.update(b - a)
+    _close_envs()
+    missing: list[list[int]] = [[] for _ in outs]
+    for i, why in failed.items():
+        report.bad.append((lines[i].lineno, why))
+        missing[dests[i]].append(slots[i])
+    written = [_finish(o, n, sorted(m)) for o, n, m in zip(outs, counts, missing)]
+    report.written = written[0]
+    report.held_out = written[1] if val_out else 0
+    if charset is not None:
+        report.outside_charset = sum(
+            1 for i, line in enumerate(lines)
+            if i not in failed and charset.unknown_chars(line.label)
+        )  # fmt: skip
     report.bad.sort()
     return report
 
 
 # Below this many images a process pool costs more than it saves.
 _MIN_POOL_IMAGES = 512
+_CHUNK = 64
+# Address space reserved for each output LMDB: the file grows only as pages are written
+# (Linux, macOS), and every writing process must map the same size.
+_MAP_SIZE = 2**40
 
 
-def _chunk(n: int, pool: Any) -> int:
-    """Images per task: large enough to amortise the pickling, small enough to share."""
-    return max(1, min(64, n // (8 * pool._processes)))
+@dataclass(frozen=True)
+class _Work:
+    job: _Job
+    paths: list[str]
+    labels: list[str]
+    dests: list[int]
+    slots: list[int]
+    outs: list[str]
 
 
-@contextlib.contextmanager
-def _load_pool(workers: int, n: int) -> Iterator[Any]:
-    """A process pool of ``workers`` (0: one per usable core), or None when one process
-    will do (one core, or few images)."""
+# What a pool process works on, inherited when it starts (not sent with every task),
+# and the environments this process opened (pid, path) -> env.
+_WORK: _Work | None = None
+_OPEN: dict[tuple[int, str], Any] = {}
+
+
+def _env(path: str) -> Any:
+    key = (os.getpid(), path)
+    if key not in _OPEN:
+        # No flush per transaction: _finish flushes the whole file once at the end.
+        _OPEN[key] = lmdb.open(path, map_size=_MAP_SIZE, subdir=True, sync=False, metasync=False)
+    return _OPEN[key]
+
+
+def _close_envs() -> None:
+    pid = os.getpid()
+    for key in [k for k in _OPEN if k[0] == pid]:
+        _OPEN.pop(key).close()
+
+
+def _create_output(path: Path, overwrite: bool, meta: dict[str, Any] | None) -> None:
+    """An empty output LMDB (with the prepared settings): no ``num-samples`` until
+    :func:`_finish`, so an interrupted run leaves an LMDB that readers refuse, not a
+    silently partial one."""
+    if is_lmdb_dir(path) and not overwrite:
+        raise FileExistsError(
+            f"{str(path)!r} already holds an LMDB; choose another --out or pass "
+            "--overwrite to replace it"
+        )
+    path.mkdir(parents=True, exist_ok=True)
+    for name in ("data.mdb", "lock.mdb"):
+        (path / name).unlink(missing_ok=True)
+    env = lmdb.open(str(path), map_size=_MAP_SIZE, subdir=True)
+    if meta is not None:
+        with env.begin(write=True) as txn:
+            full = {"version": PREPARED_VERSION, **meta}
+            txn.put(PREPARED_KEY, json.dumps(full, sort_keys=True).encode())
+    env.close()
+
+
+def _set_work(work: _Work | None) -> None:
+    global _WORK
+    _WORK = work
+
+
+def _write_range(bounds: tuple[int, int]) -> tuple[int, int, list[tuple[int, str]]]:
+    """Read, check and write lines ``a..b``; returns the failures ``(line index, why)``."""
+    assert _WORK is not None
+    w, (a, b) = _WORK, bounds
+    items: list[list[tuple[bytes, bytes]]] = [[] for _ in w.outs]
+    errors = []
+    for i in range(a, b):
+        data, size, error = w.job(w.paths[i])
+        if error:
+            errors.append((i, error))
+            continue
+        k, put = w.slots[i], items[w.dests[i]]
+        if w.job.prepared:
+            put.append((sample_key(PIXELS_KEY, k), data.tobytes()))
+        else:
+            put.append((sample_key(IMAGE_KEY, k), data))
+        put.append((sample_key(LABEL_KEY, k), w.labels[i].encode("utf-8")))
+        put.append((sample_key(SIZE_KEY, k), f"{size[0]} {size[1]}".encode("ascii")))  # type: ignore[index]
+    for out, put in zip(w.outs, items):
+        if put:
+            with _env(out).begin(write=True) as txn:
+                txn.cursor().putmulti(put)
+    return a, b, errors
+
+
+def _run(work: _Work, workers: int) -> Iterator[tuple[int, int, list[tuple[int, str]]]]:
+    """Every range of lines, written by ``workers`` processes (0: one per usable core),
+    or here for one core or few images; yields ``(a, b, failures)`` as ranges finish."""
     if workers <= 0:
         try:
             workers = len(os.sched_getaffinity(0))
         except AttributeError:  # not on Linux
             workers = os.cpu_count() or 1
-    if workers <= 1 or n < _MIN_POOL_IMAGES:
-        yield None
-        return
+    n = len(work.paths)
     import multiprocessing
 
-    methods = multiprocessing.get_all_start_methods()
-    ctx = multiprocessing.get_context("fork" if "fork" in methods else None)
-    pool = ctx.Pool(workers)
+    if workers <= 1 or n < _MIN_POOL_IMAGES or "fork" not in multiprocessing.get_all_start_methods():
+        _set_work(work)
+        try:
+            for a in range(0, n, _CHUNK):
+                yield _write_range((a, min(a + _CHUNK, n)))
+        finally:
+            _set_work(None)
+        return
+    chunk = max(1, min(_CHUNK, n // (8 * workers)))
+    from PIL import Image
+
+    Image.preinit()  # load the common decoders once, before the processes start
+    if work.job.prepared:
+        import crnn.data.image  # noqa: F401 -- likewise (NumPy)
+    ctx = multiprocessing.get_context("fork")
+    with ctx.Pool(workers, initializer=_set_work, initargs=(work,)) as pool:
+        yield from pool.imap_unordered(_write_range, [(a, min(a + chunk, n)) for a in range(0, n, chunk)])
+
+
+def _finish(path: Path, planned: int, missing: list[int]) -> int:
+    """Close up the indices of images that failed (moving the later samples down, in
+    order) and write ``num-samples``; returns the number of samples."""
+    env = lmdb.open(str(path), map_size=_MAP_SIZE, subdir=True)
     try:
-        yield pool
+        with env.begin(write=True) as txn:
+            if missing:
+                gone, new = set(missing), missing[0]
+                fmts = (IMAGE_KEY, PIXELS_KEY, LABEL_KEY, SIZE_KEY)
+                for old in range(missing[0], planned):
+                    if old in gone:
+                        continue
+                    for fmt in fmts:
+                        value = txn.get(sample_key(fmt, old))
+                        if value is not None:
+                            txn.put(sample_key(fmt, new), value)
+                    new += 1
+                for old in range(new, planned):
+                    for fmt in fmts:
+                        txn.delete(sample_key(fmt, old))
+            count = planned - len(missing)
+            txn.put(NUM_SAMPLES_KEY, str(count).encode("ascii"))
+        env.sync(True)
     finally:
-        pool.terminate()
-        pool.join()
+        env.close()
+    return count
 
 
 @dataclass(frozen=True)
@@ -167,12 +305,12 @@ class _Job:
             "width_multiple": spec.width_multiple,
         }
 
-    def __call__(self, line: Any) -> tuple[Any, tuple[int, int] | None, str]:
+    def __call__(self, path: str) -> tuple[Any, tuple[int, int] | None, str]:
         """``(bytes or pixels, (width, height), "")`` or ``(None, None, why)``."""
         from PIL import Image
 
         try:
-            data = (self.root / line.path).read_bytes()  # read once, decoded from memory
+            data = (self.root / path).read_bytes()  # read once, decoded from memory
             if self.prepared:
                 from crnn.data.image import load_image, to_array, to_model_height
 
@@ -184,9 +322,9 @@ class _Job:
                     data, im = _reencode(im, self.height, self.grayscale)
                 return data, im.size, ""
         except FileNotFoundError:
-            return None, None, f"image {line.path!r} not found"
+            return None, None, f"image {path!r} not found"
         except Exception as e:  # noqa: BLE001 -- any decoder failure means a bad image
-            return None, None, f"image {line.path!r} cannot be decoded ({e})"
+            return None, None, f"image {path!r} cannot be decoded ({e})"
 
 
 def _reencode(im: Any, height: int, grayscale: bool) -> tuple[bytes, Any]:

@@ -25,12 +25,14 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import lmdb
-import numpy as np
 
 from crnn.data.errors import DataError
+
+if TYPE_CHECKING:
+    import numpy as np
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +51,7 @@ class LmdbFormatError(DataError):
     """An LMDB that cannot be read as a text-recognition dataset."""
 
 
-def _key(fmt: str, index0: int) -> bytes:
+def sample_key(fmt: str, index0: int) -> bytes:
     return (fmt % (index0 + 1)).encode("ascii")
 
 
@@ -109,10 +111,10 @@ class LmdbWriter:
     def add(self, image: bytes, label: str, size: tuple[int, int] | None = None) -> int:
         """Queue one sample; returns its 0-based index."""
         i = self.count
-        self._pending.append((_key(IMAGE_KEY, i), image))
-        self._pending.append((_key(LABEL_KEY, i), label.encode("utf-8")))
+        self._pending.append((sample_key(IMAGE_KEY, i), image))
+        self._pending.append((sample_key(LABEL_KEY, i), label.encode("utf-8")))
         if size is not None:
-            self._pending.append((_key(SIZE_KEY, i), f"{size[0]} {size[1]}".encode("ascii")))
+            self._pending.append((sample_key(SIZE_KEY, i), f"{size[0]} {size[1]}".encode("ascii")))
         self.count += 1
         if self.count % self._commit_every == 0:
             self.commit()
@@ -120,11 +122,13 @@ class LmdbWriter:
 
     def add_pixels(self, pixels: np.ndarray, label: str) -> int:
         """Queue one prepared sample: ``(C, H, W)`` uint8 pixels; returns its index."""
+        import numpy as np
+
         c, h, w = pixels.shape
         i = self.count
-        self._pending.append((_key(PIXELS_KEY, i), np.ascontiguousarray(pixels).tobytes()))
-        self._pending.append((_key(LABEL_KEY, i), label.encode("utf-8")))
-        self._pending.append((_key(SIZE_KEY, i), f"{w} {h}".encode("ascii")))
+        self._pending.append((sample_key(PIXELS_KEY, i), np.ascontiguousarray(pixels).tobytes()))
+        self._pending.append((sample_key(LABEL_KEY, i), label.encode("utf-8")))
+        self._pending.append((sample_key(SIZE_KEY, i), f"{w} {h}".encode("ascii")))
         self.count += 1
         if self.count % self._commit_every == 0:
             self.commit()
@@ -247,7 +251,7 @@ class LmdbReader:
         try:
             with _shared_env(self.path, revalidate=True).begin() as txn:
                 raw = txn.get(NUM_SAMPLES_KEY)
-                has_size = txn.get(_key(SIZE_KEY, 0)) is not None
+                has_size = txn.get(sample_key(SIZE_KEY, 0)) is not None
                 meta = txn.get(PREPARED_KEY)
         except lmdb.Error as e:
             raise LmdbFormatError(f"cannot read LMDB {str(self.path)!r}: {e}") from e
@@ -309,7 +313,7 @@ class LmdbReader:
             raise IndexError(f"index {index0} out of range for {self._len} samples")
         try:
             with self.env.begin() as txn:
-                value = txn.get(_key(fmt, index0))
+                value = txn.get(sample_key(fmt, index0))
         except lmdb.Error as e:
             raise LmdbFormatError(f"{str(self.path)!r}: reading sample {index0 + 1}: {e}") from e
         if value is None:
@@ -329,6 +333,8 @@ class LmdbReader:
 
     def pixels(self, index0: int) -> np.ndarray:
         """A prepared LMDB's sample as ``(C, H, W)`` uint8 (a writable copy)."""
+        import numpy as np  # not at module level: creating an LMDB needs no NumPy
+
         raw = self._get(PIXELS_KEY, index0)
         c, h = self._shape
         if not raw or len(raw) % (c * h):
@@ -359,7 +365,7 @@ class LmdbReader:
         try:
             with self.env.begin() as txn:
                 for i in range(self._len):
-                    value = txn.get(_key(fmt, i))
+                    value = txn.get(sample_key(fmt, i))
                     if value is None:
                         raise LmdbFormatError(
                             f"{str(self.path)!r}: key {(fmt % (i + 1))!r} is missing although "
