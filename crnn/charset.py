@@ -15,7 +15,7 @@ from pathlib import Path
 
 BLANK = 0
 
-BUILTIN_CHARSETS = ("alnum36", "alnum62", "ascii94", "ascii95")
+BUILTIN_CHARSETS = ("alnum36", "alnum62", "ascii94", "ascii95", "zh5529")
 
 
 class UnknownCharacterError(ValueError):

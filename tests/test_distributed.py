@@ -8,8 +8,10 @@ so the launches are few and each is used for several related checks.
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import random
 import re
 import signal
 import socket
@@ -636,3 +638,45 @@ def test_bf16_falls_back_to_fp16_with_a_message_on_gpus_without_bfloat16(monkeyp
     assert resolve_amp("none", gpu) == "none" and resolve_amp("bf16", torch.device("cpu")) == "bf16"
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
     assert resolve_amp("bf16", gpu) == "bf16"
+
+
+def _chinese_lmdb(root: Path) -> Path:
+    """32 rendered lines of 2-6 common Chinese characters (the CJK font fixture)."""
+    from PIL import Image, ImageDraw, ImageFont
+
+    from crnn.data.lmdb import LmdbWriter
+
+    fixtures = ROOT / "tests" / "fixtures"
+    chars = (fixtures / "cjk200_chars.txt").read_text(encoding="utf-8").split()
+    font = ImageFont.truetype(str(fixtures / "fonts" / "droid_sans_fallback_cjk200.ttf"), 28)
+    rng = random.Random(0)
+    with LmdbWriter(root) as w:
+        for _ in range(32):
+            text = "".join(rng.choice(chars) for _ in range(rng.randint(2, 6)))
+            img = Image.new("L", (int(font.getlength(text)) + 8, 36), 235)
+            ImageDraw.Draw(img).text((4, 2), text, font=font, fill=20)
+            buf = io.BytesIO()
+            img.save(buf, format="PNG")
+            w.add(buf.getvalue(), text, img.size)
+    return root
+
+
+@pytest.mark.slow
+def test_ddp_with_the_5530_class_chinese_charset_equals_one_process(tmp_path):
+    """The wide classifier of a Chinese line recognizer (5,530 classes, the size this
+    project grew from) trains the same in two gloo ranks as in one process with the
+    same global batch through accumulation; rank 0's checkpoint holds it unwrapped."""
+    lmdb = _chinese_lmdb(tmp_path / "zh")
+    zh = ["data.charset=zh5529", "data.max_width=256", "train.max_steps=4"]
+    r = subprocess.run(
+        train_cmd(*cli_args(lmdb, tmp_path / "ddp", *zh)),
+        env=ENV, capture_output=True, text=True, timeout=300, cwd=ROOT,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "skipped" not in r.stderr  # every label is in the charset
+    ddp = load_checkpoint(tmp_path / "ddp" / "last.pt")
+    assert ddp["step"] == 4 and ddp["model"]["rnn.1.proj.weight"].shape[0] == 5530
+    ref = one_process(base_overrides(lmdb, tmp_path / "one", *zh, "train.accum_steps=2"))
+    ref.fit()
+    expected = {n: p.detach() for n, p in ref.model.named_parameters()}
+    assert_same_tensors({n: ddp["model"][n] for n in expected}, expected, rtol=1e-5, atol=1e-6)

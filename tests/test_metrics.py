@@ -21,6 +21,8 @@ def test_metrics_on_hand_made_examples():
 
 def test_alnum_normalize_is_the_field_convention():
     assert alnum_normalize("Don't-Stop 2!") == "dontstop2"
+    # Other scripts keep their letters: "中国" must not become "", equal to any read.
+    assert alnum_normalize("中国，2026年！") == "中国2026年"
 
 
 def test_sums_survive_a_tensor_round_trip_and_pool():

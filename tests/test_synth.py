@@ -387,7 +387,7 @@ def test_cli_empty_font_dir_and_missing_output(
     empty = tmp_path / "empty"
     empty.mkdir()
     assert main(["--out", str(tmp_path / "x"), "--count", "2", "--fonts", str(empty)]) == 2
-    assert "holds no .ttf or .otf file" in capsys.readouterr().err
+    assert "holds no .ttf, .otf, .ttc or .otc file" in capsys.readouterr().err
     assert main(["--out", str(tmp_path / "x")]) == 2
     assert "--out needs --count" in capsys.readouterr().err
     assert main(["--count", "5"]) == 2

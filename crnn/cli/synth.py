@@ -40,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="DIR",
-        help="extra folder of .ttf/.otf fonts, searched recursively (repeatable)",
+        help="extra folder of .ttf/.otf fonts or .ttc/.otc collections, searched recursively (repeatable)",
     )
     p.add_argument("--no-bundled-fonts", action="store_true", help="use only the --fonts folders")
     p.add_argument("--seed", type=int, help="generator seed (default: train.seed)")

@@ -63,7 +63,7 @@ class DataConfig:
     # Share of every batch drawn from each data.train entry (e.g. [0.7, 0.3] for
     # ["synth", "data/lmdb/real"]); empty = all entries pooled into one set.
     train_ratios: list[float] = field(default_factory=list)
-    # Built-in name (alnum36, alnum62, ascii94, ascii95), a .txt path, or "chars:<literal>".
+    # Built-in name (alnum36, alnum62, ascii94, ascii95, zh5529), a .txt path, or "chars:<literal>".
     charset: str = "alnum36"
     # Lower-case labels before encoding; null = auto (fold when the charset has no capitals).
     case_fold: Union[bool, None] = None  # noqa: UP007 (typing.get_type_hints on py3.10)

@@ -19,12 +19,18 @@ class SynthConfig:
 
     # Fixed synthetic validation set size (rendered once, deterministic).
     val_size: int = 512
-    # Extra folders of .ttf/.otf fonts (searched recursively) on top of the bundled ones.
+    # Extra folders of .ttf/.otf fonts and .ttc/.otc collections (searched recursively)
+    # on top of the bundled ones.
     font_dirs: list[str] = field(default_factory=list)
     # Use the fonts in crnn/assets/fonts; false = only font_dirs.
     bundled_fonts: bool = True
     # One word per line (UTF-8); "" = the bundled English list (crnn/assets/words).
     word_list: str = ""
+    # Text files in any language (UTF-8): lines or pieces of lines are drawn from them,
+    # min_length..max_length characters, cut where a character the charset or the fonts
+    # lack would be. Weight p_corpus (only when corpus is given). See docs/synth.md.
+    corpus: list[str] = field(default_factory=list)
+    p_corpus: float = 1.0
     # Text sources, relative weights (need not sum to 1).
     p_word: float = 0.55
     p_number: float = 0.1
@@ -102,7 +108,7 @@ class SynthConfig:
             if f.name.startswith("p_") and not 0.0 <= v <= 1.0:
                 raise bad(f.name, v, "a probability in [0, 1]")
         weights = ("p_word", "p_number", "p_date", "p_price", "p_code", "p_random", "p_line")
-        if sum(getattr(cfg, k) for k in weights[:-1]) <= 0:
+        if sum(getattr(cfg, k) for k in weights[:-1]) + (cfg.p_corpus if cfg.corpus else 0) <= 0:
             raise ConfigError(
                 "data.synth text weights p_word, p_number, p_date, p_price, p_code, p_random are "
                 "all 0: at least one must be positive (p_line alone needs a space in the charset)"

@@ -27,7 +27,11 @@ from PIL import Image, ImageDraw, ImageFont
 
 log = logging.getLogger(__name__)
 
-FONT_SUFFIXES = (".ttf", ".otf")
+FONT_SUFFIXES = (".ttf", ".otf", ".ttc", ".otc")
+# Collections (.ttc/.otc, how Noto CJK ships) hold several faces; each is used as its own
+# font, named ``file.ttc#N`` (N the face index).
+COLLECTION_SUFFIXES = (".ttc", ".otc")
+_FACE_SEP = "#"
 
 # Pixel size at which coverage is checked: large enough that a real glyph leaves ink.
 _COVERAGE_SIZE = 48
@@ -52,7 +56,8 @@ class FontInfo:
 
     @property
     def name(self) -> str:
-        return Path(self.path).stem
+        file, index = split_face(self.path)
+        return Path(file).stem + (f"#{index}" if file != self.path else "")
 
 
 def bundled_font_dir() -> Path:
@@ -60,12 +65,39 @@ def bundled_font_dir() -> Path:
     return Path(str(resources.files("crnn") / "assets" / "fonts"))
 
 
+def split_face(font: str | os.PathLike[str]) -> tuple[str, int]:
+    """``"a.ttc#2"`` -> ``("a.ttc", 2)``; a plain font file is face 0."""
+    s = str(font)
+    head, sep, tail = s.rpartition(_FACE_SEP)
+    if sep and tail.isdigit() and head.lower().endswith(COLLECTION_SUFFIXES):
+        return head, int(tail)
+    return s, 0
+
+
+def collection_faces(path: str | os.PathLike[str]) -> int:
+    """How many faces a .ttc/.otc collection holds (from its header).
+
+    Raises:
+        FontError: the file is not a font collection.
+    """
+    try:
+        with open(path, "rb") as f:
+            head = f.read(12)
+    except OSError as e:
+        raise FontError(f"cannot read font collection {str(path)!r}: {e}") from None
+    if len(head) < 12 or head[:4] != b"ttcf":
+        raise FontError(f"{str(path)!r} is named like a font collection but has no 'ttcf' header")
+    return int.from_bytes(head[8:12], "big")
+
+
 def find_font_files(dirs: Sequence[str | os.PathLike[str]]) -> list[Path]:
-    """Every ``.ttf``/``.otf`` file below each folder of ``dirs``, recursively.
+    """Every ``.ttf``/``.otf`` file below each folder of ``dirs``, recursively, and every
+    face of each ``.ttc``/``.otc`` collection (as ``file.ttc#N``).
 
     Folders keep their order; files within a folder are sorted by path, so every
     process that lists the same folders gets the same list (and so the same font for
-    the same random draw). A file reached twice is listed once.
+    the same random draw). A file reached twice is listed once; an unreadable
+    collection is skipped with a warning.
 
     Raises:
         FontError: a folder is missing, is not a folder, or holds no font file.
@@ -77,7 +109,7 @@ def find_font_files(dirs: Sequence[str | os.PathLike[str]]) -> list[Path]:
         if not folder.is_dir():
             what = "is not a folder" if folder.exists() else "does not exist"
             raise FontError(
-                f"font folder {str(d)!r} {what}. Expected a folder holding .ttf/.otf files "
+                f"font folder {str(d)!r} {what}. Expected a folder holding .ttf/.otf/.ttc files "
                 "(searched recursively), e.g. --fonts /usr/share/fonts"
             )
         files = sorted(
@@ -86,13 +118,23 @@ def find_font_files(dirs: Sequence[str | os.PathLike[str]]) -> list[Path]:
         )
         if not files:
             raise FontError(
-                f"font folder {str(d)!r} holds no .ttf or .otf file (searched recursively). "
-                "Point --fonts at a folder of TrueType/OpenType fonts, e.g. /usr/share/fonts"
+                f"font folder {str(d)!r} holds no .ttf, .otf, .ttc or .otc file (searched "
+                "recursively). Point --fonts at a folder of TrueType/OpenType fonts, e.g. "
+                "/usr/share/fonts"
             )
         for p in files:
             real = p.resolve()
-            if real not in seen:
-                seen.add(real)
+            if real in seen:
+                continue
+            seen.add(real)
+            if p.suffix.lower() in COLLECTION_SUFFIXES:
+                try:
+                    n = collection_faces(p)
+                except FontError as e:
+                    log.warning("skipping font: %s", e)
+                    continue
+                out.extend(Path(f"{p}{_FACE_SEP}{i}") for i in range(n))
+            else:
                 out.append(p)
     return out
 
@@ -112,26 +154,27 @@ def glyph_coverage(path: str | os.PathLike[str], chars: Iterable[str]) -> frozen
         FontError: the file is not a readable font or has no Unicode cmap (e.g. a
             symbol font, whose letters would be drawn as pictures).
     """
-    path = Path(path)
+    file, index = split_face(path)
     try:
-        st = path.stat()
+        st = Path(file).stat()
     except OSError as e:
         raise FontError(f"cannot read font {str(path)!r}: {e}") from None
-    key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
+    key = (f"{Path(file).resolve()}{_FACE_SEP}{index}", st.st_size, st.st_mtime_ns)
     known = _COVERAGE_CACHE.setdefault(key, {})
     wanted = list(dict.fromkeys(chars))
     todo = [c for c in wanted if c not in known]
     if todo:
-        known.update(_check_glyphs(path, todo))
+        known.update(_check_glyphs(str(path), todo))
     return frozenset(c for c in wanted if known[c])
 
 
-def _check_glyphs(path: Path, chars: list[str]) -> dict[str, bool]:
+def _check_glyphs(path: str, chars: list[str]) -> dict[str, bool]:
     # Imported here: only coverage checks need fontTools, and they run once per font.
     from fontTools.ttLib import TTFont, TTLibError
 
+    file, index = split_face(path)
     try:
-        with TTFont(str(path), lazy=True) as tt:
+        with TTFont(file, lazy=True, fontNumber=index) as tt:
             cmap = tt.getBestCmap()
     except (TTLibError, OSError, KeyError, AssertionError, ValueError, TypeError) as e:
         raise FontError(f"{str(path)!r} is not a readable TrueType/OpenType font ({e})") from None
@@ -141,7 +184,9 @@ def _check_glyphs(path: Path, chars: list[str]) -> dict[str, bool]:
             "not match the labels"
         )
     try:
-        pil = ImageFont.truetype(str(path), _COVERAGE_SIZE, layout_engine=ImageFont.Layout.BASIC)
+        pil = ImageFont.truetype(
+            file, _COVERAGE_SIZE, index=index, layout_engine=ImageFont.Layout.BASIC
+        )
     except OSError as e:
         raise FontError(f"FreeType cannot load {str(path)!r} ({e})") from None
     out: dict[str, bool] = {}
@@ -220,7 +265,8 @@ class GlyphCache:
         if f is None:
             # BASIC layout: no ligatures or contextual forms, so every character of the
             # label is drawn as its own glyph (and it is faster than Raqm).
-            f = ImageFont.truetype(path, size, layout_engine=ImageFont.Layout.BASIC)
+            file, index = split_face(path)
+            f = ImageFont.truetype(file, size, index=index, layout_engine=ImageFont.Layout.BASIC)
             self._fonts[key] = f
         return f
 

@@ -1,5 +1,6 @@
 """Text sources for the synthetic generator: words, numbers, dates, prices, codes,
-random strings and multi-word lines, mixed in the proportions of ``SynthConfig``.
+random strings, multi-word lines and pieces of a text corpus in any language, mixed in
+the proportions of ``SynthConfig``.
 
 Every source draws from a ``random.Random`` it is handed, so a text is a pure function
 of that generator's state. Texts are returned as they are drawn on the image (mixed
@@ -8,10 +9,13 @@ case included); the label is ``charset.normalize(text)``.
 
 from __future__ import annotations
 
+import bisect
 import datetime
 import logging
 import os
 import random
+import unicodedata
+from collections import Counter
 from collections.abc import Callable, Sequence
 from importlib import resources
 from pathlib import Path
@@ -84,6 +88,107 @@ def load_words(path: str | os.PathLike[str], allowed: frozenset[str]) -> list[st
     return words
 
 
+class CorpusError(ValueError):
+    """A corpus file that cannot be read as UTF-8 text."""
+
+
+class Corpus:
+    """The drawable pieces of one or more text files.
+
+    Each line is NFC-normalised, its whitespace collapsed to single spaces (or, without
+    a space in the alphabet, split there), and cut into runs of characters of
+    ``allowed`` at least ``min_length`` long; a piece is then a run, or a stretch of
+    one, drawn with probability proportional to its length (so long lines count for
+    what they hold). ``dropped`` counts the characters left out and why.
+    """
+
+    def __init__(
+        self, paths: Sequence[str | os.PathLike[str]], allowed: frozenset[str], min_length: int
+    ) -> None:
+        self.paths = [str(p) for p in paths]
+        self.runs: list[str] = []
+        self.ends: list[int] = []  # cumulative lengths, for drawing by length
+        self.dropped: Counter[str] = Counter()
+        self.total = 0
+        space = " " in allowed
+        for path in self.paths:
+            for line in _read_corpus(path):
+                line = unicodedata.normalize("NFC", line)
+                parts = [" ".join(line.split())] if space else line.split()
+                for part in parts:
+                    self.total += len(part)
+                    run: list[str] = []
+                    for c in part + "\0":
+                        if c in allowed:
+                            run.append(c)
+                            continue
+                        if c != "\0":
+                            self.dropped[c] += 1
+                        text = "".join(run).strip()
+                        run = []
+                        if len(text) >= min_length:
+                            self.runs.append(text)
+                            self.ends.append((self.ends[-1] if self.ends else 0) + len(text))
+
+    def __len__(self) -> int:
+        return len(self.runs)
+
+    def sample(self, r: random.Random, lo: int, hi: int) -> str:
+        """A piece of ``lo..hi`` characters (shorter when its run is)."""
+        k = bisect.bisect_right(self.ends, r.randrange(self.ends[-1]))
+        run = self.runs[k]
+        n = r.randint(lo, hi)
+        if len(run) <= n:
+            return run
+        start = r.randrange(len(run) - n + 1)
+        return run[start : start + n].strip()
+
+    def report(self) -> str:
+        """What was left out, for the log."""
+        kept = self.ends[-1] if self.ends else 0
+        msg = f"corpus {', '.join(self.paths)}: {len(self.runs):,} pieces, {kept:,} of {self.total:,} characters usable"
+        if self.dropped:
+            top = ", ".join(f"{c!r} x{n}" for c, n in self.dropped.most_common(8))
+            msg += (
+                f"; {sum(self.dropped.values()):,} characters outside the charset or drawn by "
+                f"no font were cut out (most often {top})"
+            )
+        return msg
+
+
+def _read_corpus(path: str) -> list[str]:
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(
+            f"corpus file {path!r} not found: expected a UTF-8 text file (data.synth.corpus)"
+        )
+    data = p.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[: e.start].count(b"\n") + 1
+        raise CorpusError(
+            f"corpus file {path!r}, line {line}: not UTF-8 ({e.reason}, byte "
+            f"{data[e.start:e.start + 1]!r} at offset {e.start}). Re-save it as UTF-8, e.g. "
+            f"iconv -f GB18030 -t UTF-8 {p.name} > {p.stem}.utf8.txt"
+        ) from None
+    return text.lstrip("\ufeff").splitlines()
+
+
+# (paths, allowed characters, min length) -> corpus; one copy per process.
+_CORPUS_CACHE: dict[tuple[tuple[str, ...], frozenset[str], int], Corpus] = {}
+
+
+def load_corpus(
+    paths: Sequence[str | os.PathLike[str]], allowed: frozenset[str], min_length: int
+) -> Corpus:
+    key = (tuple(str(p) for p in paths), allowed, min_length)
+    corpus = _CORPUS_CACHE.get(key)
+    if corpus is None:
+        corpus = _CORPUS_CACHE[key] = Corpus(paths, allowed, min_length)
+    return corpus
+
+
 class TextSampler:
     """Draws the texts to render.
 
@@ -114,7 +219,18 @@ class TextSampler:
         self.punct = "".join(c for c in self.random_chars if not c.isalnum())
         self.has_space = " " in self.allowed
         self._words: list[str] | None = None
+        self.corpus: Corpus | None = None
+        if cfg.corpus:
+            self.corpus = load_corpus(cfg.corpus, self.allowed, max(1, cfg.min_length))
+            log.info("%s", self.corpus.report())
+            if not len(self.corpus):
+                raise CorpusError(
+                    f"no text of corpus {', '.join(map(str, cfg.corpus))} can be drawn: none of "
+                    f"its runs of at least {max(1, cfg.min_length)} characters is in the charset "
+                    "and drawn by the fonts (check data.charset and --fonts)"
+                )
         sources: list[tuple[float, Callable[[random.Random], str]]] = [
+            (cfg.p_corpus if self.corpus is not None else 0.0, self._corpus),
             (cfg.p_word, self._word),
             (cfg.p_number, self._number),
             (cfg.p_date, self._date),
@@ -295,6 +411,10 @@ class TextSampler:
         if r.random() < 0.25:
             code = r.choice(_CODE_PREFIX) + code
         return code
+
+    def _corpus(self, r: random.Random) -> str:
+        assert self.corpus is not None
+        return self.corpus.sample(r, max(1, self.cfg.min_length), self.cfg.max_length)
 
     def _random(self, r: random.Random) -> str:
         lo = max(1, self.cfg.min_length)

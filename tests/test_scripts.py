@@ -1,0 +1,121 @@
+"""Other scripts: fonts from .ttc collections, synthetic text from a corpus in any
+language, the built-in 5,530-class Chinese charset, and Chinese rendered with the CJK
+font fixture (tests/fixtures/fonts, a 200-character subset of Droid Sans Fallback)."""
+
+from __future__ import annotations
+
+import logging
+import random
+from pathlib import Path
+
+import pytest
+
+from crnn.charset import Charset
+from crnn.config import SynthConfig
+from crnn.data.synth import SynthGenerator
+from crnn.data.synth.fonts import FontError, find_font_files, load_fonts, split_face
+from crnn.data.synth.text import Corpus, CorpusError
+
+FIXTURES = Path(__file__).parent / "fixtures"
+CJK_FONT = FIXTURES / "fonts" / "droid_sans_fallback_cjk200.ttf"
+CJK_CHARS = (FIXTURES / "cjk200_chars.txt").read_text(encoding="utf-8").split()
+
+
+@pytest.fixture(scope="module")
+def cjk() -> Charset:
+    return Charset("".join(CJK_CHARS))
+
+
+def _cjk_cfg(corpus: Path, font_dir: Path = CJK_FONT.parent, **kw) -> SynthConfig:
+    return SynthConfig(corpus=[str(corpus)], bundled_fonts=False, font_dirs=[str(font_dir)],
+                       p_word=0, p_number=0, p_date=0, p_price=0, p_code=0, p_random=0,
+                       p_line=0, **kw)  # fmt: skip
+
+
+def _corpus(tmp_path: Path, lines: list[str]) -> Path:
+    p = tmp_path / "corpus.txt"
+    p.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return p
+
+
+# ---- fonts ------------------------------------------------------------------------------
+
+
+def test_every_face_of_a_ttc_collection_is_a_font(tmp_path, cjk):
+    from fontTools.ttLib import TTFont
+    from fontTools.ttLib.ttCollection import TTCollection
+
+    folder = tmp_path / "fonts"
+    folder.mkdir()
+    ttc = TTCollection()
+    ttc.fonts = [TTFont(str(CJK_FONT)), TTFont(str(CJK_FONT))]
+    ttc.save(str(folder / "pair.ttc"))
+    (folder / "broken.ttc").write_bytes(b"not a collection")
+    files = find_font_files([folder])
+    assert [p.name for p in files] == ["pair.ttc#0", "pair.ttc#1"]  # broken one skipped
+    assert split_face(files[1]) == (str(folder / "pair.ttc"), 1)
+    fonts = load_fonts(files, CJK_CHARS)
+    assert len(fonts) == 2 and all(f.chars == frozenset(CJK_CHARS) for f in fonts)
+    assert fonts[1].name == "pair#1"
+    gen = SynthGenerator(cjk, _cjk_cfg(_corpus(tmp_path, ["我们的国家"]), folder), seed=0, height=32)
+    used = {gen.render_with_meta(i)[2].font for i in range(12)}
+    assert used == {str(folder / "pair.ttc#0"), str(folder / "pair.ttc#1")}
+
+
+def test_a_folder_of_broken_collections_says_what_it_found(tmp_path, cjk):
+    (tmp_path / "broken.ttc").write_bytes(b"ttcf\x00\x01\x00\x00\x00\x00\x00\x01garbage")
+    with pytest.raises(FontError, match="none of the 1 font files can draw"):
+        SynthGenerator(cjk, _cjk_cfg(_corpus(tmp_path, ["我们"]), tmp_path), seed=0)
+
+
+# ---- corpus -----------------------------------------------------------------------------
+
+
+def test_corpus_pieces_hold_only_drawable_text_of_the_asked_lengths(tmp_path, cjk, caplog):
+    corpus = _corpus(tmp_path, ["我们的国家是一个大国，人民生活在这里。", "他说：“这是中国的时代！”ABC 123", ""])
+    with caplog.at_level(logging.INFO):
+        gen = SynthGenerator(cjk, _cjk_cfg(corpus, min_length=2, max_length=5), seed=3, height=32)
+    assert "characters outside the charset or drawn by no font were cut out" in caplog.text
+    assert "'，' x1" in caplog.text
+    allowed = set(CJK_CHARS)
+    texts = [gen.render(i)[1] for i in range(40)]
+    assert all(set(t) <= allowed and 2 <= len(t) <= 5 for t in texts), texts
+    # Pieces come from the corpus: every text is a stretch of one of its lines.
+    lines = corpus.read_text(encoding="utf-8")
+    assert all(t in lines for t in texts)
+    again = SynthGenerator(cjk, _cjk_cfg(corpus, min_length=2, max_length=5), seed=3, height=32)
+    assert [again.render(i)[1] for i in range(40)] == texts
+
+
+def test_corpus_draws_long_lines_in_proportion_to_their_length():
+    c = Corpus.__new__(Corpus)
+    c.runs, c.ends = ["ab", "c" * 98], [2, 100]
+    r = random.Random(0)
+    picks = [c.sample(r, 1, 2) for _ in range(2000)]
+    share = sum(p in ("a", "b", "ab") for p in picks) / len(picks)
+    assert 0.005 < share < 0.05  # 2 % of the characters
+
+
+def test_a_corpus_in_another_encoding_names_the_file_and_line(tmp_path, cjk):
+    p = tmp_path / "gbk.txt"
+    p.write_bytes("我们\n".encode() + "中国人民\n".encode("gb18030"))
+    with pytest.raises(CorpusError, match=r"gbk.txt', line 2: not UTF-8.*iconv"):
+        SynthGenerator(cjk, _cjk_cfg(p), seed=0)
+    with pytest.raises(FileNotFoundError, match="corpus file .*missing.txt"):
+        SynthGenerator(cjk, _cjk_cfg(tmp_path / "missing.txt"), seed=0)
+
+
+def test_a_corpus_with_nothing_drawable_is_refused(tmp_path, cjk):
+    with pytest.raises(CorpusError, match="no text of corpus"):
+        SynthGenerator(cjk, _cjk_cfg(_corpus(tmp_path, ["hello world", "ÄÖÜ"])), seed=0)
+
+
+# ---- the Chinese charset ----------------------------------------------------------------
+
+
+def test_the_chinese_charset_has_the_5530_classes_of_a_real_line_recognizer():
+    cs = Charset.from_spec("zh5529")
+    assert cs.num_classes == 5530 and not cs.case_fold
+    assert set("0123456789 ，。") <= set(cs.chars)
+    assert all(c in cs.chars for c in CJK_CHARS)  # the fixture's characters are the commonest
+    assert cs.decode(cs.encode("中国 2026年")) == "中国 2026年"
