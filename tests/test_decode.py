@@ -6,6 +6,7 @@ import math
 import random
 
 import editdistance
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -67,6 +68,47 @@ def test_beam_search_with_a_wide_beam_is_exact(seed):
     assert sum(math.exp(s) for _, s in results) == pytest.approx(1.0, rel=1e-5)
     # ...which is what torch's CTC loss says too.
     assert sequence_log_probs(lp[0], [best])[0] == pytest.approx(math.log(truth[best]), abs=1e-5)
+
+
+def _textbook_beam(lp, w):
+    """Prefix beam search over every class, one prefix at a time (Hannun et al. 2014),
+    in log space: the reference for the batched, class-pruned implementation."""
+    beams = {(): (0.0, -math.inf)}  # prefix -> (log p ending in blank, in non-blank)
+    for x in lp.tolist():
+        nxt = {}
+
+        def add(pre, b=-math.inf, nb=-math.inf, nxt=nxt):
+            ob, onb = nxt.get(pre, (-math.inf, -math.inf))
+            nxt[pre] = (np.logaddexp(ob, b), np.logaddexp(onb, nb))
+
+        for pre, (pb, pnb) in beams.items():
+            total = np.logaddexp(pb, pnb)
+            add(pre, b=total + x[0])
+            for c in range(1, len(x)):
+                if pre and c == pre[-1]:
+                    add(pre, nb=pnb + x[c])
+                    add(pre + (c,), nb=pb + x[c])
+                else:
+                    add(pre + (c,), nb=total + x[c])
+        best = sorted(nxt.items(), key=lambda kv: -np.logaddexp(*kv[1]))[:w]
+        beams = dict(best)
+    return sorted(((pre, float(np.logaddexp(*v))) for pre, v in beams.items()), key=lambda r: -r[1])
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_beam_search_over_a_wide_charset_equals_the_textbook_search(seed):
+    """With 60 classes and beams of 1-4, only the w + 2 best classes of each frame are
+    extended: the result must be that of extending every class."""
+    rng = np.random.default_rng(seed)
+    w = 1 + seed
+    logits = rng.normal(0, 3, (3, 10, 60))
+    logits[:, :, 0] += rng.normal(1, 1, (3, 10))  # blanks as common as in a real model
+    lp = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    got = prefix_beam_search(lp, w)
+    for i in range(3):
+        want = _textbook_beam(lp[i], w)
+        assert [pre for pre, _ in got[i]] == [pre for pre, _ in want]
+        assert np.allclose([s for _, s in got[i]], [s for _, s in want])
 
 
 def test_beam_finds_the_label_greedy_misses():

@@ -44,6 +44,7 @@ from crnn.data.synth.fonts import (
     load_fonts,
 )
 from crnn.data.synth.layout import EDGE_POINTS, compose
+from crnn.data.synth.scripts import warn_if_unshaped
 from crnn.data.synth.text import TextSampler, bundled_word_list, drawable_alphabet
 
 log = logging.getLogger(__name__)
@@ -197,6 +198,7 @@ class SynthGenerator:
                 "with one word per line (or '' for the bundled English list)"
             )
         self.text = TextSampler(self.alphabet, cfg, charset.normalize, word_list)
+        warn_if_unshaped(self.alphabet)
         log.debug(
             "synthetic generator: %d fonts, %d drawable characters, seed %d, height %d",
             len(self.fonts),

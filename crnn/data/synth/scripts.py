@@ -1,0 +1,57 @@
+"""Which scripts the synthetic generator draws wrong.
+
+Text is drawn glyph by glyph from a cache of rasterised glyphs, each character in its
+isolated form, left to right: right for Latin, Greek, Cyrillic and CJK, wrong for
+scripts that need shaping (joining, reordering, mark stacking, right to left). The
+generator names them in a warning (see docs/synth.md, "Scripts and shaping").
+"""
+
+from __future__ import annotations
+
+import logging
+import unicodedata
+from collections import Counter
+from collections.abc import Iterable
+
+log = logging.getLogger(__name__)
+
+# Scripts that glyph-by-glyph drawing renders wrong (no joining, reordering or mark
+# stacking; right-to-left drawn left to right): Unicode block ranges -> name.
+_SHAPED_SCRIPTS = (
+    (0x0590, 0x05FF, "Hebrew"), (0x0600, 0x06FF, "Arabic"), (0x0700, 0x074F, "Syriac"),
+    (0x0750, 0x077F, "Arabic"), (0x0780, 0x07BF, "Thaana"), (0x07C0, 0x07FF, "N'Ko"),
+    (0x08A0, 0x08FF, "Arabic"), (0x0900, 0x097F, "Devanagari"), (0x0980, 0x09FF, "Bengali"),
+    (0x0A00, 0x0A7F, "Gurmukhi"), (0x0A80, 0x0AFF, "Gujarati"), (0x0B00, 0x0B7F, "Oriya"),
+    (0x0B80, 0x0BFF, "Tamil"), (0x0C00, 0x0C7F, "Telugu"), (0x0C80, 0x0CFF, "Kannada"),
+    (0x0D00, 0x0D7F, "Malayalam"), (0x0D80, 0x0DFF, "Sinhala"), (0x0E00, 0x0E7F, "Thai"),
+    (0x0E80, 0x0EFF, "Lao"), (0x0F00, 0x0FFF, "Tibetan"), (0x1000, 0x109F, "Myanmar"),
+    (0x1780, 0x17FF, "Khmer"), (0xFB1D, 0xFB4F, "Hebrew"), (0xFB50, 0xFDFF, "Arabic"),
+    (0xFE70, 0xFEFF, "Arabic"),
+)  # fmt: skip
+
+
+def scripts_needing_shaping(chars: Iterable[str]) -> dict[str, int]:
+    """Which scripts among ``chars`` need shaping to look right, with how many of their
+    characters (combining marks of any script count as "combining marks")."""
+    out: Counter[str] = Counter()
+    for c in chars:
+        o = ord(c) if len(c) == 1 else -1
+        name = next((n for lo, hi, n in _SHAPED_SCRIPTS if lo <= o <= hi), None)
+        if name is None and unicodedata.category(c[:1] or " ") in ("Mn", "Mc", "Me"):
+            name = "combining marks"
+        if name:
+            out[name] += 1
+    return dict(out)
+
+
+def warn_if_unshaped(chars: Iterable[str]) -> None:
+    """Log a warning naming the scripts of ``chars`` that will be drawn unshaped."""
+    shaped = scripts_needing_shaping(chars)
+    if shaped:
+        log.warning(
+            "the synthetic generator draws glyph by glyph, without shaping: %s will look "
+            "wrong (unjoined, unordered or right-to-left drawn left to right; see "
+            "docs/synth.md, 'Scripts and shaping'). Train on rendered lines of your own "
+            "for these scripts.",
+            ", ".join(f"{name} ({n} characters)" for name, n in sorted(shaped.items())),
+        )
