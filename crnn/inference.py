@@ -125,6 +125,14 @@ class Recognizer:
         )  # fmt: skip
         return cls(backend, **decoding)
 
+    @classmethod
+    def bundled(cls, model: str = "word", **options: Any) -> Recognizer:
+        """A bundled English model: ``"word"`` (scene-text words, ``0-9a-z``) or
+        ``"line"`` (printed text lines, printable ASCII with spaces); ``options`` as for
+        :meth:`from_checkpoint`."""
+        prefer_onnx = options.get("device") in (None, "cpu")
+        return cls.from_checkpoint(default_checkpoint(prefer_onnx, model), **options)
+
 
     def preprocess(self, image: ImageSource) -> Any:
         """One image -> ``(C, H, W)`` uint8, or with ``rotate="auto"`` a tuple of such
@@ -211,27 +219,39 @@ class Recognizer:
 MODELS_DIR = Path(__file__).parent / "assets" / "models"
 
 
-def bundled_models(suffix: str = ".pt") -> list[Path]:
-    """Release files shipped inside the package (``crnn/assets/models/*<suffix>``)."""
-    return sorted(MODELS_DIR.glob(f"*{suffix}")) if MODELS_DIR.is_dir() else []
+# The bundled models by name: release files are named <prefix><sha256[:8]>.pt/.onnx.
+BUNDLED = {"word": "crnn_en-", "line": "crnn_line_en-"}
 
 
-def default_checkpoint(prefer_onnx: bool = True) -> Path:
-    """The bundled English model, for predicting without training first.
+def bundled_models(suffix: str = ".pt", model: str | None = None) -> list[Path]:
+    """Release files shipped inside the package (``crnn/assets/models/*<suffix>``), of
+    one bundled ``model`` (``"word"``, ``"line"``) or all."""
+    if not MODELS_DIR.is_dir():
+        return []
+    prefix = "" if model is None else BUNDLED[model]
+    return sorted(MODELS_DIR.glob(f"{prefix}*{suffix}"))
+
+
+def default_checkpoint(prefer_onnx: bool = True, model: str = "word") -> Path:
+    """A bundled English model, for predicting without training first: ``"word"`` (the
+    default; case-insensitive letters and digits of scene-text words) or ``"line"``
+    (printed lines: printable ASCII with spaces).
 
     Its ONNX export (float32; never the ``.int8.onnx`` flavour) when one is bundled,
     ``prefer_onnx`` holds and ``onnxruntime`` is installed: ONNX Runtime answers without
     importing PyTorch, which dominates a one-image command's time. Else the ``.pt``
     release file.
     """
+    if model not in BUNDLED:
+        raise ValueError(f"unknown bundled model {model!r}: expected one of {', '.join(BUNDLED)}")
     if prefer_onnx and importlib.util.find_spec("onnxruntime") is not None:
-        onnx = [p for p in bundled_models(".onnx") if not p.name.endswith(".int8.onnx")]
+        onnx = [p for p in bundled_models(".onnx", model) if not p.name.endswith(".int8.onnx")]
         if onnx:
             return onnx[-1]
-    models = bundled_models()
+    models = bundled_models(".pt", model)
     if not models:
         raise FileNotFoundError(
-            "no checkpoint given and no bundled model found in crnn/assets/models/; pass "
+            f"no bundled {model} model found in crnn/assets/models/; pass "
             "--checkpoint runs/<run>/best.pt (train one with tools/train.py)"
         )
     return models[-1]

@@ -31,13 +31,13 @@ def test_bundled_release_is_small_and_describes_itself():
 
     for path in inference.bundled_models(".pt") + inference.bundled_models(".onnx"):
         assert path.stat().st_size < 20 * 2**20, f"{path} is over the 20 MB budget"
-    ckpt = load_checkpoint(inference.bundled_models()[-1])
+    ckpt = load_checkpoint(inference.bundled_models(".pt", "word")[-1])
     assert ckpt["charset"], "release has no charset"
     assert "optimizer" not in ckpt, "release still carries optimizer state"
 
 
 def test_bundled_model_reads_the_samples():
-    rec = inference.Recognizer.from_checkpoint(inference.bundled_models()[-1], device="cpu")
+    rec = inference.Recognizer.from_checkpoint(inference.bundled_models(".pt", "word")[-1], device="cpu")
     samples = _samples()
     preds = rec.predict([p for p, _ in samples])
     right = sum(pred.text == label for pred, (_, label) in zip(preds, samples))
@@ -50,11 +50,11 @@ def test_bundled_model_reads_the_samples():
     importlib.util.find_spec("onnxruntime") is None, reason="onnxruntime not installed"
 )
 def test_bundled_onnx_agrees_with_the_pytorch_release():
-    onnx = [p for p in inference.bundled_models(".onnx") if not p.name.endswith(".int8.onnx")]
+    onnx = [p for p in inference.bundled_models(".onnx", "word") if not p.name.endswith(".int8.onnx")]
     if not onnx:
         pytest.skip("no ONNX model bundled")
     images = [p for p, _ in _samples()]
-    torch_rec = inference.Recognizer.from_checkpoint(inference.bundled_models()[-1], device="cpu")
+    torch_rec = inference.Recognizer.from_checkpoint(inference.bundled_models(".pt", "word")[-1], device="cpu")
     onnx_rec = inference.Recognizer.from_checkpoint(onnx[-1])
     for a, b in zip(torch_rec.predict(images), onnx_rec.predict(images)):
         assert a.text == b.text

@@ -136,3 +136,21 @@ def test_the_parallel_writer_loses_duplicates_and_reorders_nothing(tmp_path, mon
     if prepared:
         px = LmdbReader(tmp_path / "pooled").pixels(0)
         assert px.dtype == np.uint8 and px.shape[:2] == (1, 32)
+
+
+def test_images_1_and_50000_px_wide_train_without_trouble(tmp_path):
+    """A sliver and a page-wide strip: both load (widened to the label's need, squeezed
+    to the training cap), from image files and from a prepared LMDB alike."""
+    (tmp_path / "src" / "images").mkdir(parents=True)
+    Image.new("L", (1, 40), 200).save(tmp_path / "src" / "images" / "thin.png")
+    Image.new("L", (50_000, 40), 200).save(tmp_path / "src" / "images" / "wide.png")
+    (tmp_path / "src" / "gt.txt").write_text("images/thin.png\tab\nimages/wide.png\tlong\n")
+    for prepared in (False, True):
+        out = tmp_path / f"db{prepared}"
+        report = create_lmdb(tmp_path / "src", tmp_path / "src" / "gt.txt", out, progress=False,
+                             prepared=prepared)  # fmt: skip
+        assert report.written == 2 and not report.bad
+        ds = _dataset(out)
+        shapes = [tuple(ds[i]["image"].shape) for i in range(2)]
+        assert shapes[0][:2] == (1, 32) and 16 <= shapes[0][2] <= 128
+        assert shapes[1] == (1, 32, 128)

@@ -206,6 +206,18 @@ def test_default_checkpoint_prefers_the_bundled_onnx(tmp_path, monkeypatch):
     if inference.importlib.util.find_spec("onnxruntime") is not None:
         assert inference.default_checkpoint().name == "crnn_en-1.onnx"
     assert inference.default_checkpoint(prefer_onnx=False).name == "crnn_en-1.pt"
+    # The line model sits beside it and is only taken when asked for.
+    with pytest.raises(FileNotFoundError, match="no bundled line model"):
+        inference.default_checkpoint(model="line")
+    (tmp_path / "crnn_line_en-2.pt").write_bytes(b"")
+    (tmp_path / "crnn_line_en-2.onnx").write_bytes(b"")
+    assert inference.default_checkpoint(prefer_onnx=False).name == "crnn_en-1.pt"
+    assert inference.default_checkpoint(prefer_onnx=False, model="line").name == "crnn_line_en-2.pt"
+    if inference.importlib.util.find_spec("onnxruntime") is not None:
+        assert inference.default_checkpoint().name == "crnn_en-1.onnx"
+        assert inference.default_checkpoint(model="line").name == "crnn_line_en-2.onnx"
+    with pytest.raises(ValueError, match="unknown bundled model 'page'"):
+        inference.default_checkpoint(model="page")
 
 
 # ---- the benchmark ------------------------------------------------------------------

@@ -45,7 +45,16 @@ def build_parser() -> argparse.ArgumentParser:
         "-c",
         "--checkpoint",
         help="a checkpoint, run directory, release file or exported .onnx file (an "
-        ".int8.onnx file is the faster int8 flavour; default: the bundled English model)",
+        ".int8.onnx file is the faster int8 flavour; default: a bundled English model, "
+        "see --model)",
+    )
+    p.add_argument(
+        "--model",
+        choices=("word", "line"),
+        default="word",
+        help="without --checkpoint, which bundled English model reads: 'word' (default; "
+        "scene-text words, letters and digits, case-insensitive) or 'line' (printed text "
+        "lines: printable ASCII with spaces)",
     )
     p.add_argument(
         "--beam",
@@ -133,7 +142,7 @@ def load_recognizer(args: argparse.Namespace) -> Any:
     if args.beam < 0 or args.max_edits < 0:
         raise ValueError(f"--beam and --max-edits must be >= 0, got {args.beam} and {args.max_edits}")
     on_gpu = (args.device or "").startswith("cuda")
-    ckpt = args.checkpoint or default_checkpoint(prefer_onnx=not on_gpu)
+    ckpt = args.checkpoint or default_checkpoint(prefer_onnx=not on_gpu, model=args.model)
     rec = Recognizer.from_checkpoint(
         ckpt, device=args.device, threads=args.threads, batch_size=args.batch_size,
         beam_width=args.beam, lexicon=args.lexicon, max_edits=args.max_edits, rotate=args.rotate,

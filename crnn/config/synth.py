@@ -40,6 +40,8 @@ class SynthConfig:
     p_random: float = 0.12
     # Lines of several words; only drawn when the charset has a space (ascii95).
     p_line: float = 0.07
+    # A line holds 2..line_max_words words and numbers (and at most max_length characters).
+    line_max_words: int = 5
     # Case of dictionary words (only matters for case-sensitive charsets).
     p_upper: float = 0.2
     p_title: float = 0.25
@@ -121,6 +123,8 @@ class SynthConfig:
             )
         if cfg.p_upper + cfg.p_title > 1.0 + 1e-9:
             raise bad("p_upper + p_title", cfg.p_upper + cfg.p_title, "a sum <= 1")
+        if cfg.line_max_words < 2:
+            raise bad("line_max_words", cfg.line_max_words, "at least 2 (a line of one word is p_word)")
         if cfg.min_length < 1 or cfg.max_length < cfg.min_length:
             raise ConfigError(
                 f"data.synth lengths min_length={cfg.min_length}, max_length={cfg.max_length}: "

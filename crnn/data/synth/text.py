@@ -425,7 +425,7 @@ class TextSampler:
 
     def _line(self, r: random.Random) -> str:
         tokens: list[str] = []
-        target = r.randint(2, 5)
+        target = r.randint(2, max(2, self.cfg.line_max_words))
         length = -1
         while len(tokens) < target:
             u = r.random()
