@@ -648,7 +648,7 @@ def _chinese_lmdb(root: Path) -> Path:
 
     fixtures = ROOT / "tests" / "fixtures"
     chars = (fixtures / "cjk200_chars.txt").read_text(encoding="utf-8").split()
-    font = ImageFont.truetype(str(fixtures / "fonts" / "droid_sans_fallback_cjk200.ttf"), 28)
+    font = ImageFont.truetype(str(fixtures / "fonts" / "cjk" / "droid_sans_fallback_cjk200.ttf"), 28)
     rng = random.Random(0)
     with LmdbWriter(root) as w:
         for _ in range(32):

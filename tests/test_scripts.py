@@ -1,6 +1,7 @@
 """Other scripts: fonts from .ttc collections, synthetic text from a corpus in any
 language, the built-in 5,530-class Chinese charset, and Chinese rendered with the CJK
-font fixture (tests/fixtures/fonts, a 200-character subset of Droid Sans Fallback)."""
+font fixture (tests/fixtures/fonts/cjk, a 200-character subset of Droid Sans Fallback),
+and Devanagari shaped through RAQM (tests/fixtures/fonts/devanagari, Lohit Devanagari)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ from crnn.data.synth.fonts import FontError, find_font_files, load_fonts, split_
 from crnn.data.synth.text import Corpus, CorpusError
 
 FIXTURES = Path(__file__).parent / "fixtures"
-CJK_FONT = FIXTURES / "fonts" / "droid_sans_fallback_cjk200.ttf"
+CJK_FONT = FIXTURES / "fonts" / "cjk" / "droid_sans_fallback_cjk200.ttf"
+DEVANAGARI_FONT = FIXTURES / "fonts" / "devanagari" / "Lohit-Devanagari.ttf"
 CJK_CHARS = (FIXTURES / "cjk200_chars.txt").read_text(encoding="utf-8").split()
 
 
@@ -161,3 +163,58 @@ def test_scripts_that_glyph_by_glyph_drawing_gets_wrong_are_named():
     assert scripts_needing_shaping("سلامשלוםनमस्तेไทย\u0301") == {
         "Arabic": 4, "Hebrew": 4, "Devanagari": 6, "Thai": 3, "combining marks": 1,
     }  # fmt: skip
+
+
+# ---- shaping ----------------------------------------------------------------------------
+
+HINDI = "नमस्ते दुनिया क्षमा किताब"
+
+
+def _hindi_generator(tmp_path, caplog):
+    chars = sorted(set(HINDI))
+    cs = Charset("".join(chars))
+    corpus = _corpus(tmp_path, [HINDI])
+    cfg = _cjk_cfg(corpus, DEVANAGARI_FONT.parent, min_length=3, max_length=12,
+                   **{k: 0.0 for k in ("p_rotate", "p_perspective", "p_curve", "p_spacing",
+                                       "p_stretch")})  # fmt: skip
+    with caplog.at_level(logging.WARNING):
+        return SynthGenerator(cs, cfg, seed=0, height=32)
+
+
+@pytest.mark.skipif(not __import__("crnn.data.synth.scripts", fromlist=["x"]).raqm_available(),
+                    reason="Pillow without RAQM")  # fmt: skip
+def test_devanagari_is_drawn_shaped_through_raqm(tmp_path, caplog):
+    """"क्ष" is one conjunct glyph when shaped, three side by side glyph by glyph; "कि"
+    puts its vowel sign before the consonant. The generator draws such texts whole."""
+    from PIL import ImageFont
+
+    from crnn.data.synth import render as render_module
+    from crnn.data.synth.fonts import FontInfo, GlyphCache
+    from crnn.data.synth.layout import compose, compose_shaped
+
+    gen = _hindi_generator(tmp_path, caplog)
+    assert "Devanagari" not in caplog.text  # drawn right, so no warning
+    font = FontInfo(str(DEVANAGARI_FONT), frozenset(HINDI))
+    cache = GlyphCache()
+    shaped = compose_shaped(cache, font, 48, "क्षमा", 0.0).canvas
+    loose = compose(cache, font, 48, "क्षमा", 0.0, 0.0).canvas
+    reference = ImageFont.truetype(str(DEVANAGARI_FONT), 48, layout_engine=ImageFont.Layout.RAQM)
+    assert abs(shaped.getbbox()[2] - shaped.getbbox()[0] - reference.getlength("क्षमा")) < 6
+    assert loose.getbbox()[2] - loose.getbbox()[0] > shaped.getbbox()[2] - shaped.getbbox()[0] + 10
+    calls = []
+    real = render_module.compose_shaped
+    render_module.compose_shaped = lambda *a: calls.append(a[3]) or real(*a)
+    try:
+        texts = [gen.render(i)[1] for i in range(10)]
+    finally:
+        render_module.compose_shaped = real
+    assert calls == texts and all(t in HINDI for t in texts)
+
+
+def test_without_raqm_the_generator_names_the_scripts_it_draws_wrong(tmp_path, caplog, monkeypatch):
+    from crnn.data.synth import scripts
+
+    monkeypatch.setattr(scripts, "raqm_available", lambda: False)
+    gen = _hindi_generator(tmp_path, caplog)
+    assert "cannot draw Devanagari" in caplog.text and "no RAQM layout" in caplog.text
+    assert not gen._shaped

@@ -254,19 +254,21 @@ class GlyphCache:
     """
 
     def __init__(self) -> None:
-        self._fonts: dict[tuple[str, int], ImageFont.FreeTypeFont] = {}
+        self._fonts: dict[tuple[str, int, bool], ImageFont.FreeTypeFont] = {}
         # (font path, pixel size) -> {char: glyph}
         self._glyphs: dict[tuple[str, int], dict[str, Glyph]] = {}
         self._lines: dict[tuple[str, int], LineBox] = {}
 
-    def font(self, path: str, size: int) -> ImageFont.FreeTypeFont:
-        key = (path, size)
+    def font(self, path: str, size: int, shaped: bool = False) -> ImageFont.FreeTypeFont:
+        """The font at ``size`` px; ``shaped``: with the RAQM layout (HarfBuzz), for
+        scripts that need shaping, else BASIC: no ligatures or contextual forms, so
+        every character of the label is drawn as its own glyph (and faster)."""
+        key = (path, size, shaped)
         f = self._fonts.get(key)
         if f is None:
-            # BASIC layout: no ligatures or contextual forms, so every character of the
-            # label is drawn as its own glyph (and it is faster than Raqm).
             file, index = split_face(path)
-            f = ImageFont.truetype(file, size, index=index, layout_engine=ImageFont.Layout.BASIC)
+            engine = ImageFont.Layout.RAQM if shaped else ImageFont.Layout.BASIC
+            f = ImageFont.truetype(file, size, index=index, layout_engine=engine)
             self._fonts[key] = f
         return f
 

@@ -43,8 +43,8 @@ from crnn.data.synth.fonts import (
     find_font_files,
     load_fonts,
 )
-from crnn.data.synth.layout import EDGE_POINTS, compose
-from crnn.data.synth.scripts import warn_if_unshaped
+from crnn.data.synth.layout import EDGE_POINTS, compose, compose_shaped
+from crnn.data.synth.scripts import shaped_chars, warn_if_unshaped
 from crnn.data.synth.text import TextSampler, bundled_word_list, drawable_alphabet
 
 log = logging.getLogger(__name__)
@@ -199,6 +199,8 @@ class SynthGenerator:
             )
         self.text = TextSampler(self.alphabet, cfg, charset.normalize, word_list)
         warn_if_unshaped(self.alphabet)
+        # Texts holding any of these are drawn whole, shaped (empty without RAQM).
+        self._shaped = shaped_chars(self.alphabet)
         log.debug(
             "synthetic generator: %d fonts, %d drawable characters, seed %d, height %d",
             len(self.fonts),
@@ -246,14 +248,10 @@ class SynthGenerator:
     def warm_up(self, limit: int = WARM_UP_LIMIT) -> int:
         """Rasterise every glyph :meth:`render` can need, in this process.
 
-        A fresh process renders several times slower until its glyph cache is full
-        (a few thousand images). Call this once in the parent before DataLoader
-        workers fork (they inherit the cache) to skip that. Takes a few seconds for a
-        Latin charset; returns the number of glyphs now cached for this generator.
-        Above ``limit`` glyphs (a 5,000-character charset with 30 CJK faces needs
-        about 1.5 M, minutes of work and several GB), nothing is done: each process
-        then rasterises the glyphs it meets, the commonest first.
-        """
+        A fresh process renders several times slower until its cache is full. Call
+        this in the parent before DataLoader workers fork (they inherit the cache);
+        returns the number of glyphs cached. Above ``limit`` (5,000 CJK characters in 30
+        faces need ~1.5 M: minutes, GBs) it does nothing and workers fill their own."""
         need = self.glyph_count()
         if need > limit:
             log.info(
@@ -315,7 +313,10 @@ class SynthGenerator:
             hi = min(cfg.spacing_max, self._max_spacing)
             spacing = size * r.uniform(min(cfg.spacing_min, hi), hi)
             applied.append("spacing")
-        lay = compose(_glyph_cache(), font, size, text, spacing, max(pads))
+        if self._shaped and not self._shaped.isdisjoint(text):
+            lay = compose_shaped(_glyph_cache(), font, size, text, max(pads))
+        else:
+            lay = compose(_glyph_cache(), font, size, text, spacing, max(pads))
         canvas, text_h = lay.canvas, lay.text_h
 
         # ---- geometry: curvature on the canvas, the rest as one matrix ----

@@ -1,9 +1,12 @@
-"""Which scripts the synthetic generator draws wrong.
+"""Scripts that need shaping, and how the synthetic generator draws them.
 
-Text is drawn glyph by glyph from a cache of rasterised glyphs, each character in its
-isolated form, left to right: right for Latin, Greek, Cyrillic and CJK, wrong for
-scripts that need shaping (joining, reordering, mark stacking, right to left). The
-generator names them in a warning (see docs/synth.md, "Scripts and shaping").
+Text is normally drawn glyph by glyph from a cache of rasterised glyphs, each character
+in its isolated form, left to right: right for Latin, Greek, Cyrillic and CJK, wrong for
+scripts that need shaping (conjuncts, reordered vowel signs, stacked marks). Texts
+holding such characters are drawn whole through Pillow's RAQM layout (HarfBuzz) when
+Pillow has it. Right-to-left scripts are not drawn right: a left-to-right CTC reader
+would need their labels in visual order. The generator names what it cannot draw right
+in a warning (see docs/synth.md, "Scripts and shaping").
 """
 
 from __future__ import annotations
@@ -30,28 +33,60 @@ _SHAPED_SCRIPTS = (
 )  # fmt: skip
 
 
+RIGHT_TO_LEFT = frozenset({"Hebrew", "Arabic", "Syriac", "Thaana", "N'Ko"})
+
+
+def raqm_available() -> bool:
+    """Whether Pillow can shape text (its RAQM layout: libraqm, HarfBuzz, FriBiDi)."""
+    from PIL import features
+
+    return bool(features.check("raqm"))
+
+
+def script_of(c: str) -> str | None:
+    """The name of the script ``c`` belongs to if it needs shaping, else None."""
+    o = ord(c) if len(c) == 1 else -1
+    name = next((n for lo, hi, n in _SHAPED_SCRIPTS if lo <= o <= hi), None)
+    if name is None and unicodedata.category(c[:1] or " ") in ("Mn", "Mc", "Me"):
+        name = "combining marks"
+    return name
+
+
+def shaped_chars(chars: Iterable[str]) -> frozenset[str]:
+    """The characters of ``chars`` whose texts are drawn whole with RAQM (left-to-right
+    scripts that need shaping), when RAQM is available; else none."""
+    if not raqm_available():
+        return frozenset()
+    return frozenset(c for c in chars if (s := script_of(c)) and s not in RIGHT_TO_LEFT)
+
+
 def scripts_needing_shaping(chars: Iterable[str]) -> dict[str, int]:
     """Which scripts among ``chars`` need shaping to look right, with how many of their
     characters (combining marks of any script count as "combining marks")."""
     out: Counter[str] = Counter()
     for c in chars:
-        o = ord(c) if len(c) == 1 else -1
-        name = next((n for lo, hi, n in _SHAPED_SCRIPTS if lo <= o <= hi), None)
-        if name is None and unicodedata.category(c[:1] or " ") in ("Mn", "Mc", "Me"):
-            name = "combining marks"
+        name = script_of(c)
         if name:
             out[name] += 1
     return dict(out)
 
 
 def warn_if_unshaped(chars: Iterable[str]) -> None:
-    """Log a warning naming the scripts of ``chars`` that will be drawn unshaped."""
-    shaped = scripts_needing_shaping(chars)
-    if shaped:
-        log.warning(
-            "the synthetic generator draws glyph by glyph, without shaping: %s will look "
-            "wrong (unjoined, unordered or right-to-left drawn left to right; see "
-            "docs/synth.md, 'Scripts and shaping'). Train on rendered lines of your own "
-            "for these scripts.",
-            ", ".join(f"{name} ({n} characters)" for name, n in sorted(shaped.items())),
-        )
+    """Log a warning naming the scripts of ``chars`` that will not be drawn right:
+    right-to-left ones always, the others when Pillow has no RAQM layout."""
+    need = scripts_needing_shaping(chars)
+    raqm = raqm_available()
+    wrong = {k: n for k, n in need.items() if k in RIGHT_TO_LEFT or not raqm}
+    if not wrong:
+        return
+    why = (
+        "right-to-left scripts are drawn left to right, unjoined"
+        if raqm
+        else "Pillow has no RAQM layout here (libraqm), so they are drawn glyph by glyph: "
+        "unjoined, unordered, marks unstacked"
+    )
+    log.warning(
+        "the synthetic generator cannot draw %s right: %s (see docs/synth.md, 'Scripts "
+        "and shaping'). Train on rendered lines of your own for these scripts.",
+        ", ".join(f"{name} ({n} characters)" for name, n in sorted(wrong.items())), why,
+    )  # fmt: skip
