@@ -67,10 +67,10 @@ def charset_of(classes: int) -> Charset:
 
 
 def measure(classes: int, width: int, batch: int, device: str, repeats: int, seconds: float,
-            beam: int) -> dict[str, float]:  # fmt: skip
+            beam: int, model_kw: dict[str, Any]) -> dict[str, float]:  # fmt: skip
     torch.manual_seed(0)
     charset = charset_of(classes)
-    model = CRNN(charset.num_classes).to(device)
+    model = CRNN(charset.num_classes, **model_kw).to(device)
     wrapped = Uint8Model(model).to(device)
     images = torch.randint(0, 256, (batch, 1, 32, width), dtype=torch.uint8, device=device)
     t = model.output_length(width)
@@ -127,14 +127,22 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--seconds", type=float, default=1.0, help="per timed run")
     ap.add_argument("--beam", type=int, default=10)
+    ap.add_argument("--channels", help="conv widths, e.g. 8,16,16,32,32,32,32 (a smoke test)")
+    ap.add_argument("--hidden", type=int, help="LSTM width (a smoke test)")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
+    model_kw: dict[str, Any] = {}
+    if args.channels:
+        model_kw["channels"] = [int(c) for c in args.channels.split(",")]
+    if args.hidden:
+        model_kw["hidden"] = args.hidden
     results: dict[str, dict[str, dict[str, float]]] = {}
     for shape, width in SHAPES.items():
         for classes in (37, 5531):
             print(f"measuring {classes} classes, {shape} ...", file=sys.stderr)
             results.setdefault(shape, {})[str(classes)] = measure(
-                classes, width, args.batch, args.device, args.repeats, args.seconds, args.beam
+                classes, width, args.batch, args.device, args.repeats, args.seconds, args.beam,
+                model_kw,
             )
     print(f"# {platform.machine()}, {torch.get_num_threads()} threads, torch {torch.__version__}, "
           f"device {args.device}, batch {args.batch}, images/s (median of {args.repeats})")  # fmt: skip

@@ -23,10 +23,13 @@ def test_stage1_dry_run_runs_the_tier_and_every_benchmark(tmp_path):
     r = _stage("stage1", "--out", str(tmp_path))
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert json.loads((tmp_path / "stage1.json").read_text()) == {
-        "env": 0, "gpu tier": 0, "bench": 0, "parallel": 0
-    }
+        "env": 0, "gpu tier": 0, "bench": 0, "parallel": 0, "data image": 0,
+        "data prepared": 0, "wide": 0,
+    }  # fmt: skip
     back = {p.name for p in tmp_path.iterdir()}
-    assert {"env.json", "gpu_tier.xml", "bench_gpu.json", "parallel.json"} <= back
+    assert {"env.json", "gpu_tier.xml", "bench_gpu.json", "parallel.json", "extra.json"} <= back
+    extra = json.loads((tmp_path / "extra.json").read_text())
+    assert all(extra[k] for k in ("data_image", "data_prepared", "wide_charset"))
     assert len(back) <= 8  # what the device tool brings back
     rows = json.loads((tmp_path / "bench_gpu.json").read_text())["rows"]
     assert {r["section"] for r in rows} >= {"train", "e2e", "infer"}

@@ -14,8 +14,9 @@ them) and ``gpu_data/`` (the real word crops as LMDBs re-encoded at training hei
 with held-out validation splits, and the IC13-857 / SVT-647 test sets), checked to fit
 the 64 MiB working-tree limit.
 
-stage1 runs ``pytest -m gpu`` and the GPU rows of ``benchmarks/bench.py`` and
-``benchmarks/parallel.py``. stage2 trains ``configs/crnn_en.yaml`` on synthetic text
+stage1 runs ``pytest -m gpu``, the GPU rows of ``benchmarks/bench.py`` and
+``benchmarks/parallel.py``, the input pipeline from 0/4/15 workers over an image LMDB and
+a prepared one (issue 16) and ``benchmarks/wide_charset.py`` (issue 14) on the GPU. stage2 trains ``configs/crnn_en.yaml`` on synthetic text
 (rendered by the machine's cores) mixed with ``gpu_data`` under ``--time-budget``
 (``--minutes``, whole schedule) in chunks of ``--chunk-min`` (``--time-limit``, resumed
 on the next call), then evaluates on IC13/SVT, writes the fp16 release file and its ONNX
@@ -30,6 +31,7 @@ import os
 import subprocess
 import sys
 import tarfile
+import tempfile
 import time
 from pathlib import Path
 
@@ -111,6 +113,9 @@ def prepare(args: argparse.Namespace) -> None:
             run([sys.executable, "tools/create_lmdb.py", "--root", str(real / name), "--out",
                  str(DATA / name), "--val-fraction", "0.1", "--val-out", str(DATA / f"val_{name}"),
                  "--height", "32", "--grayscale", "--overwrite"], check=False)  # fmt: skip
+    if not (DATA / "ic15_train_prepared" / "data.mdb").exists():  # issue 16's loader rows
+        run([sys.executable, "tools/create_lmdb.py", "--root", str(real / "ic15_train"), "--out",
+             str(DATA / "ic15_train_prepared"), "--prepared", "--overwrite"], check=False)  # fmt: skip
     for name in ("ic13_857", "svt_647"):
         if not (DATA / name / "data.mdb").exists():
             run([sys.executable, "tools/create_lmdb.py", "--root", str(real / name), "--out",
@@ -147,6 +152,31 @@ def stage1(args: argparse.Namespace) -> None:
         if args.dry_run else ["--gpus", "0", "--steps", "10", "--repeats", "2", "--warmup", "3"]
     codes["parallel"] = run([sys.executable, "benchmarks/parallel.py", *gpus, "--json", str(out / "parallel.json")],
         out / "bench.log", timeout=240, check=False)  # fmt: skip
+    # The input pipeline from many workers (issue 16), image LMDB against prepared LMDB,
+    # and what 5,531 classes cost on the GPU (issue 14).
+    # At most 8 files come back: these three go into extra.json.
+    workers = ["--workers", "0,1"] if args.dry_run else ["--workers", "0,4,15"]
+    extra = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for kind, name in (("image", "ic15_train"), ("prepared", "ic15_train_prepared")):
+            data = _dry_run_data(Path(tmp)) / "ic15_train" if args.dry_run else DATA / name
+            if args.dry_run and kind == "prepared":
+                run([sys.executable, "tools/create_lmdb.py", "--root", str(_dry_images(data, Path(tmp))),
+                     "--out", str(Path(tmp) / "prepared"), "--prepared"], check=False)  # fmt: skip
+                data = Path(tmp) / "prepared"
+            codes[f"data {kind}"] = run([sys.executable, "benchmarks/bench.py", "--device", device,
+                 "--sections", "data", "--shapes", "word", "--data", str(data), *workers,
+                 *quick[:5], "--json", f"{tmp}/data_{kind}.json"], out / "bench.log",
+                timeout=240, check=False)  # fmt: skip
+        wide = ["--batch", "4", "--repeats", "1", "--seconds", "0.1", "--channels",
+                "8,16,16,32,32,32,32", "--hidden", "16"] if args.dry_run else ["--batch", "256"]  # fmt: skip
+        codes["wide"] = run([sys.executable, "benchmarks/wide_charset.py", "--device", device,
+             *wide, "--json", f"{tmp}/wide_charset.json"], out / "bench.log", timeout=300,
+            check=False)  # fmt: skip
+        for name in ("data_image", "data_prepared", "wide_charset"):
+            f = Path(tmp) / f"{name}.json"
+            extra[name] = json.loads(f.read_text()) if f.exists() else None
+    (out / "extra.json").write_text(json.dumps(extra))
     print(f"stage1 done: {', '.join(sorted(p.name for p in out.iterdir()))}")
     print("\n".join(f"  {k:<10} {'ok' if c == 0 else f'FAILED (exit {c})'}" for k, c in codes.items()))
     (out / "stage1.json").write_text(json.dumps(codes))
@@ -229,6 +259,20 @@ def _checkpoint_state(path: Path) -> dict[str, int]:
     r = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True,
                        env=env, check=True)  # fmt: skip
     return json.loads(r.stdout)
+
+
+def _dry_images(lmdb_dir: Path, where: Path) -> Path:
+    """An image folder with gt.txt from a dry-run LMDB (to write a prepared one)."""
+    from crnn.data.lmdb import LmdbReader
+
+    folder = where / "dry_images"
+    (folder / "images").mkdir(parents=True, exist_ok=True)
+    reader, lines = LmdbReader(lmdb_dir), []
+    for i in range(len(reader)):
+        (folder / "images" / f"{i}.png").write_bytes(reader.image_bytes(i))
+        lines.append(f"images/{i}.png\t{reader.label(i)}")
+    (folder / "gt.txt").write_text("\n".join(lines) + "\n")
+    return folder
 
 
 def _dry_run_data(where: Path) -> Path:
