@@ -80,7 +80,7 @@ def main() -> None:
     cfg = load_config(args.config, [])
     charset = Charset.from_spec(cfg.data.charset)
     gen = SynthGenerator(charset, cfg.data.synth, seed=args.seed, height=cfg.data.height)
-    rec = Recognizer.load(args.model)
+    rec = Recognizer.bundled("line") if args.model == "line" else Recognizer.from_checkpoint(args.model)
     tmp = Path(tempfile.mkdtemp()) if args.keep is None else args.keep
     (tmp / "images").mkdir(parents=True, exist_ok=True)
     paths, labels = [], []

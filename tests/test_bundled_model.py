@@ -76,3 +76,32 @@ def test_predict_without_checkpoint_uses_the_bundled_model():
     labels = {p.name: label for p, label in _samples()}
     assert set(texts) == set(labels)
     assert sum(texts[k] == labels[k] for k in labels) >= len(labels) - 2
+
+
+LINES = ROOT / "data" / "lines"
+
+
+def _lines() -> list[tuple[Path, str]]:
+    rows = [line.split("\t") for line in (LINES / "gt.txt").read_text().splitlines() if line]
+    return [(LINES / name, label) for name, label in rows]
+
+
+@pytest.mark.skipif(not inference.bundled_models(".pt", "line"), reason="no line model bundled")
+def test_bundled_line_model_reads_printed_lines_whole():
+    """Three printed lines in fonts it trained on, 228-348 px wide: read to within a
+    character each, spaces and punctuation included; the word model cannot (no spaces,
+    no capitals), and --model line is what picks this one."""
+    import editdistance
+
+    line = inference.Recognizer.bundled("line", device="cpu")
+    assert line.charset.name == "ascii95" and " " in line.charset.chars
+    rows = _lines()
+    preds = line.predict([p for p, _ in rows])
+    edits = [editdistance.eval(p.text, label) for p, (_, label) in zip(preds, rows)]
+    assert max(edits) <= 1, [(p.text, label) for p, (_, label) in zip(preds, rows)]
+    word = inference.Recognizer.bundled("word", device="cpu")
+    assert all(" " not in p.text for p in word.predict([p for p, _ in rows]))
+    onnx = inference.default_checkpoint(model="line")
+    if onnx.suffix == ".onnx":  # the exported twin reads the same
+        assert [p.text for p in inference.Recognizer.from_checkpoint(onnx).predict(
+            [p for p, _ in rows])] == [p.text for p in preds]  # fmt: skip
