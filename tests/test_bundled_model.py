@@ -105,3 +105,19 @@ def test_bundled_line_model_reads_printed_lines_whole():
     if onnx.suffix == ".onnx":  # the exported twin reads the same
         assert [p.text for p in inference.Recognizer.from_checkpoint(onnx).predict(
             [p for p, _ in rows])] == [p.text for p in preds]  # fmt: skip
+
+
+@pytest.mark.skipif(not inference.bundled_models(".pt", "line"), reason="no line model bundled")
+def test_predict_model_line_picks_the_line_model(capsys):
+    from ckpt_helpers import run_main
+
+    from crnn.cli import predict
+
+    path, label = _lines()[0]
+    rc, out, _ = run_main(predict.main, "--model", "line", path, capsys=capsys)
+    assert rc == 0 and out.split("\t")[1] == label
+    rc, out, _ = run_main(predict.main, path, capsys=capsys)  # the word model by default
+    assert rc == 0 and " " not in out.split("\t")[1]
+    with pytest.raises(SystemExit) as e:
+        run_main(predict.main, "--model", "page", path, capsys=capsys)
+    assert e.value.code == 2 and "invalid choice: 'page'" in capsys.readouterr().err
