@@ -9,7 +9,6 @@ re-encoded at a height), or as training-ready pixels (a *prepared* LMDB; see
 from __future__ import annotations
 
 import io
-import json
 import os
 import zlib
 from collections.abc import Iterator
@@ -25,9 +24,9 @@ from crnn.data.lmdb import (
     NUM_SAMPLES_KEY,
     PIXELS_KEY,
     PREPARED_KEY,
-    PREPARED_VERSION,
     SIZE_KEY,
-    is_lmdb_dir,
+    clear_output,
+    prepared_header,
     sample_key,
 )
 
@@ -178,19 +177,11 @@ def _create_output(path: Path, overwrite: bool, meta: dict[str, Any] | None) -> 
     """An empty output LMDB (with the prepared settings): no ``num-samples`` until
     :func:`_finish`, so an interrupted run leaves an LMDB that readers refuse, not a
     silently partial one."""
-    if is_lmdb_dir(path) and not overwrite:
-        raise FileExistsError(
-            f"{str(path)!r} already holds an LMDB; choose another --out or pass "
-            "--overwrite to replace it"
-        )
-    path.mkdir(parents=True, exist_ok=True)
-    for name in ("data.mdb", "lock.mdb"):
-        (path / name).unlink(missing_ok=True)
+    clear_output(path, overwrite)
     env = lmdb.open(str(path), map_size=_MAP_SIZE, subdir=True)
     if meta is not None:
         with env.begin(write=True) as txn:
-            full = {"version": PREPARED_VERSION, **meta}
-            txn.put(PREPARED_KEY, json.dumps(full, sort_keys=True).encode())
+            txn.put(PREPARED_KEY, prepared_header(meta))
     env.close()
 
 

@@ -75,6 +75,26 @@ def find_lmdb_roots(path: str | os.PathLike[str]) -> list[Path]:
     return roots
 
 
+def clear_output(path: Path, overwrite: bool) -> None:
+    """Make ``path`` ready for a new LMDB: refuse an existing one unless ``overwrite``
+    (then remove its files), create the folder."""
+    if is_lmdb_dir(path) and not overwrite:
+        raise FileExistsError(
+            f"{str(path)!r} already holds an LMDB; choose another --out or pass "
+            "--overwrite to replace it"
+        )
+    path.mkdir(parents=True, exist_ok=True)
+    if overwrite:
+        for name in ("data.mdb", "lock.mdb"):
+            (path / name).unlink(missing_ok=True)
+
+
+def prepared_header(settings: dict[str, Any]) -> bytes:
+    """The ``crnn-prepared`` value for a prepared LMDB of these settings (height,
+    channels, min_width, width_multiple); :class:`LmdbReader` reads it back."""
+    return json.dumps({"version": PREPARED_VERSION, **settings}, sort_keys=True).encode()
+
+
 class LmdbWriter:
     """Writes samples in the shared layout; the map grows as needed.
 
@@ -87,24 +107,12 @@ class LmdbWriter:
         path: str | os.PathLike[str],
         commit_every: int = 1000,
         overwrite: bool = False,
-        prepared: dict[str, Any] | None = None,
     ) -> None:
         self.path = Path(path)
-        if is_lmdb_dir(self.path) and not overwrite:
-            raise FileExistsError(
-                f"{str(self.path)!r} already holds an LMDB; choose another --out or pass "
-                "--overwrite to replace it"
-            )
-        self.path.mkdir(parents=True, exist_ok=True)
-        if overwrite:
-            for name in ("data.mdb", "lock.mdb"):
-                (self.path / name).unlink(missing_ok=True)
+        clear_output(self.path, overwrite)
         self._map_size = _INITIAL_MAP_SIZE
         self._env = lmdb.open(str(self.path), map_size=self._map_size, subdir=True)
         self._pending: list[tuple[bytes, bytes]] = []
-        if prepared is not None:
-            meta = {"version": PREPARED_VERSION, **prepared}
-            self._pending.append((PREPARED_KEY, json.dumps(meta, sort_keys=True).encode()))
         self._commit_every = commit_every
         self.count = 0
 
@@ -115,20 +123,6 @@ class LmdbWriter:
         self._pending.append((sample_key(LABEL_KEY, i), label.encode("utf-8")))
         if size is not None:
             self._pending.append((sample_key(SIZE_KEY, i), f"{size[0]} {size[1]}".encode("ascii")))
-        self.count += 1
-        if self.count % self._commit_every == 0:
-            self.commit()
-        return i
-
-    def add_pixels(self, pixels: np.ndarray, label: str) -> int:
-        """Queue one prepared sample: ``(C, H, W)`` uint8 pixels; returns its index."""
-        import numpy as np
-
-        c, h, w = pixels.shape
-        i = self.count
-        self._pending.append((sample_key(PIXELS_KEY, i), np.ascontiguousarray(pixels).tobytes()))
-        self._pending.append((sample_key(LABEL_KEY, i), label.encode("utf-8")))
-        self._pending.append((sample_key(SIZE_KEY, i), f"{w} {h}".encode("ascii")))
         self.count += 1
         if self.count % self._commit_every == 0:
             self.commit()
