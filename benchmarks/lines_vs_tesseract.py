@@ -37,16 +37,14 @@ from PIL import Image  # noqa: E402
 from crnn.charset import Charset  # noqa: E402
 from crnn.config import load_config  # noqa: E402
 from crnn.data.synth import SynthGenerator  # noqa: E402
+from crnn.report import length_bucket  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 BUCKETS = ((1, 10), (11, 30), (31, 60), (61, 10**9))
 
 
 def bucket(n: int) -> str:
-    for lo, hi in BUCKETS:
-        if lo <= n <= hi:
-            return f"{lo}-{hi}" if hi < 10**9 else f"{lo}+"
-    return "0"
+    return length_bucket(n, BUCKETS)
 
 
 def clean(text: str) -> str:

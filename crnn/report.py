@@ -12,6 +12,7 @@ import difflib
 import heapq
 import itertools
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -58,7 +59,7 @@ class ErrorCollector:
         sources = batch.get("sources") or [""] * len(labels)
         for k, (pred, label, text, src) in enumerate(zip(predictions, labels, texts, sources)):
             ok = text == label
-            self.by_length[(_bucket(len(label)), ok)] += 1
+            self.by_length[(length_bucket(len(label)), ok)] += 1
             if ok:
                 continue
             ed = editdistance.eval(text, label)
@@ -110,7 +111,7 @@ class ErrorCollector:
         lines = [f"# Errors: {title}", "", "## By label length", "",
                  "| characters | samples | wrong | accuracy |", "|---|---:|---:|---:|"]  # fmt: skip
         for lo, _ in LENGTH_BUCKETS:
-            b = _bucket(lo)
+            b = length_bucket(lo)
             n_ok, n_bad = self.by_length[(b, True)], self.by_length[(b, False)]
             if n_ok + n_bad:
                 lines.append(f"| {b} | {n_ok + n_bad} | {n_bad} | {n_ok / (n_ok + n_bad):.2%} |")
@@ -121,8 +122,10 @@ class ErrorCollector:
         return "\n".join(lines) + "\n"
 
 
-def _bucket(n: int) -> str:
-    for lo, hi in LENGTH_BUCKETS:
+def length_bucket(n: int, buckets: Sequence[tuple[int, int]] = LENGTH_BUCKETS) -> str:
+    """The name of the ``(lo, hi)`` bucket holding length ``n``: ``"lo-hi"``, ``"lo+"``
+    for the open last one, ``"0"`` for none."""
+    for lo, hi in buckets:
         if lo <= n <= hi:
             return f"{lo}-{hi}" if hi < 10**9 else f"{lo}+"
     return "0"
