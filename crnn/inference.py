@@ -130,8 +130,8 @@ class Recognizer:
         """A bundled English model: ``"word"`` (scene-text words, ``0-9a-z``) or
         ``"line"`` (printed text lines, printable ASCII with spaces); ``options`` as for
         :meth:`from_checkpoint`."""
-        prefer_onnx = options.get("device") in (None, "cpu")
-        return cls.from_checkpoint(default_checkpoint(prefer_onnx, model), **options)
+        path = default_checkpoint(prefers_onnx(options.get("device")), model)
+        return cls.from_checkpoint(path, **options)
 
 
     def preprocess(self, image: ImageSource) -> Any:
@@ -230,6 +230,12 @@ def bundled_models(suffix: str = ".pt", model: str | None = None) -> list[Path]:
         return []
     prefix = "" if model is None else BUNDLED[model]
     return sorted(MODELS_DIR.glob(f"{prefix}*{suffix}"))
+
+
+def prefers_onnx(device: Any) -> bool:
+    """Whether a bundled model should be read through its ONNX export on ``device``:
+    yes unless it names a GPU (ONNX Runtime runs the export on the CPU)."""
+    return not str(device or "").startswith("cuda")
 
 
 def default_checkpoint(prefer_onnx: bool = True, model: str = "word") -> Path:

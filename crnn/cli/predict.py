@@ -137,12 +137,11 @@ def expand_inputs(inputs: list[str]) -> tuple[list[str], list[tuple[str, str]]]:
 def load_recognizer(args: argparse.Namespace) -> Any:
     """The Recognizer the arguments ask for (PyTorch is imported only for a PyTorch
     checkpoint). Raises with a message for the user on bad input."""
-    from crnn.inference import Recognizer, default_checkpoint
+    from crnn.inference import Recognizer, default_checkpoint, prefers_onnx
 
     if args.beam < 0 or args.max_edits < 0:
         raise ValueError(f"--beam and --max-edits must be >= 0, got {args.beam} and {args.max_edits}")
-    on_gpu = (args.device or "").startswith("cuda")
-    ckpt = args.checkpoint or default_checkpoint(prefer_onnx=not on_gpu, model=args.model)
+    ckpt = args.checkpoint or default_checkpoint(prefers_onnx(args.device), args.model)
     rec = Recognizer.from_checkpoint(
         ckpt, device=args.device, threads=args.threads, batch_size=args.batch_size,
         beam_width=args.beam, lexicon=args.lexicon, max_edits=args.max_edits, rotate=args.rotate,
