@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
+from crnn import bidi as _bidi
+
 BLANK = 0
 
 BUILTIN_CHARSETS = ("alnum36", "alnum62", "ascii94", "ascii95", "zh5529")
@@ -60,11 +62,16 @@ class Charset:
         case_fold: lower-case text before encoding. ``None`` means "auto": fold when the
             alphabet has lower-case letters and no upper-case ones (e.g. ``alnum36``).
         name: where the charset came from, for messages only.
+        bidi: the model reads in visual order (left to right as drawn): labels are
+            encoded in visual order and decoded back to logical order (see
+            :mod:`crnn.bidi`). ``None`` means "auto": on when the alphabet has
+            right-to-left letters (Arabic, Hebrew...) or Arabic-Indic digits.
     """
 
     chars: str
     case_fold: bool | None = None
     name: str = ""
+    bidi: bool | None = None
     _index: dict[str, int] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -82,21 +89,25 @@ class Charset:
         if self.case_fold is None:
             fold = any(c.islower() for c in chars) and not any(c.isupper() for c in chars)
             object.__setattr__(self, "case_fold", fold)
+        if self.bidi is None:
+            object.__setattr__(self, "bidi", _bidi.has_rtl(chars))
         object.__setattr__(self, "_index", {c: i + 1 for i, c in enumerate(chars)})
 
     # ---- construction -------------------------------------------------------------
 
     @classmethod
-    def from_spec(cls, spec: str, case_fold: bool | None = None) -> Charset:
+    def from_spec(
+        cls, spec: str, case_fold: bool | None = None, bidi: bool | None = None
+    ) -> Charset:
         """Build from a built-in name (``alnum36``...), a ``.txt`` path, or ``chars:<literal>``."""
         if spec in BUILTIN_CHARSETS:
             ref = resources.files("crnn") / "assets" / "charsets" / f"{spec}.txt"
-            return cls(_read_charset_file(Path(str(ref))), case_fold, spec)
+            return cls(_read_charset_file(Path(str(ref))), case_fold, spec, bidi)
         if spec.startswith("chars:"):
-            return cls(spec[len("chars:") :], case_fold, "literal")
+            return cls(spec[len("chars:") :], case_fold, "literal", bidi)
         path = Path(spec)
         if path.is_file():
-            return cls(_read_charset_file(path), case_fold, str(path))
+            return cls(_read_charset_file(path), case_fold, str(path), bidi)
         raise ValueError(
             f"unknown charset {spec!r}: expected one of the built-in charsets "
             f"{', '.join(BUILTIN_CHARSETS)}, a path to a .txt file with one character per "
@@ -105,11 +116,18 @@ class Charset:
 
     def to_dict(self) -> dict[str, object]:
         """Plain types only, so checkpoints stay loadable with ``weights_only=True``."""
-        return {"chars": self.chars, "case_fold": bool(self.case_fold), "name": self.name}
+        return {
+            "chars": self.chars,
+            "case_fold": bool(self.case_fold),
+            "name": self.name,
+            "bidi": bool(self.bidi),
+        }
 
     @classmethod
     def from_dict(cls, d: dict[str, object]) -> Charset:
-        return cls(str(d["chars"]), bool(d["case_fold"]), str(d.get("name", "")))
+        # Files written before "bidi" existed were trained on labels in logical order.
+        return cls(str(d["chars"]), bool(d["case_fold"]), str(d.get("name", "")),
+                   bool(d.get("bidi", False)))  # fmt: skip
 
     # ---- coding -------------------------------------------------------------------
 
@@ -131,17 +149,23 @@ class Charset:
         return sorted({c for c in self.normalize(text) if c not in self._index})
 
     def encode(self, text: str) -> list[int]:
-        """Text -> ids (1..len). Raises :class:`UnknownCharacterError`; never drops a character."""
+        """Text -> ids (1..len), in the order the model reads (visual order when
+        :attr:`bidi`). Raises :class:`UnknownCharacterError`; never drops a character."""
         text = self.normalize(text)
+        # Visual order mirrors brackets in right-to-left runs: "(" is read as ")".
+        seq = _bidi.visual_order(text) if self.bidi else text
         try:
-            return [self._index[c] for c in text]
+            return [self._index[c] for c in seq]
         except KeyError:
-            raise UnknownCharacterError(text, self.unknown_chars(text), self.name) from None
+            unknown = sorted({c for c in seq if c not in self._index})
+            raise UnknownCharacterError(text, unknown, self.name) from None
 
     def decode(self, ids: Iterable[int]) -> str:
-        """Ids -> text; blanks are skipped, repeats are kept (see ``crnn.ctc`` for collapsing)."""
+        """Ids -> text (in logical order when :attr:`bidi`); blanks are skipped, repeats
+        are kept (see ``crnn.ctc`` for collapsing)."""
         chars = self.chars
-        return "".join(chars[i - 1] for i in ids if i != BLANK)
+        text = "".join(chars[i - 1] for i in ids if i != BLANK)
+        return _bidi.logical_order(text) if self.bidi else text
 
     def index(self, char: str) -> int:
         """The class id of one character."""

@@ -44,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     setup_logging(args.verbose)
+    from crnn.bidi import MIRROR, has_rtl
     from crnn.charset import build_charset, write_charset_file
     from crnn.data.datasets import open_sources
     from crnn.data.errors import DataError
@@ -74,6 +75,19 @@ def main(argv: list[str] | None = None) -> int:
             "will skip them (e.g. %s)", len(report.dropped_chars), args.min_count,
             len(report.dropped_labels), ", ".join(repr(x) for x in report.dropped_labels[:5]),
         )  # fmt: skip
+    if has_rtl(report.chars):
+        log.info(
+            "the charset holds right-to-left characters: models trained with it read lines "
+            "in visual order and answer in logical order (data.bidi, auto; see README, "
+            "'Right-to-left scripts')"
+        )
+        lone = sorted(c for c in report.chars if c in MIRROR and MIRROR[c] not in report.chars)
+        if lone:
+            log.warning(
+                "brackets without their pair: %s. Right to left, '(' is drawn (and read) as "
+                "')': add %s to the charset file so that labels holding them can be encoded",
+                ", ".join(map(repr, lone)), ", ".join(repr(MIRROR[c]) for c in lone),
+            )  # fmt: skip
     if args.counts:
         rows = sorted(report.counts.items(), key=lambda kv: (-kv[1], kv[0]))
         Path(args.counts).write_text("".join(f"{c}\t{n}\n" for c, n in rows), encoding="utf-8")

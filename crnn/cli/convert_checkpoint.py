@@ -72,6 +72,13 @@ def build_parser() -> argparse.ArgumentParser:
         default="auto",
         help="lower-case labels before comparing (auto: when the alphabet has no capitals)",
     )
+    sp.add_argument(
+        "--visual-order",
+        action="store_true",
+        help="the model was trained on right-to-left labels in visual order (reversed, "
+        "as drawn), so predictions are turned back to logical order; default: it "
+        "writes labels as they were stored",
+    )
     sp.add_argument("--min-width", type=int, default=16, help="stored image spec (default 16)")
     sp.add_argument("--max-width", type=int, default=128, help="stored image spec (default 128)")
     return p
@@ -104,9 +111,9 @@ def main(argv: list[str] | None = None) -> int:
         else:
             fold = {"auto": None, "yes": True, "no": False}[args.case_fold]
             if args.alphabet is not None:
-                charset = Charset(args.alphabet, fold, "imported")
+                charset = Charset(args.alphabet, fold, "imported", args.visual_order)
             else:
-                charset = Charset.from_spec(args.charset, fold)
+                charset = Charset.from_spec(args.charset, fold, args.visual_order)
             spec = ImageSpec(min_width=args.min_width, max_width=args.max_width)
             ckpt = ck.import_state_dict(obj, charset, args.layout, spec, str(src))
             atomic_save(ckpt, out)

@@ -95,7 +95,9 @@ def make_generator(args: argparse.Namespace) -> Any:
         synth.bundled_fonts = False
     if args.clean:
         synth = effects_off(synth)
-    charset = Charset.from_spec(args.charset or cfg.data.charset, cfg.data.case_fold)
+    charset = Charset.from_spec(
+        args.charset or cfg.data.charset, cfg.data.case_fold, cfg.data.bidi
+    )
     height = args.height if args.height is not None else cfg.data.height
     rgb = cfg.data.rgb if args.rgb is None else args.rgb
     seed = cfg.train.seed if args.seed is None else args.seed

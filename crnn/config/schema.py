@@ -67,6 +67,10 @@ class DataConfig:
     charset: str = "alnum36"
     # Lower-case labels before encoding; null = auto (fold when the charset has no capitals).
     case_fold: Union[bool, None] = None  # noqa: UP007 (typing.get_type_hints on py3.10)
+    # Encode labels in visual order (left to right as drawn) and decode predictions back
+    # to logical order, for right-to-left scripts; null = auto (on when the charset has
+    # Arabic, Hebrew... letters). See crnn/bidi.py.
+    bidi: Union[bool, None] = None  # noqa: UP007
     # A label with characters outside the charset: "skip" (count and report) or "error".
     unknown_chars: UnknownChars = "skip"
     height: int = 32

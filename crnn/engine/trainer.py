@@ -89,7 +89,7 @@ class Trainer:
             # LSTM gates produce denormal floats as training goes on; x86 computes on them
             # several times slower. Flushing them to zero changes no result that matters.
             torch.set_flush_denormal(True)
-        self.charset = Charset.from_spec(cfg.data.charset, cfg.data.case_fold)
+        self.charset = Charset.from_spec(cfg.data.charset, cfg.data.case_fold, cfg.data.bidi)
         self.spec = ImageSpec.from_config(cfg.data)
         model = build_model(cfg.model, self.charset.num_classes, self.spec.channels)
         bundle = ModelBundle(model, self.charset, self.spec)

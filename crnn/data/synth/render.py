@@ -198,7 +198,7 @@ class SynthGenerator:
                 "with one word per line (or '' for the bundled English list)"
             )
         self.text = TextSampler(self.alphabet, cfg, charset.normalize, word_list)
-        warn_if_unshaped(self.alphabet)
+        warn_if_unshaped(self.alphabet, bool(charset.bidi))
         # Texts holding any of these are drawn whole, shaped (empty without RAQM).
         self._shaped = shaped_chars(self.alphabet)
         log.debug(

@@ -2,10 +2,11 @@
 
 Text is normally drawn glyph by glyph from a cache of rasterised glyphs, each character
 in its isolated form, left to right: right for Latin, Greek, Cyrillic and CJK, wrong for
-scripts that need shaping (conjuncts, reordered vowel signs, stacked marks). Texts
-holding such characters are drawn whole through Pillow's RAQM layout (HarfBuzz) when
-Pillow has it. Right-to-left scripts are not drawn right: a left-to-right CTC reader
-would need their labels in visual order. The generator names what it cannot draw right
+scripts that need shaping (conjuncts, reordered vowel signs, stacked marks) and for
+right-to-left text. Texts holding such characters are drawn whole through Pillow's RAQM
+layout (HarfBuzz shaping, FriBiDi reordering) when Pillow has it; the labels of
+right-to-left texts stay in logical order, and the charset turns them into the visual
+order the model reads (:mod:`crnn.bidi`). The generator names what it cannot draw right
 in a warning (see docs/synth.md, "Scripts and shaping").
 """
 
@@ -15,6 +16,8 @@ import logging
 import unicodedata
 from collections import Counter
 from collections.abc import Iterable
+
+from crnn.bidi import has_rtl
 
 log = logging.getLogger(__name__)
 
@@ -53,11 +56,12 @@ def script_of(c: str) -> str | None:
 
 
 def shaped_chars(chars: Iterable[str]) -> frozenset[str]:
-    """The characters of ``chars`` whose texts are drawn whole with RAQM (left-to-right
-    scripts that need shaping), when RAQM is available; else none."""
+    """The characters of ``chars`` whose texts are drawn whole with RAQM (scripts that
+    need shaping, and anything written right to left: letters and Arabic-Indic digits),
+    when RAQM is available; else none."""
     if not raqm_available():
         return frozenset()
-    return frozenset(c for c in chars if (s := script_of(c)) and s not in RIGHT_TO_LEFT)
+    return frozenset(c for c in chars if script_of(c) or has_rtl(c))
 
 
 def scripts_needing_shaping(chars: Iterable[str]) -> dict[str, int]:
@@ -71,22 +75,26 @@ def scripts_needing_shaping(chars: Iterable[str]) -> dict[str, int]:
     return dict(out)
 
 
-def warn_if_unshaped(chars: Iterable[str]) -> None:
-    """Log a warning naming the scripts of ``chars`` that will not be drawn right:
-    right-to-left ones always, the others when Pillow has no RAQM layout."""
+def warn_if_unshaped(chars: Iterable[str], visual_order: bool = True) -> None:
+    """Log a warning naming the scripts of ``chars`` that will not be drawn right (when
+    Pillow has no RAQM layout), or whose labels will not match their images
+    (right-to-left scripts when the charset does not read in visual order)."""
+    chars = list(chars)
     need = scripts_needing_shaping(chars)
-    raqm = raqm_available()
-    wrong = {k: n for k, n in need.items() if k in RIGHT_TO_LEFT or not raqm}
-    if not wrong:
-        return
-    why = (
-        "right-to-left scripts are drawn left to right, unjoined"
-        if raqm
-        else "Pillow has no RAQM layout here (libraqm), so they are drawn glyph by glyph: "
-        "unjoined, unordered, marks unstacked"
-    )
-    log.warning(
-        "the synthetic generator cannot draw %s right: %s (see docs/synth.md, 'Scripts "
-        "and shaping'). Train on rendered lines of your own for these scripts.",
-        ", ".join(f"{name} ({n} characters)" for name, n in sorted(wrong.items())), why,
-    )  # fmt: skip
+    if need and not raqm_available():
+        log.warning(
+            "the synthetic generator cannot draw %s right: Pillow has no RAQM layout here "
+            "(libraqm), so they are drawn glyph by glyph: unjoined, unordered, marks "
+            "unstacked, right-to-left text left to right (see docs/synth.md, 'Scripts and "
+            "shaping'). Install a Pillow with RAQM (its PyPI wheels have it), or train on "
+            "rendered lines of your own for these scripts.",
+            ", ".join(f"{name} ({n} characters)" for name, n in sorted(need.items())),
+        )  # fmt: skip
+    if not visual_order and has_rtl(chars):
+        rtl = sorted(k for k in need if k in RIGHT_TO_LEFT)
+        log.warning(
+            "the charset holds right-to-left characters (%s) but data.bidi is false: the "
+            "model is taught labels in logical order for images it reads left to right, "
+            "and will not learn them. Leave data.bidi unset (auto) or set it to true.",
+            ", ".join(rtl) or "Arabic-Indic digits",
+        )
