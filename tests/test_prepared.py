@@ -154,3 +154,89 @@ def test_images_1_and_50000_px_wide_train_without_trouble(tmp_path):
         shapes = [tuple(ds[i]["image"].shape) for i in range(2)]
         assert shapes[0][:2] == (1, 32) and 16 <= shapes[0][2] <= 128
         assert shapes[1] == (1, 32, 128)
+
+
+# ---- checking PNGs without rebuilding their pixels --------------------------------------
+
+
+def _png(im: Image.Image, **kw) -> bytes:
+    import io
+
+    buf = io.BytesIO()
+    im.save(buf, format="PNG", **kw)
+    return buf.getvalue()
+
+
+def _pillow_reads(data: bytes) -> bool:
+    import io
+
+    try:
+        with Image.open(io.BytesIO(data)) as im:
+            im.load()
+        return True
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def _kinds() -> dict[str, bytes]:
+    rng = np.random.default_rng(0)
+    rgba = Image.fromarray(rng.integers(0, 255, (23, 37, 4), dtype=np.uint8), "RGBA")
+    return {
+        "L": _png(rgba.convert("L")), "RGB": _png(rgba.convert("RGB")), "RGBA": _png(rgba),
+        "LA": _png(rgba.convert("LA")), "P": _png(rgba.convert("P")), "1": _png(rgba.convert("1")),
+        "I;16": _png(Image.fromarray(rng.integers(0, 65535, (9, 11), dtype=np.uint16))),
+        "1x1": _png(Image.new("L", (1, 1))), "wide": _png(Image.new("RGB", (4000, 3))),
+    }  # fmt: skip
+
+
+def test_png_check_gives_the_size_for_every_kind_of_png():
+    import io
+
+    for kind, data in _kinds().items():
+        assert lm.check_png(data) == Image.open(io.BytesIO(data)).size, kind
+    assert lm.check_png(b"not a png") is None  # left to the decoder
+    import struct
+    import zlib
+
+    png = _png(Image.new("L", (9, 9)))  # marked interlaced (Pillow writes none): idem
+    ihdr = png[12:28] + b"\x01"  # type and data, the interlace byte last
+    interlaced = png[:12] + ihdr + struct.pack(">I", zlib.crc32(ihdr)) + png[33:]
+    assert lm.check_png(interlaced) is None
+
+
+def test_png_check_refuses_what_pillow_cannot_read_and_corrupted_pixels():
+    """Every truncation that Pillow refuses is refused (none that it reads); a flipped
+    byte is caught by the chunk's CRC even where Pillow would decode wrong pixels; a row
+    with an unknown filter type, behind a valid CRC, is refused as Pillow refuses it."""
+    import struct
+    import zlib
+
+    def ours_read(data: bytes) -> bool:
+        try:
+            size = lm.check_png(data)
+        except lm.BrokenImage:
+            return False
+        return _pillow_reads(data) if size is None else True
+
+    for kind, data in _kinds().items():
+        for cut in range(8, len(data), max(1, len(data) // 40)):
+            assert ours_read(data[:cut]) == _pillow_reads(data[:cut]), (kind, cut)
+    data = _kinds()["RGB"]
+    start = data.index(b"IDAT") + 4
+    flipped = data[: start + 50] + bytes([data[start + 50] ^ 1]) + data[start + 51 :]
+    with pytest.raises(lm.BrokenImage, match="IDAT chunk fails its CRC"):
+        lm.check_png(flipped)
+    # Pixel data recompressed behind a valid CRC: an unknown filter type (9) on the
+    # first row, or half the rows missing.
+    n = struct.unpack(">I", data[start - 8 : start - 4])[0]
+    raw = zlib.decompress(data[start : start + n])
+
+    def with_pixels(pixels: bytes) -> bytes:
+        body = zlib.compress(pixels)
+        crc = struct.pack(">I", zlib.crc32(b"IDAT" + body))
+        return data[: start - 8] + struct.pack(">I", len(body)) + b"IDAT" + body + crc + data[start + n + 4 :]
+
+    for pixels, why in ((b"\x09" + raw[1:], "unknown filter type"), (raw[: len(raw) // 2], "ends early")):
+        assert not _pillow_reads(with_pixels(pixels))
+        with pytest.raises(lm.BrokenImage, match=why):
+            lm.check_png(with_pixels(pixels))
