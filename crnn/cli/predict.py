@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import sys
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -26,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from crnn.cli import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, setup_logging
+from crnn.data import usable_cores
 
 log = logging.getLogger("crnn.predict")
 
@@ -172,7 +172,7 @@ def predict_files(rec: Any, files: list[str]) -> Iterator[tuple[str, Any]]:
         except ImageDecodeError as e:
             return e
 
-    with ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1)) as pool:
+    with ThreadPoolExecutor(max_workers=min(8, usable_cores())) as pool:
         for k in range(0, len(files), _CHUNK):
             chunk = files[k : k + _CHUNK]
             loaded = list(pool.map(load, chunk))

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
 from typing import Any
 
 from crnn.charset import Charset
 from crnn.cli import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, setup_logging
 from crnn.config import ConfigError, load_config
+from crnn.data import usable_cores
 
 log = logging.getLogger("crnn.synth")
 
@@ -45,7 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-bundled-fonts", action="store_true", help="use only the --fonts folders")
     p.add_argument("--seed", type=int, help="generator seed (default: train.seed)")
     p.add_argument("--start", type=int, default=0, help="index of the first sample (default 0)")
-    p.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="render processes")
+    p.add_argument("--workers", type=int, default=usable_cores(), help="render processes")
     p.add_argument("--height", type=int, help="image height in pixels (default: data.height)")
     p.add_argument(
         "--rgb", action="store_true", default=None, help="colour images (default: data.rgb)"

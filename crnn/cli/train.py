@@ -25,6 +25,7 @@ from crnn.config import (
     config_from_dict,
     load_config,
 )
+from crnn.data import usable_cores
 from crnn.data.errors import DataError
 from crnn.engine.distributed import env_rank
 from crnn.engine.guards import TrainingError
@@ -196,7 +197,7 @@ def rank_command(argv: list[str], devices: Devices) -> ChildProcess:
     env = {"PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
     if "OMP_NUM_THREADS" not in os.environ:
         n = devices.nproc if devices.kind == "cpu" else len(devices.ids)
-        env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // n))
+        env["OMP_NUM_THREADS"] = str(max(1, usable_cores() // n))
     return ChildProcess([sys.executable, "-m", "crnn.cli.train", *argv], env)
 
 

@@ -20,6 +20,7 @@ from typing import Any
 
 import lmdb
 
+from crnn.data import usable_cores
 from crnn.data.lmdb import (
     IMAGE_KEY,
     LABEL_KEY,
@@ -221,10 +222,7 @@ def _run(work: _Work, workers: int) -> Iterator[tuple[int, int, list[tuple[int, 
     """Every range of lines, written by ``workers`` processes (0: one per usable core),
     or here for one core or few images; yields ``(a, b, failures)`` as ranges finish."""
     if workers <= 0:
-        try:
-            workers = len(os.sched_getaffinity(0))
-        except AttributeError:  # not on Linux
-            workers = os.cpu_count() or 1
+        workers = usable_cores()
     n = len(work.paths)
     import multiprocessing
 

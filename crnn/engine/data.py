@@ -20,6 +20,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from crnn.charset import Charset
 from crnn.config import Config
+from crnn.data import usable_cores
 from crnn.data.batching import BucketBatchSampler, MixedBatchSampler, collate
 from crnn.data.datasets import MixedDataset, RecognitionDataset, SynthDataset, open_sources
 from crnn.data.errors import DataError
@@ -49,10 +50,7 @@ def num_workers(setting: int | str, local_world_size: int | None = None) -> int:
         return int(setting)
     if local_world_size is None:
         local_world_size = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        cores = os.cpu_count() or 1
+    cores = usable_cores()
     return max(1, min(MAX_AUTO_WORKERS, cores // max(1, local_world_size) - 1))
 
 
