@@ -170,16 +170,16 @@ def levels(text: str, base: int | None = None) -> list[int]:
     return out
 
 
-def _reorder(text: str, lv: list[int]) -> str:
+def _reorder(text: str, lv: list[int]) -> tuple[str, list[int]]:
     """Rule L2 (reverse runs from the highest level down to the lowest odd one) and L4
-    (mirror brackets at odd levels)."""
+    (mirror brackets at odd levels): the reordered text, and for each of its characters
+    the position in ``text`` it came from."""
+    order = list(range(len(text)))
     if not text or max(lv) == 0:
-        return text
-    chars = [MIRROR.get(c, c) if lv[i] % 2 else c for i, c in enumerate(text)]
+        return text, order
     lvs = list(lv)
-    lowest_odd = min(lvs) | 1
-    n = len(chars)
-    for level in range(max(lvs), lowest_odd - 1, -1):
+    n = len(text)
+    for level in range(max(lvs), (min(lvs) | 1) - 1, -1):
         k = 0
         while k < n:
             if lvs[k] < level:
@@ -188,10 +188,11 @@ def _reorder(text: str, lv: list[int]) -> str:
             j = k
             while j < n and lvs[j] >= level:
                 j += 1
-            chars[k:j] = chars[k:j][::-1]
+            order[k:j] = order[k:j][::-1]
             lvs[k:j] = lvs[k:j][::-1]
             k = j
-    return "".join(chars)
+    chars = (MIRROR.get(text[i], text[i]) if lv[i] % 2 else text[i] for i in order)
+    return "".join(chars), order
 
 
 def visual_order(text: str, base: int | None = None) -> str:
@@ -200,7 +201,7 @@ def visual_order(text: str, base: int | None = None) -> str:
     character, as renderers do."""
     if not has_rtl(text) and (base or 0) % 2 == 0:
         return text
-    return _reorder(text, levels(text, base))
+    return _reorder(text, levels(text, base))[0]
 
 
 def logical_order(visual: str, base: int | None = None) -> str:
@@ -208,16 +209,23 @@ def logical_order(visual: str, base: int | None = None) -> str:
     ``visual`` when one of the candidates tried is (see the module's notes). ``base``:
     the paragraph level; None guesses it with :func:`visual_base`, trying the other
     direction too when the guess does not reproduce ``visual``."""
+    return logical_order_from(visual, base)[0]
+
+
+def logical_order_from(visual: str, base: int | None = None) -> tuple[str, list[int]]:
+    """:func:`logical_order`, with the position in ``visual`` of each character of the
+    result (to carry per-character values, such as confidences, along)."""
     if not has_rtl(visual) and (base or 0) % 2 == 0:
-        return visual
+        return visual, list(range(len(visual)))
     bases = [base] if base is not None else [visual_base(visual), 1 - visual_base(visual)]
-    first = ""
+    first: tuple[str, list[int]] | None = None
     for b in bases:
         # The weak rules look backwards, so they are also run on the reversed line,
         # which for a right-to-left paragraph is close to the logical order.
         for lv in (levels(visual, b), levels(visual[::-1], b)[::-1]):
-            text = _reorder(visual, lv)
+            text, order = _reorder(visual, lv)
             if visual_order(text, base) == visual:
-                return text
-            first = first or text
+                return text, order
+            first = first or (text, order)
+    assert first is not None
     return first

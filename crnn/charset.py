@@ -167,6 +167,14 @@ class Charset:
         text = "".join(chars[i - 1] for i in ids if i != BLANK)
         return _bidi.logical_order(text) if self.bidi else text
 
+    def decode_aligned(self, ids: Sequence[int]) -> tuple[str, list[int]]:
+        """:meth:`decode` of blank-free ``ids``, with for each character of the text the
+        position in ``ids`` it came from (the identity unless :attr:`bidi` reorders)."""
+        text = "".join(self.chars[i - 1] for i in ids)
+        if self.bidi:
+            return _bidi.logical_order_from(text)
+        return text, list(range(len(text)))
+
     def index(self, char: str) -> int:
         """The class id of one character."""
         return self._index[char]

@@ -93,16 +93,24 @@ def test_a_right_to_left_charset_encodes_in_visual_order_and_decodes_to_logical(
     assert not Charset.from_dict({"chars": HEBREW, "case_fold": False}).bidi
 
 
-def test_greedy_decoding_turns_what_the_model_read_into_logical_order():
-    from crnn.ctc import greedy_decode
+@pytest.mark.parametrize("beam", [0, 4])
+def test_decoding_turns_what_the_model_read_into_logical_order(beam):
+    """Text and per-character confidences alike: each character keeps the confidence of
+    the frame that wrote it."""
+    from crnn.ctc import decode
 
     cs = Charset(HEBREW + " 0123456789")
-    text = "שלום 123 עולם"
+    text = "שבתאגד 1234"  # no character twice, so each has one confidence
     ids = cs.encode(text)  # visual order: what a model reading left to right writes
     frames = [i for c in ids for i in (c, 0)]
     logits = np.full((1, len(frames), cs.num_classes), -5.0, dtype=np.float32)
-    logits[0, np.arange(len(frames)), frames] = 5.0
-    assert greedy_decode(logits, cs)[0].text == text
+    peaks = np.linspace(1.0, 6.0, len(frames))  # a different confidence at every frame
+    logits[0, np.arange(len(frames)), frames] = peaks
+    pred = decode(logits, cs, beam_width=beam)[0]
+    assert pred.text == text
+    visual = "".join(cs.chars[i - 1] for i in ids)
+    by_char = dict(zip(visual, decode(logits, Charset(cs.chars, bidi=False), beam_width=beam)[0].char_confidences))
+    assert pred.char_confidences == pytest.approx([by_char[c] for c in text])
 
 
 def test_a_bracket_whose_mirror_is_not_in_the_charset_is_named():

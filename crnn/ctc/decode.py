@@ -45,8 +45,10 @@ class Prediction:
     confidences (the probability of the best path's characters); for an empty
     prediction, the least confident frame's blank probability. Beam search and lexicon:
     the probability of the text summed over all its CTC alignments.
-    ``char_confidences[i]`` is the highest probability of character ``i`` over the frames
-    that emitted it (for beam/lexicon output, along the text's most likely alignment).
+    ``char_confidences[i]`` is the highest probability of character ``i`` of ``text``
+    over the frames that emitted it (for beam/lexicon output, along the text's most
+    likely alignment); for a right-to-left charset, ``text`` is in logical order and
+    the confidences follow it.
 
     Unpacks as ``text, confidence = prediction``.
     """
@@ -102,7 +104,8 @@ def greedy_decode(
                 conf *= p
         else:
             conf = min(ps[:n]) if n else 0.0
-        out.append(Prediction(charset.decode(chars), conf, tuple(confs)))
+        text, pos = charset.decode_aligned(chars)
+        out.append(Prediction(text, conf, tuple(confs[k] for k in pos)))
     return out
 
 
@@ -412,7 +415,8 @@ def decode(
             score = sequence_log_probs(lp, [ids])[0]
         chosen.append((ids, score))
     confs = _alignment_confidences(log_probs.astype(np.float64), lens, [ids for ids, _ in chosen])
-    return [
-        Prediction(charset.decode(ids), float(np.exp(score)), conf)
-        for (ids, score), conf in zip(chosen, confs)
-    ]
+    out = []
+    for (ids, score), conf in zip(chosen, confs):
+        text, pos = charset.decode_aligned(ids)
+        out.append(Prediction(text, float(np.exp(score)), tuple(conf[k] for k in pos)))
+    return out
