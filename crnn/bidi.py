@@ -10,11 +10,10 @@ store it.
 
 This is the Unicode Bidirectional Algorithm (UAX #9) for one line without explicit
 formatting: paragraph direction from the first strong character (P2-P3), weak types
-(W1-W7), neutrals (N1-N2), implicit levels (I1-I2), trailing whitespace (L1),
-reordering (L2) and mirrored brackets (L4, for the common pairs). Left out: explicit
-embeddings, overrides and isolates (their control characters are kept in place and do
-not change levels) and bracket pairs (N0), which only matter for brackets around text of
-the other direction.
+(W1-W7), bracket pairs (N0), neutrals (N1-N2), implicit levels (I1-I2), trailing
+whitespace (L1), reordering (L2) and mirrored brackets (L4), for the brackets and
+mirrored characters that appear in text. Left out: explicit embeddings, overrides and
+isolates (their control characters are kept in place and do not change levels).
 
 Going back from visual to logical order is the same algorithm run on the visual text,
 with the paragraph direction guessed from where the strong characters stand (see
@@ -40,6 +39,10 @@ _ISOLATES = frozenset({"LRI", "RLI", "FSI", "PDI"})
 _PAIRS = "()[]{}<>«»‹›⁅⁆⁽⁾₍₎≤≥≦≧≪≫⟨⟩⟪⟫⟦⟧〈〉《》「」『』【】〔〕〖〗〘〙〚〛（）［］｛｝＜＞｢｣∈∋∉∌⊂⊃⊆⊇"
 MIRROR = {a: b for a, b in zip(_PAIRS[::2], _PAIRS[1::2])}
 MIRROR.update({b: a for a, b in MIRROR.items()})
+# Bidi_Paired_Bracket pairs (BD14-BD16): opening -> closing.
+_BRACKETS = "()[]{}⁅⁆⁽⁾₍₎⟨⟩⟪⟫⟦⟧〈〉《》「」『』【】〔〕〖〗〘〙〚〛（）［］｛｝｢｣"
+OPENING = dict(zip(_BRACKETS[::2], _BRACKETS[1::2]))
+CLOSING = {b: a for a, b in OPENING.items()}
 
 
 def bidi_class(c: str) -> str:
@@ -130,6 +133,7 @@ def levels(text: str, base: int | None = None) -> list[int]:
             last = x
         elif x == "EN" and last == "L":
             t[k] = "L"
+    _resolve_brackets(t, [text[i] for i in keep], [types[i] for i in keep], e)
     # N1-N2: a run of neutrals between two strong sides of one direction (numbers count
     # as right-to-left) takes it; otherwise the paragraph's direction.
     k = 0
@@ -168,6 +172,49 @@ def levels(text: str, base: int | None = None) -> list[int]:
         else:
             trailing = False
     return out
+
+
+def _bracket_pairs(chars: list[str], t: list[str]) -> list[tuple[int, int]]:
+    """BD16: matching bracket pairs (both still neutral), sorted by the opening one."""
+    stack: list[tuple[str, int]] = []
+    pairs = []
+    for k, c in enumerate(chars):
+        if t[k] != "ON":
+            continue
+        if c in OPENING:
+            if len(stack) == 63:
+                break
+            stack.append((c, k))
+        elif c in CLOSING:
+            for depth in range(len(stack) - 1, -1, -1):
+                if stack[depth][0] == CLOSING[c]:
+                    pairs.append((stack[depth][1], k))
+                    del stack[depth:]
+                    break
+    return sorted(pairs)
+
+
+def _resolve_brackets(t: list[str], chars: list[str], original: list[str], e: str) -> None:
+    """N0: a bracket pair takes the embedding direction if the text inside has it, else
+    the other direction if the text inside and the context before the pair have it;
+    non-spacing marks after a bracket follow it. Numbers count as right-to-left."""
+
+    def strong(x: str) -> str | None:
+        return "L" if x == "L" else "R" if x in ("R", "EN", "AN") else None
+
+    for a, b in _bracket_pairs(chars, t):
+        inside = {strong(x) for x in t[a + 1 : b]} - {None}
+        if not inside:
+            continue
+        # Inside holds the embedding direction, or only the other one: then the pair
+        # takes the other direction if the strong text before it has it too.
+        d = e if e in inside else next((s for x in reversed(t[:a]) if (s := strong(x))), e)
+        for k in (a, b):
+            t[k] = d
+            j = k + 1
+            while j < len(t) and original[j] == "NSM":
+                t[j] = d
+                j += 1
 
 
 def _reorder(text: str, lv: list[int]) -> tuple[str, list[int]]:

@@ -36,6 +36,7 @@ needs_raqm = pytest.mark.skipif(not raqm_available(), reason="Pillow without RAQ
         ("שלום OCR 2", "OCR 2 םולש"),  # digits after Latin join it
         ("(שלום)", "(םולש)"),  # brackets mirror: "(" is drawn as ")"
         ("מחיר: 25% (הנחה)", "(החנה) 25% :ריחמ"),
+        ("Hello (שלום) 12", "Hello (םולש) 12"),  # the pair is left-to-right (N0)
         ("سعر 25", "25 رعس"),
         ("سعر 25%", "%25 رعس"),  # after Arabic letters, digits are Arabic numbers (W2)
         ("מחיר 25%", "25% ריחמ"),  # ...after Hebrew ones, European numbers (W5)
@@ -154,7 +155,7 @@ def _corr(a: np.ndarray, b: np.ndarray) -> float:
 
 @needs_raqm
 @pytest.mark.parametrize("text", ["שלום עולם", "שלום 123 עולם", "מחיר: 25% (הנחה)",
-                                  "עמוד 3, שורה 12.", "OCR שלום", "123 שלום"])  # fmt: skip
+                                  "עמוד 3, שורה 12.", "OCR שלום", "123 שלום", "Hello (שלום) 12"])  # fmt: skip
 def test_visual_order_is_what_a_shaping_renderer_draws(text):
     """Hebrew needs no joining, so drawing the visual order glyph by glyph (Pillow's
     BASIC layout) gives the picture that RAQM (FriBiDi) draws from the logical text;
