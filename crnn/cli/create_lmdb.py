@@ -1,10 +1,10 @@
 """Write an LMDB dataset from an image folder and a gt.txt.
 
 gt.txt holds one sample per line: ``relative/path<TAB>label`` (UTF-8), paths relative
-to --root. Every file is read once and checked once (a PNG
-down to its last byte without rebuilding its pixels, other formats by decoding them; in
-one process per core); lines with a missing or unreadable image or an empty label are reported by line
-number and left out, and the rest are written. Exit code 0 when every line was written,
+to --root. Every file is read once and checked once (a PNG down to its last byte
+without rebuilding its pixels, other formats by decoding them; in one process per core);
+lines with a missing or unreadable image or an empty label are reported by line number
+and left out, and the rest are written. Exit code 0 when every line was written,
 1 when some were left out.
 
 --prepared writes training-ready pixels instead of the files (resized to --height,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 import os
+import struct
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -69,8 +70,8 @@ def create_lmdb(
     ``out``, and a ``val_fraction`` of them (by :func:`held_out`) into ``val_out``.
 
     Every file is read once and checked once (a PNG stored as it is by
-    :func:`check_png`, anything else by decoding it), in ``workers`` processes (0: one per core; the writer stays in this process, in gt
-    order); lines with a missing or unreadable image or an empty label are reported in
+    :func:`check_png`, anything else by decoding it), in ``workers`` processes (0: one
+    per core; the writer stays in this process, in gt order); lines with a missing or unreadable image or an empty label are reported in
     the result and left out. ``charset`` (a ``Charset``) only counts labels with
     characters it lacks (they are written: training skips and counts them).
     ``height`` re-encodes each image as a PNG resized to that height (aspect ratio kept;
@@ -329,14 +330,19 @@ _PNG_TYPES = {0: (1, (1, 2, 4, 8, 16)), 2: (3, (8, 16)), 3: (1, (1, 2, 4, 8)),
 _PNG_CRITICAL = (b"IHDR", b"PLTE", b"IDAT", b"IEND")
 
 
-class BrokenImage(ValueError):
-    """An image file that cannot be read, with why."""
+def _broken(why: str) -> Exception:
+    """The image error for a broken PNG (imported here, on failure only: the module that
+    defines it loads NumPy, a tenth of a second on every run)."""
+    from crnn.data.image import ImageDecodeError
+
+    return ImageDecodeError(f"broken PNG: {why}")
 
 
 def check_png(data: bytes) -> tuple[int, int] | None:
     """``(width, height)`` of a PNG checked down to its last byte without rebuilding its
     pixels; None when ``data`` is not a PNG this check covers (interlaced, or anything
-    unusual), for a full decode to judge. Raises :class:`BrokenImage`.
+    unusual), for a full decode to judge. Raises
+    :class:`~crnn.data.image.ImageDecodeError`.
 
     What a decoder reads is all checked: every critical chunk's CRC-32, the header, and
     the compressed pixel stream inflated to its end (zlib verifies its Adler-32) to at
@@ -344,9 +350,6 @@ def check_png(data: bytes) -> tuple[int, int] | None:
     undoing the filters, which cannot fail once those hold, is left out: about 3x faster
     than Pillow's decode.
     """
-    import struct
-    import zlib
-
     if not data.startswith(_PNG_SIGNATURE):
         return None
     view, pos, end = memoryview(data), 8, len(data)
@@ -358,10 +361,10 @@ def check_png(data: bytes) -> tuple[int, int] | None:
         if kind in _PNG_CRITICAL:
             (crc,) = struct.unpack_from(">I", data, pos + 8 + n)
             if zlib.crc32(view[pos + 4 : pos + 8 + n]) != crc:
-                raise BrokenImage(f"broken PNG: the {kind.decode()} chunk fails its CRC check")
+                raise _broken(f"the {kind.decode()} chunk fails its CRC check")
         if header is None:
             if kind != b"IHDR" or n != 13:
-                raise BrokenImage("broken PNG: it does not start with an IHDR chunk")
+                raise _broken("it does not start with an IHDR chunk")
             header = struct.unpack_from(">IIBBBBB", data, pos + 8)
         elif kind == b"IDAT":
             idat.append(view[pos + 8 : pos + 8 + n])
@@ -372,7 +375,7 @@ def check_png(data: bytes) -> tuple[int, int] | None:
             break
         pos += 12 + n
     if header is None:
-        raise BrokenImage("broken PNG: truncated before its header")
+        raise _broken("truncated before its header")
     width, height, depth, color, compression, filtering, interlace = header
     channels, depths = _PNG_TYPES.get(color, (0, ()))
     if (not seen_end or interlace or compression or filtering or depth not in depths
@@ -386,13 +389,13 @@ def check_png(data: bytes) -> tuple[int, int] | None:
         if not inflate.eof and len(raw) == need:
             inflate.decompress(inflate.unconsumed_tail, 1 << 16)  # the end and checksum
     except zlib.error as e:
-        raise BrokenImage(f"broken PNG: its pixel data does not inflate ({e})") from None
+        raise _broken(f"its pixel data does not inflate ({e})") from None
     if len(raw) < need:
-        raise BrokenImage(f"broken PNG: its pixel data ends early ({len(raw)} of {need} bytes)")
+        raise _broken(f"its pixel data ends early ({len(raw)} of {need} bytes)")
     if not inflate.eof:
         return None  # more data than the header says, or no end: let the decoder decide
     if max(raw[::row]) > 4:
-        raise BrokenImage("broken PNG: a row has an unknown filter type")
+        raise _broken("a row has an unknown filter type")
     return width, height
 
 
