@@ -163,9 +163,7 @@ class Charset:
     def decode(self, ids: Iterable[int]) -> str:
         """Ids -> text (in logical order when :attr:`bidi`); blanks are skipped, repeats
         are kept (see ``crnn.ctc`` for collapsing)."""
-        chars = self.chars
-        text = "".join(chars[i - 1] for i in ids if i != BLANK)
-        return _bidi.logical_order(text) if self.bidi else text
+        return self.decode_aligned([i for i in ids if i != BLANK])[0]
 
     def decode_aligned(self, ids: Sequence[int]) -> tuple[str, list[int]]:
         """:meth:`decode` of blank-free ``ids``, with for each character of the text the
