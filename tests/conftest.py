@@ -109,6 +109,37 @@ def tiny_overrides(tmp_path: Path, word_lmdb: Path) -> list[str]:
     ]
 
 
+def train_on_corpus_words(tmp_path: Path, chars: str, charset: str, font_dir: Path,
+                          max_length: int, *extra: str) -> dict[str, float]:  # fmt: skip
+    """Train a small CRNN on the CPU for 1,000 steps on synthetic text from a corpus of
+    3,000 random strings of 1-6 of ``chars`` (seed 0), pieces of at most ``max_length``,
+    drawn with the fonts of ``font_dir`` only, effects and augmentation off; returns its
+    metrics on a fixed synthetic validation set of 96."""
+    from crnn.config import load_config
+    from crnn.data.synth.render import EFFECT_PROBABILITIES
+    from crnn.engine.distributed import DistInfo
+    from crnn.engine.trainer import Trainer
+
+    r = random.Random(0)
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    corpus = tmp_path / "corpus.txt"
+    lines = ["".join(r.choice(chars) for _ in range(r.randint(1, 6))) for _ in range(3000)]
+    corpus.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    overrides = [
+        "model.channels=[16,32,32,64,64,64,64]", "model.hidden=64",
+        f"data.charset={charset}", "data.synth.bundled_fonts=false",
+        f'data.synth.font_dirs=["{font_dir}"]', f'data.synth.corpus=["{corpus}"]',
+        *(f"data.synth.{k}=0" for k in ("p_word", "p_number", "p_date", "p_price", "p_code",
+                                        "p_random", "p_line", *EFFECT_PROBABILITIES)),
+        "data.synth.min_length=1", f"data.synth.max_length={max_length}", "data.synth.val_size=96",
+        "data.max_width=160", "data.augment.enabled=false", "data.num_workers=0",
+        "train.batch_size=32", "train.max_steps=1000", "train.val_every=1000", "train.lr=3e-3",
+        "train.warmup_steps=50", "train.log_images=0", f"train.output_dir={tmp_path / 'run'}",
+        "train.seed=1", "dist.strategy=none", *extra,
+    ]  # fmt: skip
+    return Trainer(load_config(None, overrides), DistInfo()).fit().metrics
+
+
 def base_overrides(lmdb: Path, out: Path, *extra: str) -> list[str]:
     """A tiny run whose learning rate does not depend on max_steps (constant after a
     two-step warm-up), so runs of different lengths and their resumptions compare."""

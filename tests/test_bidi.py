@@ -212,30 +212,10 @@ def test_a_right_to_left_charset_without_visual_order_is_warned_about(tmp_path, 
 
 
 def _train_hebrew(tmp_path: Path, bidi: str) -> dict[str, float]:
-    from crnn.config import load_config
-    from crnn.data.synth.render import EFFECT_PROBABILITIES
-    from crnn.engine.distributed import DistInfo
-    from crnn.engine.trainer import Trainer
+    from conftest import train_on_corpus_words
 
     chars = HEBREW[:10]
-    r = random.Random(0)
-    tmp_path.mkdir(parents=True, exist_ok=True)
-    corpus = tmp_path / "he.txt"
-    corpus.write_text("\n".join("".join(r.choice(chars) for _ in range(r.randint(1, 6))) for _ in range(3000)) + "\n",
-                      encoding="utf-8")  # fmt: skip
-    overrides = [
-        "model.channels=[16,32,32,64,64,64,64]", "model.hidden=64",
-        f"data.charset=chars:{chars}", f"data.bidi={bidi}", "data.synth.bundled_fonts=false",
-        f'data.synth.font_dirs=["{DEJAVU.parent}"]', f'data.synth.corpus=["{corpus}"]',
-        *(f"data.synth.{k}=0" for k in ("p_word", "p_number", "p_date", "p_price", "p_code",
-                                        "p_random", "p_line", *EFFECT_PROBABILITIES)),
-        "data.synth.min_length=1", "data.synth.max_length=5", "data.synth.val_size=96",
-        "data.max_width=160", "data.augment.enabled=false", "data.num_workers=0",
-        "train.batch_size=32", "train.max_steps=1000", "train.val_every=1000", "train.lr=3e-3",
-        "train.warmup_steps=50", "train.log_images=0", f"train.output_dir={tmp_path / 'run'}",
-        "train.seed=1", "dist.strategy=none",
-    ]  # fmt: skip
-    return Trainer(load_config(None, overrides), DistInfo()).fit().metrics
+    return train_on_corpus_words(tmp_path, chars, f"chars:{chars}", DEJAVU.parent, 5, f"data.bidi={bidi}")
 
 
 @needs_raqm

@@ -131,29 +131,12 @@ def test_a_tiny_model_learns_to_read_synthetic_chinese_lines(tmp_path):
     """From the corpus source and the CJK font fixture only, on the CPU: 10 characters
     in lines of 1-4, effects off, 1,000 steps take the character error rate on a fixed
     synthetic validation set from ~1 (a fresh model) to below 0.5."""
-    from crnn.config import load_config
-    from crnn.data.synth.render import EFFECT_PROBABILITIES
-    from crnn.engine.distributed import DistInfo
-    from crnn.engine.trainer import Trainer
+    from conftest import train_on_corpus_words
 
     chars = CJK_CHARS[:10]
     (tmp_path / "chars.txt").write_text("\n".join(chars) + "\n", encoding="utf-8")
-    r = random.Random(0)
-    corpus = _corpus(tmp_path, ["".join(r.choice(chars) for _ in range(r.randint(1, 6))) for _ in range(3000)])
-    overrides = [
-        "model.channels=[16,32,32,64,64,64,64]", "model.hidden=64",
-        f"data.charset={tmp_path / 'chars.txt'}", "data.synth.bundled_fonts=false",
-        f'data.synth.font_dirs=["{CJK_FONT.parent}"]', f'data.synth.corpus=["{corpus}"]',
-        *(f"data.synth.{k}=0" for k in ("p_word", "p_number", "p_date", "p_price", "p_code",
-                                        "p_random", "p_line", *EFFECT_PROBABILITIES)),
-        "data.synth.min_length=1", "data.synth.max_length=4", "data.synth.val_size=96",
-        "data.max_width=160", "data.augment.enabled=false", "data.num_workers=0",
-        "train.batch_size=32", "train.max_steps=1000", "train.val_every=1000", "train.lr=3e-3",
-        "train.warmup_steps=50", "train.log_images=0", f"train.output_dir={tmp_path / 'run'}",
-        "train.seed=1", "dist.strategy=none",
-    ]  # fmt: skip
-    res = Trainer(load_config(None, overrides), DistInfo()).fit()
-    assert res.metrics["cer"] < 0.5, res.metrics
+    metrics = train_on_corpus_words(tmp_path, "".join(chars), str(tmp_path / "chars.txt"), CJK_FONT.parent, 4)
+    assert metrics["cer"] < 0.5, metrics
 
 
 def test_scripts_that_glyph_by_glyph_drawing_gets_wrong_are_named():
