@@ -12,6 +12,10 @@ Two layouts:
 * ``vgg`` -- clovaai/deep-text-recognition-benchmark's None-VGG-BiLSTM-CTC: the same
   widths with BatchNorm (bias-free convs) at conv 4 and 5, height average-pooled,
   two BiLSTM+linear blocks, then a separate linear classifier ``fc``.
+* ``crnn_s8`` -- ``crnn`` with its third pooling also halving the width: a time step
+  every 8 px (for CJK lines, whose characters are about as wide as the line is high).
+* ``dense`` -- the ``crnn`` CNN and a linear classifier ``fc`` on its features, no
+  LSTM (chineseocr's ``lstmFlag=False`` model).
 """
 
 from __future__ import annotations
@@ -25,7 +29,13 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from crnn.config import LAYOUTS, output_length
+from crnn.config import LAYOUTS, RECURRENT, output_length
+
+
+def _compiling() -> bool:
+    """Inside torch.compile's tracing (Dynamo), where flatten_parameters must not run."""
+    is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None)
+    return bool(is_compiling()) if is_compiling is not None else False
 
 
 class BiLSTM(nn.Module):
@@ -38,6 +48,10 @@ class BiLSTM(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``(B, T, in)`` -> ``(B, T, out)``."""
+        if x.is_cuda and not _compiling():
+            # DataParallel's replicas get the weights as separate copies; cuDNN wants one
+            # contiguous chunk and would re-pack them on every call with a warning.
+            self.lstm.flatten_parameters()
         y, _ = self.lstm(x)
         return self.proj(y)
 
@@ -79,7 +93,7 @@ class CRNN(nn.Module):
         in_channels: 1 for grayscale, 3 for RGB input.
         channels: the 7 conv widths.
         hidden: LSTM hidden size per direction.
-        arch: ``"crnn"`` or ``"vgg"`` (see the module docstring).
+        arch: ``"crnn"``, ``"vgg"``, ``"crnn_s8"`` or ``"dense"`` (see the module docstring).
 
     ``forward`` takes normalised images ``(B, C, H, W)`` (H a multiple of 16, >= 32)
     and returns logits ``(B, T, num_classes)`` with ``T = output_length(W)``.
@@ -135,14 +149,17 @@ class CRNN(nn.Module):
             for name, m in seg.named_children():
                 self.cnn.add_module(name, m)
                 self._segment_names[-1].append(name)
-        if arch == "crnn":
+        self.fc: nn.Module | None = None
+        if arch in ("crnn", "crnn_s8"):
             self.rnn = nn.Sequential(
                 BiLSTM(c_in, hidden, hidden), BiLSTM(hidden, hidden, num_classes)
             )
-            self.fc: nn.Module | None = None
-        else:
+        elif arch == "vgg":
             self.rnn = nn.Sequential(BiLSTM(c_in, hidden, hidden), BiLSTM(hidden, hidden, hidden))
             self.fc = nn.Linear(hidden, num_classes)
+        else:  # dense: no recurrence, an empty Sequential passes the features through
+            self.rnn = nn.Sequential()
+            self.fc = nn.Linear(c_in, num_classes)
 
     def _run_segment(self, names: list[str], x: torch.Tensor) -> torch.Tensor:
         for n in names:
@@ -209,7 +226,7 @@ def build_model(model_cfg: Any, num_classes: int, in_channels: int) -> CRNN:
 
 def classifier_name(arch: str) -> str:
     """State-dict prefix of the layer whose rows are the classes (``K`` rows)."""
-    return "fc" if arch == "vgg" else "rnn.1.proj"
+    return "rnn.1.proj" if arch in ("crnn", "crnn_s8") else "fc"
 
 
 def hparams_from_state_dict(state_dict: dict[str, Any], arch: str) -> dict[str, Any]:
@@ -219,7 +236,7 @@ def hparams_from_state_dict(state_dict: dict[str, Any], arch: str) -> dict[str, 
     return {
         "arch": arch,
         "channels": [int(state_dict[f"cnn.conv{i}.weight"].shape[0]) for i in range(7)],
-        "hidden": int(state_dict["rnn.0.lstm.weight_hh_l0"].shape[1]),
+        "hidden": int(state_dict["rnn.0.lstm.weight_hh_l0"].shape[1]) if arch in RECURRENT else 0,
         "in_channels": int(state_dict["cnn.conv0.weight"].shape[1]),
         "num_classes": int(state_dict[f"{classifier_name(arch)}.weight"].shape[0]),
     }

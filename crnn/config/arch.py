@@ -25,7 +25,24 @@ _VGG_LAYOUT: list[tuple[Any, ...]] = [
     ("conv", 4, 3, 1, True, False), ("conv", 5, 3, 1, True, False), ("pool", (2, 1), (2, 1), (0, 0)),
     ("conv", 6, 2, 0, False, True),
 ]  # fmt: skip
-LAYOUTS = {"crnn": _CRNN_LAYOUT, "vgg": _VGG_LAYOUT}
+# The CRNN with its third pooling halving the width too: a time step every 8 px instead
+# of 4. Characters of CJK lines are about as wide as the line is high (~28 px at height
+# 32), so 3-4 steps per character are plenty for CTC, and the LSTMs, the classifier
+# (5,530 classes for Chinese) and conv 4-6 do half the work: 1.9x the CPU training
+# step of "crnn" on 32 x 256 lines (docs/benchmarks.md).
+_CRNN_S8_LAYOUT: list[tuple[Any, ...]] = [
+    *_CRNN_LAYOUT[:6], ("pool", (2, 2), (2, 2), (0, 0)), *_CRNN_LAYOUT[7:],
+]  # fmt: skip
+# Conv layouts per model.arch; "dense" is the "crnn" CNN with a linear classifier on its
+# features and no LSTM (chineseocr's lstmFlag=False model).
+LAYOUTS = {
+    "crnn": _CRNN_LAYOUT,
+    "vgg": _VGG_LAYOUT,
+    "crnn_s8": _CRNN_S8_LAYOUT,
+    "dense": _CRNN_LAYOUT,
+}
+# Archs whose recurrent part is two BiLSTMs (all but "dense").
+RECURRENT = ("crnn", "vgg", "crnn_s8")
 
 
 def output_length(width: Any, arch: str = "crnn") -> Any:
