@@ -7,6 +7,7 @@ stores the charset and refuses to load against a different one.
 
 from __future__ import annotations
 
+import logging
 import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -14,6 +15,8 @@ from importlib import resources
 from pathlib import Path
 
 from crnn import bidi as _bidi
+
+log = logging.getLogger(__name__)
 
 BLANK = 0
 
@@ -36,21 +39,23 @@ class UnknownCharacterError(ValueError):
         )
 
 
-def _read_charset_file(path: Path) -> str:
-    """One character per line; a line holding a single space is the space character."""
-    chars = []
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").split("\n"), start=1):
-        if line.endswith("\r"):
-            line = line[:-1]
-        if line == "":
-            continue
-        if len(line) != 1:
-            raise ValueError(
-                f"{path}:{lineno}: expected one character per line, got {line!r}. "
-                "Write each character of the alphabet on its own line."
-            )
-        chars.append(line)
-    return "".join(chars)
+# What was said about charsets with repeated characters or detected file layouts: once
+# per process, not at every Charset built from a checkpoint.
+_SAID: set[str] = set()
+
+
+def _say_once(key: str, level: int, msg: str, *args: object) -> None:
+    if key not in _SAID:
+        _SAID.add(key)
+        log.log(level, msg, *args)
+
+
+def duplicates(chars: str) -> dict[str, list[int]]:
+    """Characters listed more than once, with their class ids."""
+    ids: dict[str, list[int]] = {}
+    for i, c in enumerate(chars, start=1):
+        ids.setdefault(c, []).append(i)
+    return {c: v for c, v in ids.items() if len(v) > 1}
 
 
 @dataclass(frozen=True)
@@ -78,20 +83,28 @@ class Charset:
         chars = unicodedata.normalize("NFC", self.chars)
         if not chars:
             raise ValueError("a charset needs at least one character, got an empty one")
-        seen: set[str] = set()
-        dups = sorted({c for c in chars if c in seen or seen.add(c)})  # type: ignore[func-returns-value]
+        dups = duplicates(chars)
         if dups:
-            raise ValueError(
-                f"charset {self.name or chars!r} lists characters twice: {dups}. "
-                "Each character may appear once, since its position is its class id."
-            )
+            # Imported models keep their shape (chineseocr's alphabet lists '|' twice, which
+            # is why it has 5,530 classes): every class stays, labels use the first id.
+            shown = ", ".join(f"{c!r} (classes {', '.join(map(str, v))})" for c, v in dups.items())
+            _say_once(
+                f"dups:{self.name}:{shown}", logging.WARNING,
+                "%s lists characters more than once: %s. Every class is kept (a model "
+                "trained with this alphabet keeps its shape) and they all read as that "
+                "character; labels are encoded with the first class.",
+                f"charset {self.name!r}" if self.name else "the charset", shown,
+            )  # fmt: skip
         object.__setattr__(self, "chars", chars)
         if self.case_fold is None:
             fold = any(c.islower() for c in chars) and not any(c.isupper() for c in chars)
             object.__setattr__(self, "case_fold", fold)
         if self.bidi is None:
             object.__setattr__(self, "bidi", _bidi.has_rtl(chars))
-        object.__setattr__(self, "_index", {c: i + 1 for i, c in enumerate(chars)})
+        index: dict[str, int] = {}
+        for i, c in enumerate(chars, start=1):
+            index.setdefault(c, i)
+        object.__setattr__(self, "_index", index)
 
     # ---- construction -------------------------------------------------------------
 
@@ -99,20 +112,32 @@ class Charset:
     def from_spec(
         cls, spec: str, case_fold: bool | None = None, bidi: bool | None = None
     ) -> Charset:
-        """Build from a built-in name (``alnum36``...), a ``.txt`` path, or ``chars:<literal>``."""
+        """Build from a built-in name (``alnum36``...), ``chars:<literal>``, or an alphabet
+        file as other projects write them (see :mod:`crnn.charset_files`: one character
+        per line in UTF-8 or GBK, a placeholder first line, ``FILE+space``, a Python
+        ``keys.py``). Raises ``ValueError`` (a :class:`CharsetFileError` for files) in one
+        line that names the file, the line and the fix."""
+        from crnn.charset_files import CharsetFileError, read_alphabet, spec_path
+
         if spec in BUILTIN_CHARSETS:
             ref = resources.files("crnn") / "assets" / "charsets" / f"{spec}.txt"
-            return cls(_read_charset_file(Path(str(ref))), case_fold, spec, bidi)
+            return cls(read_alphabet(str(ref)).chars, case_fold, spec, bidi)
         if spec.startswith("chars:"):
             return cls(spec[len("chars:") :], case_fold, "literal", bidi)
-        path = Path(spec)
-        if path.is_file():
-            return cls(_read_charset_file(path), case_fold, str(path), bidi)
-        raise ValueError(
-            f"unknown charset {spec!r}: expected one of the built-in charsets "
-            f"{', '.join(BUILTIN_CHARSETS)}, a path to a .txt file with one character per "
-            "line, or 'chars:' followed by the characters (e.g. 'chars:0123456789')."
-        )
+        try:
+            found = read_alphabet(spec)
+        except CharsetFileError as e:
+            if spec_path(spec).exists() or "." in spec or "/" in spec:
+                raise
+            raise CharsetFileError(
+                f"unknown charset {spec!r}: expected one of the built-in charsets "
+                f"{', '.join(BUILTIN_CHARSETS)}, an alphabet file (one character per line, "
+                "UTF-8 or GBK; or a Python keys.py), or 'chars:' followed by the characters "
+                "(e.g. 'chars:0123456789')."
+            ) from e
+        for note in found.notes:
+            _say_once(f"note:{spec}:{note}", logging.INFO, "charset %s: %s", spec, note)
+        return cls(found.chars, case_fold, spec, bidi)
 
     def to_dict(self) -> dict[str, object]:
         """Plain types only, so checkpoints stay loadable with ``weights_only=True``."""

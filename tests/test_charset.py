@@ -52,8 +52,17 @@ def test_from_file_and_literal(tmp_path):
 def test_bad_specs_are_explained():
     with pytest.raises(ValueError, match="unknown charset 'alnum63'.*alnum36"):
         Charset.from_spec("alnum63")
-    with pytest.raises(ValueError, match="twice"):
-        Charset("abca")
+
+
+
+def test_a_character_listed_twice_keeps_both_classes_with_a_warning(caplog):
+    """Imported alphabets keep their shape (chineseocr's lists '|' twice): both classes
+    read as the character, labels use the first, and the log says so once."""
+    with caplog.at_level("WARNING"):
+        cs = Charset("abca", name="dup")
+        Charset("abca", name="dup")
+    assert cs.num_classes == 5 and cs.encode("a") == [1] and cs.decode([1, 4]) == "aa"
+    assert caplog.text.count("lists characters more than once: 'a' (classes 1, 4)") == 1
 
 
 def test_dict_round_trip():
