@@ -21,22 +21,33 @@ from crnn.model import CRNN
 from crnn.precision import autocast_for
 
 
-def normalize(images: torch.Tensor) -> torch.Tensor:
-    """``uint8`` ``(B, C, H, W)`` -> float in ``[-1, 1]`` (same device)."""
-    return images.float().div_(127.5).sub_(1.0)
+def normalize(images: torch.Tensor, mean: float = 0.5, std: float = 0.5) -> torch.Tensor:
+    """``uint8`` ``(B, C, H, W)`` -> ``(p / 255 - mean) / std`` as float (same device);
+    ``[-1, 1]`` with the defaults, the normalisation this project trains with."""
+    if mean == 0.5 and std == 0.5:
+        return images.float().div_(127.5).sub_(1.0)
+    return images.float().div_(255.0).sub_(mean).div_(std)
 
 
 class Uint8Model(nn.Module):
     """uint8 images ``(B, C, H, W)`` in, logits ``(B, T, K)`` out: the CRNN with its
-    input normalisation (and, optionally, channels-last convolutions) in front."""
+    input normalisation (``ImageSpec.mean``/``std``; and, optionally, channels-last
+    convolutions) in front."""
 
-    def __init__(self, model: nn.Module, channels_last: bool = False) -> None:
+    def __init__(
+        self, model: nn.Module, channels_last: bool = False, mean: float = 0.5, std: float = 0.5
+    ) -> None:
         super().__init__()
         self.model = model
         self.channels_last = channels_last
+        self.mean, self.std = float(mean), float(std)
+
+    @classmethod
+    def for_spec(cls, model: nn.Module, spec: ImageSpec, channels_last: bool = False) -> Uint8Model:
+        return cls(model, channels_last, spec.mean, spec.std)
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
-        x = normalize(images)
+        x = normalize(images, self.mean, self.std)
         if self.channels_last:
             x = x.contiguous(memory_format=torch.channels_last)
         return self.model(x)
@@ -85,7 +96,7 @@ class TorchBackend:
             channels_last = self.device.type == "cpu"
         if channels_last:
             self.model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
-        self.module = Uint8Model(self.model, channels_last)
+        self.module = Uint8Model.for_spec(self.model, spec, channels_last)
         self.charset = charset
         self.spec = spec
         self.amp = amp

@@ -1,8 +1,10 @@
 """Weights from elsewhere: other projects' layouts, and another charset's classifier.
 
-:func:`import_state_dict` renames meijieru/crnn.pytorch and clovaai None-VGG-BiLSTM-CTC
-weights to ours and wraps them in a native checkpoint; :func:`adapt_to_charset`
-re-orders a classifier trained on another alphabet row by row (fine-tuning).
+:func:`import_state_dict` renames the weights of meijieru/crnn.pytorch, chineseocr (its
+LSTM and its dense model), Sierkinhane/CRNN_Chinese_Characters_Rec and clovaai
+None-VGG-BiLSTM-CTC to ours and wraps them in a native checkpoint with the preprocessing
+each project used; :func:`adapt_to_charset` re-orders a classifier trained on another
+alphabet row by row (fine-tuning).
 """
 
 from __future__ import annotations
@@ -39,13 +41,20 @@ _CLOVA_CONVNET = {
 }  # fmt: skip
 
 # (pattern, replacement) per layout; a key that matches none is not part of the layout.
+_MEIJIERU = [
+    (re.compile(r"^cnn\.conv([0-6])\.(weight|bias)$"), r"cnn.conv\1.\2"),
+    (re.compile(r"^cnn\.batchnorm([246])\.(\w+)$"), r"cnn.bn\1.\2"),
+    (re.compile(r"^rnn\.([01])\.rnn\.(\w+)$"), r"rnn.\1.lstm.\2"),
+    (re.compile(r"^rnn\.([01])\.embedding\.(weight|bias)$"), r"rnn.\1.proj.\2"),
+]
 _KEY_MAPS: dict[str, list[tuple[re.Pattern[str], Any]]] = {
-    "meijieru": [
-        (re.compile(r"^cnn\.conv([0-6])\.(weight|bias)$"), r"cnn.conv\1.\2"),
-        (re.compile(r"^cnn\.batchnorm([246])\.(\w+)$"), r"cnn.bn\1.\2"),
-        (re.compile(r"^rnn\.([01])\.rnn\.(\w+)$"), r"rnn.\1.lstm.\2"),
-        (re.compile(r"^rnn\.([01])\.embedding\.(weight|bias)$"), r"rnn.\1.proj.\2"),
-    ],
+    "meijieru": _MEIJIERU,
+    # chineseocr's crnn/network_torch.py: meijieru's CRNN, or with lstmFlag=False a linear
+    # layer on the conv features instead of the LSTMs ("dense").
+    "chineseocr": [*_MEIJIERU, (re.compile(r"^linear\.(weight|bias)$"), r"fc.\1")],
+    # Sierkinhane/CRNN_Chinese_Characters_Rec lib/models/crnn.py: meijieru's CRNN (its
+    # forward ends in log_softmax, which changes no prediction).
+    "sierkinhane": _MEIJIERU,
     "clova": [
         (
             re.compile(r"^FeatureExtraction\.ConvNet\.(\d+)\.(\w+)$"),
@@ -62,18 +71,37 @@ _KEY_MAPS: dict[str, list[tuple[re.Pattern[str], Any]]] = {
 }
 FOREIGN_LAYOUTS = {
     "meijieru": "meijieru/crnn.pytorch CRNN(imgH=32, nc, nclass, nh): arch 'crnn'",
+    "chineseocr": "chineseocr/chineseocr crnn/network_torch.py CRNN(32, 1, nclass, 256), "
+    "lstmFlag=True (arch 'crnn') or False (arch 'dense')",
+    "sierkinhane": "Sierkinhane/CRNN_Chinese_Characters_Rec CRNN ({'state_dict', 'epoch', "
+    "'best_acc'}): arch 'crnn', its normalisation (mean 0.588, std 0.193) and 280 -> 160 "
+    "px width squeeze",
     "clova": "clovaai/deep-text-recognition-benchmark None-VGG-BiLSTM-CTC: arch 'vgg'",
     "crnn-ocr": "a bare crnn-ocr state_dict (no charset inside): arch from its keys",
 }
-_ARCH = {"meijieru": "crnn", "clova": "vgg"}
+_ARCH = {"meijieru": "crnn", "sierkinhane": "crnn", "clova": "vgg"}
+# The preprocessing each project trained with, where it differs from ours (ImageSpec):
+# Sierkinhane's config (lib/config/360CC_config.yaml) normalises with MEAN 0.588 and
+# STD 0.193 and squeezes every line from its original 280 px to 160 px (demo.py applies
+# the same OW/W ratio to an image of any width). meijieru and chineseocr use
+# (x / 255 - 0.5) / 0.5 at height 32, ratio kept: our own.
+_SPECS: dict[str, dict[str, float]] = {
+    "sierkinhane": {"mean": 0.588, "std": 0.193, "width_scale": 160 / 280},
+}
 
 
-def detect_layout(state_dict: dict[str, Any]) -> str:
-    """``meijieru``, ``clova`` or ``crnn-ocr`` from the (prefix-free) key names."""
+def detect_layout(state_dict: dict[str, Any], wrapper: dict[str, Any] | None = None) -> str:
+    """``meijieru``, ``chineseocr`` (its dense model), ``sierkinhane`` (a meijieru network
+    saved in Sierkinhane's ``{'state_dict', 'epoch', 'best_acc'}``), ``clova`` or
+    ``crnn-ocr`` from the (prefix-free) key names and the file's top-level keys."""
     keys = list(strip_prefixes(state_dict))
     if any(k.startswith(("FeatureExtraction.", "SequenceModeling.", "Prediction.")) for k in keys):
         return "clova"
+    if "linear.weight" in keys and any(k.startswith("cnn.conv") for k in keys):
+        return "chineseocr"
     if any(k.startswith(("cnn.batchnorm", "rnn.0.embedding", "rnn.0.rnn.")) for k in keys):
+        if wrapper is not None and "state_dict" in wrapper and "best_acc" in wrapper:
+            return "sierkinhane"
         return "meijieru"
     if any(k.startswith(("rnn.0.lstm.", "cnn.bn")) for k in keys):
         return "crnn-ocr"
@@ -81,6 +109,15 @@ def detect_layout(state_dict: dict[str, Any]) -> str:
         "cannot tell which network these weights belong to (first keys: "
         f"{', '.join(keys[:6])}). Known layouts: "
         + "; ".join(f"{k} ({v})" for k, v in FOREIGN_LAYOUTS.items())
+    )
+
+
+def _same_keys(asked: str, found: str) -> bool:
+    """Layouts whose key names are the same network's, told apart only by how the file
+    was saved (an explicit ``--layout`` then decides the preprocessing)."""
+    meijieru = {"meijieru", "chineseocr", "sierkinhane"}
+    return asked in meijieru and found in meijieru and not (
+        found == "chineseocr" and asked != "chineseocr"
     )
 
 
@@ -147,16 +184,19 @@ def import_state_dict(
             (naming both sizes), or shapes that do not fit the layout.
     """
     sd = strip_prefixes(extract_state_dict(obj, source))
-    found = detect_layout(sd)
+    found = detect_layout(sd, obj)
     if layout == "auto":
         layout = found
-    elif layout != found:
+    elif layout != found and not _same_keys(layout, found):
         raise CheckpointError(
             f"{source} looks like the {found} layout, not {layout} as requested "
             f"({FOREIGN_LAYOUTS[found]}); pass --layout {found} or --layout auto"
         )
     sd = map_foreign_keys(sd, layout)
-    arch = _ARCH.get(layout) or ("vgg" if "fc.weight" in sd else "crnn")
+    if layout == "chineseocr":
+        arch = "crnn" if "rnn.1.proj.weight" in sd else "dense"
+    else:
+        arch = _ARCH.get(layout) or ("vgg" if "fc.weight" in sd else "crnn")
     try:
         hp = hparams_from_state_dict(sd, arch)
     except KeyError as e:
@@ -183,8 +223,11 @@ def import_state_dict(
             f"{source} takes {hp['in_channels']}-channel images; only grayscale (1) and RGB (3) "
             "inputs can be preprocessed"
         )
-    # Grayscale or RGB is fixed by the first conv's weights, not a choice.
-    spec = dataclasses.replace(spec or ImageSpec(), rgb=hp["in_channels"] == 3)
+    # Grayscale or RGB is fixed by the first conv's weights, not a choice; the
+    # normalisation and width squeeze by the project the weights come from.
+    spec = dataclasses.replace(
+        spec or ImageSpec(), rgb=hp["in_channels"] == 3, **_SPECS.get(layout, {})
+    )
     return {
         **ModelBundle(model, charset, spec).header(),
         "imported": {"layout": layout, "source": Path(source).name},

@@ -5,13 +5,18 @@ Modes:
   dp       prefix the weight keys with module. (for tools that expect DataParallel names)
   release  training checkpoint -> inference file (weights, model config, charset, image
            spec; optimizer and the rest dropped), named OUT_STEM-<sha256[:8]>.pt
-  import   a state_dict of meijieru/crnn.pytorch CRNN or clovaai None-VGG-BiLSTM-CTC
-           -> a crnn-ocr checkpoint for predict, eval and train.init_from
+  import   another project's CRNN weights (meijieru/crnn.pytorch, chineseocr's LSTM and
+           dense models, Sierkinhane/CRNN_Chinese_Characters_Rec, clovaai
+           None-VGG-BiLSTM-CTC) -> a crnn-ocr checkpoint for predict, eval and
+           train.init_from, with the preprocessing that project used
 
 Examples:
   convert_checkpoint.py release runs/en/best.pt -o models/crnn_en.pt --fp16
   convert_checkpoint.py import crnn.pth --layout meijieru \\
       --alphabet 0123456789abcdefghijklmnopqrstuvwxyz -o crnn_meijieru.pt
+  convert_checkpoint.py import ocr-lstm.pth --layout chineseocr --charset keys.py -o zh.pt
+  convert_checkpoint.py import checkpoint_9_acc_0.97.pth --layout sierkinhane \\
+      --charset lib/config/alphabets.py -o zh_sierkinhane.pt
 
 Exit codes: 0 done, 2 bad input (nothing written).
 """
@@ -49,13 +54,14 @@ def build_parser() -> argparse.ArgumentParser:
     sp = add("release", "make an inference-only release file named OUT_STEM-<sha256[:8]>.pt")
     sp.add_argument("--fp16", action="store_true", help="store float weights as float16")
     sp = add("import", "import another project's CRNN weights as a crnn-ocr checkpoint")
+    from crnn.checkpoint.foreign import FOREIGN_LAYOUTS
+
     sp.add_argument(
         "--layout",
-        choices=("auto", "meijieru", "clova", "crnn-ocr"),
+        choices=("auto", *FOREIGN_LAYOUTS),
         default="auto",
-        help="meijieru: meijieru/crnn.pytorch CRNN(imgH=32, nc, nclass, nh); clova: "
-        "clovaai/deep-text-recognition-benchmark None-VGG-BiLSTM-CTC; crnn-ocr: a bare "
-        "state_dict of this project (default: recognised from the key names)",
+        help="; ".join(f"{k}: {v}" for k, v in FOREIGN_LAYOUTS.items())
+        + " (default auto: recognised from the key names and the file's top-level keys)",
     )
     alpha = sp.add_mutually_exclusive_group(required=True)
     alpha.add_argument(
@@ -64,7 +70,11 @@ def build_parser() -> argparse.ArgumentParser:
         "e.g. 0123456789abcdefghijklmnopqrstuvwxyz",
     )
     alpha.add_argument(
-        "--charset", help="the same as a built-in charset name or a .txt file (one per line)"
+        "--charset",
+        help="the alphabet as a file: chineseocr's keys.py or Sierkinhane's alphabets.py (the "
+        "string is read, never executed; FILE.py#NAME picks a variable), a file with one "
+        "character per line (UTF-8 or GBK; a first line such as 'blank' is the blank's "
+        "placeholder; FILE+space adds PaddleOCR's space class), or a built-in name",
     )
     sp.add_argument(
         "--case-fold",

@@ -28,13 +28,23 @@ class ImageDecodeError(ValueError):
 
 @dataclass(frozen=True)
 class ImageSpec:
-    """How an image becomes a model input; stored in every checkpoint."""
+    """How an image becomes a model input; stored in every checkpoint.
+
+    ``mean``/``std`` normalise pixels as ``(p / 255 - mean) / std`` inside the model
+    (``crnn.backends.torch.Uint8Model``); ``width_scale`` squeezes (< 1) or stretches the
+    width after resizing to the height. This project trains with the defaults (0.5, 0.5,
+    1.0: ``[-1, 1]``, the aspect ratio kept); imported models keep their own, e.g.
+    Sierkinhane's CRNN (mean 0.588, std 0.193, lines squeezed from 280 to 160 px).
+    """
 
     height: int = 32
     min_width: int = 16
     max_width: int = 128
     width_multiple: int = 4
     rgb: bool = False
+    mean: float = 0.5
+    std: float = 0.5
+    width_scale: float = 1.0
 
     @property
     def channels(self) -> int:
@@ -51,19 +61,30 @@ class ImageSpec:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "height": self.height,
             "min_width": self.min_width,
             "max_width": self.max_width,
             "width_multiple": self.width_multiple,
             "rgb": self.rgb,
         }
+        # Written only when they differ, so files of this project's own models stay
+        # readable by older versions.
+        for k, default in _OPTIONAL.items():
+            if getattr(self, k) != default:
+                out[k] = float(getattr(self, k))
+        return out
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ImageSpec:
         return cls(
-            **{k: d[k] for k in ("height", "min_width", "max_width", "width_multiple", "rgb")}
+            **{k: d[k] for k in ("height", "min_width", "max_width", "width_multiple", "rgb")},
+            **{k: float(d[k]) for k in _OPTIONAL if k in d},
         )
+
+
+# ImageSpec fields that older files lack, with the value they mean there.
+_OPTIONAL = {"mean": 0.5, "std": 0.5, "width_scale": 1.0}
 
 
 # The widest input inference accepts (pixels after resizing to the model's height): a
@@ -72,16 +93,23 @@ INFERENCE_MAX_WIDTH = 4096
 
 
 def resized_width(
-    width: int, height: int, spec: ImageSpec, min_width: int = 0, max_width: int | None = None
+    width: int,
+    height: int,
+    spec: ImageSpec,
+    min_width: int = 0,
+    max_width: int | None = None,
+    scale: float | None = None,
 ) -> int:
-    """Width after resizing to ``spec.height`` keeping the aspect ratio.
+    """Width after resizing to ``spec.height`` keeping the aspect ratio (times ``scale``,
+    by default ``spec.width_scale``).
 
     Clamped to ``[max(spec.min_width, min_width), max_width]`` and rounded up to a
     multiple of ``spec.width_multiple``. ``max_width`` defaults to ``spec.max_width``,
     the training cap (a memory knob); inference passes :data:`INFERENCE_MAX_WIDTH`
     and so never squeezes a long line.
     """
-    w = round(spec.height * width / max(height, 1))
+    scale = spec.width_scale if scale is None else scale
+    w = round(spec.height * width / max(height, 1) * scale)
     w = max(w, spec.min_width, min_width)
     m = spec.width_multiple
     w = int(math.ceil(w / m) * m)
@@ -171,7 +199,8 @@ def fit_width(
     uint8) widened to ``min_width`` or squeezed to ``max_width`` if it must be; returned
     as it is (same object) when its width already fits."""
     width = img.shape[2] if isinstance(img, np.ndarray) else img.width
-    w = resized_width(width, spec.height, spec, min_width, max_width)
+    # The first step applied spec.width_scale already.
+    w = resized_width(width, spec.height, spec, min_width, max_width, scale=1.0)
     if w == width:
         return img
     if isinstance(img, np.ndarray):
@@ -211,7 +240,7 @@ def preprocess_array(
     img = load_image(source, spec.rgb)
     if not inference:
         return to_array(resize(img, spec, min_width))
-    natural = round(spec.height * img.width / max(img.height, 1))
+    natural = round(spec.height * img.width / max(img.height, 1) * spec.width_scale)
     if natural > INFERENCE_MAX_WIDTH:
         raise ImageDecodeError(
             f"{img.width}x{img.height} image: {natural} px wide at the model's height of "
