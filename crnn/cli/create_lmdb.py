@@ -1,7 +1,12 @@
-"""Write an LMDB dataset from an image folder and a gt.txt.
+"""Write an LMDB dataset from an image folder and its labels.
 
 gt.txt holds one sample per line: ``relative/path<TAB>label`` (UTF-8), paths relative
-to --root. Every file is read once and checked once (a PNG down to its last byte
+to --root. Other projects' label files are read too (--format, detected by default):
+PaddleOCR's ``path<TAB>label``; the Synthetic Chinese String Dataset's index lists
+``name idx idx ...``, whose numbers are lines of an alphabet file given with --charset
+(char_std_5990.txt, GBK and its 'blank' first line included); a folder with one
+``NAME.txt`` label beside each image (no --gt). An index list is never stored as digits:
+without its alphabet file it is refused. Every file is read once and checked once (a PNG down to its last byte
 without rebuilding its pixels, other formats by decoding them; in one process per core);
 lines with a missing or unreadable image or an empty label are reported by line number
 and left out, and the rest are written. Exit code 0 when every line was written,
@@ -32,12 +37,26 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--root", required=True, help="folder the image paths in gt.txt are relative to")
-    p.add_argument("--gt", help="ground-truth file (default: ROOT/gt.txt)")
+    p.add_argument(
+        "--gt",
+        help="label file (default: ROOT/gt.txt, or one NAME.txt per image when there is none)",
+    )
+    p.add_argument(
+        "--format",
+        default="auto",
+        choices=("auto", "gt", "paddle", "index", "per-image"),
+        help="how the labels are written: gt (path<TAB>label or path label), paddle "
+        "(path<TAB>label, labels may hold spaces), index (name idx idx ...: line numbers of "
+        "the --charset file, e.g. the Synthetic Chinese String Dataset's train.txt with "
+        "char_std_5990.txt), per-image (NAME.txt beside each image); default auto",
+    )
     p.add_argument("--out", required=True, help="output LMDB directory")
     p.add_argument("--overwrite", action="store_true", help="replace an existing LMDB at --out")
     p.add_argument(
         "--charset",
-        help="also report labels with characters outside this charset (they are still written)",
+        help="also report labels with characters outside this charset (they are still "
+        "written); for an index list, the alphabet file its numbers are line numbers of "
+        "(char_std_5990.txt: UTF-8 or GBK, line 0 the blank's placeholder)",
     )
     p.add_argument(
         "--val-fraction",
@@ -85,10 +104,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     setup_logging(args.verbose)
+    from crnn.charset_files import spec_path
     from crnn.data.create import create_lmdb
 
     root = Path(args.root)
-    gt = Path(args.gt) if args.gt else root / "gt.txt"
+    gt = Path(args.gt) if args.gt else None
     if not root.is_dir():
         log.error("--root %s is not a folder", root)
         return EXIT_USAGE
@@ -108,13 +128,20 @@ def main(argv: list[str] | None = None) -> int:
         report = create_lmdb(
             root, gt, args.out, args.val_out, args.val_fraction, charset, args.overwrite,
             height=args.height, grayscale=grayscale, encoding=args.encoding,
-            prepared=args.prepared, workers=args.workers,
+            prepared=args.prepared, workers=args.workers, label_format=args.format,
+            index_file=args.charset if args.charset and spec_path(args.charset).is_file() else None,
         )  # fmt: skip
     except (ValueError, LookupError, FileNotFoundError, FileExistsError) as e:
         log.error("%s", e)
         return EXIT_USAGE
+    where = gt or (root / "gt.txt" if report.label_format != "per-image" else root)
+    if report.label_format not in ("gt", args.format):
+        log.info("labels read as %s (--format %s)", report.label_format, report.label_format)
     for lineno, why in report.bad[:20]:
-        log.warning("%s:%d: %s", gt, lineno, why)
+        if report.label_format == "per-image":
+            log.warning("%s: image %d: %s", where, lineno, why)
+        else:
+            log.warning("%s:%d: %s", where, lineno, why)
     if len(report.bad) > 20:
         log.warning("... and %d more bad lines", len(report.bad) - 20)
     if report.outside_charset:

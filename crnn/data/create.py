@@ -49,11 +49,12 @@ class CreateReport:
     held_out: int = 0
     bad: list[tuple[int, str]] = field(default_factory=list)  # (gt line number, why)
     outside_charset: int = 0  # written, but with characters the given charset lacks
+    label_format: str = "gt"  # how the labels were read (crnn.data.formats)
 
 
 def create_lmdb(
     root: str | os.PathLike[str],
-    gt: str | os.PathLike[str],
+    gt: str | os.PathLike[str] | None,
     out: str | os.PathLike[str],
     val_out: str | os.PathLike[str] | None = None,
     val_fraction: float = 0.0,
@@ -65,6 +66,8 @@ def create_lmdb(
     encoding: str = "utf-8",
     prepared: bool = False,
     workers: int = 0,
+    label_format: str = "auto",
+    index_file: str | os.PathLike[str] | None = None,
 ) -> CreateReport:
     """Write the images listed in ``gt`` (paths relative to ``root``) into an LMDB at
     ``out``, and a ``val_fraction`` of them (by :func:`held_out`) into ``val_out``.
@@ -78,21 +81,24 @@ def create_lmdb(
     ``grayscale`` also drops colour): a dataset at training resolution, several times
     smaller; 0 stores the files as they are. ``prepared`` stores training-ready pixels
     instead (at ``height``, default 32; grayscale unless ``grayscale=False``; see the
-    module docstring): an epoch then decodes nothing. Raises ``FileNotFoundError`` for a missing gt file,
-    ``FileExistsError`` for an existing output without ``overwrite``, ``ValueError``
-    for a bad split request.
+    module docstring): an epoch then decodes nothing. ``gt`` is read in
+    ``label_format`` (see :mod:`crnn.data.formats`: gt.txt, PaddleOCR, an index list
+    with its ``index_file``, one .txt per image; ``auto`` detects them). Raises
+    ``FileNotFoundError`` for a missing gt file, ``FileExistsError`` for an existing
+    output without ``overwrite``, ``ValueError`` for a bad split request or an index
+    list without its alphabet file.
     """
     from tqdm import tqdm
 
-    from crnn.data.gt import read_gt
+    from crnn.data.formats import read_labels
 
     if not 0.0 <= val_fraction < 1.0 or bool(val_fraction) != bool(val_out):
         raise ValueError("--val-fraction (in [0, 1)) and --val-out go together")
     if height < 0:
         raise ValueError(f"--height {height}: expected a positive number of pixels (or 0)")
     root = Path(root)
-    parsed = read_gt(gt, encoding)
-    report = CreateReport(bad=list(parsed.bad))
+    parsed, report_format = read_labels(root, gt, label_format, index_file, encoding)
+    report = CreateReport(bad=list(parsed.bad), label_format=report_format)
     gray = prepared if grayscale is None else grayscale
     job = _Job(root, height or (32 if prepared else 0), gray, prepared)
     meta = job.prepared_meta() if prepared else None

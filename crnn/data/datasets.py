@@ -24,7 +24,8 @@ from PIL import Image
 from torch.utils.data import Dataset
 
 from crnn.charset import Charset, UnknownCharacterError
-from crnn.data.gt import GT_NAME, read_gt
+from crnn.data.formats import FolderSource
+from crnn.data.gt import GT_NAME
 from crnn.data.image import (
     INFERENCE_MAX_WIDTH,
     ImageDecodeError,
@@ -61,61 +62,6 @@ class Source(Protocol):
         """Decoded and resized to the model's height, whole width kept (PIL, or
         ``(C, H, W)`` uint8 from a prepared LMDB). Raises ``ImageDecodeError``."""
         ...
-
-
-class FolderSource:
-    """Images under ``root`` listed in ``root/gt.txt`` as ``relative/path<TAB>label``.
-
-    Lines without a label or whose image file is missing are reported by line number
-    (``self.bad_lines``) and left out; the rest load normally.
-    """
-
-    def __init__(self, root: str | os.PathLike[str], gt_name: str = GT_NAME) -> None:
-        self.root = Path(root)
-        self.name = self.root.name
-        gt = self.root / gt_name
-        if not gt.is_file():
-            raise FileNotFoundError(
-                f"{str(self.root)!r} has no {gt_name}: expected lines 'relative/path<TAB>label'"
-            )
-        parsed = read_gt(gt)
-        self.bad_lines: list[tuple[int, str]] = list(parsed.bad)
-        self.paths: list[Path] = []
-        self._labels: list[str] = []
-        for line in parsed.lines:
-            path = self.root / line.path
-            if not path.is_file():
-                self.bad_lines.append((line.lineno, f"image {line.path!r} not found"))
-                continue
-            self.paths.append(path)
-            self._labels.append(line.label)
-        self.bad_lines.sort()
-        if self.bad_lines:
-            shown = "; ".join(f"line {n}: {why}" for n, why in self.bad_lines[:5])
-            log.warning(
-                "%s: %d bad lines in %s left out (%s)", self.name, len(self.bad_lines), gt, shown
-            )
-
-    def __len__(self) -> int:
-        return len(self.paths)
-
-    def image_bytes(self, index0: int) -> bytes:
-        return self.paths[index0].read_bytes()
-
-    def label(self, index0: int) -> str:
-        return self._labels[index0]
-
-    def labels(self) -> list[str]:
-        return list(self._labels)
-
-    def sizes(self) -> list[tuple[int, int]] | None:
-        return None
-
-    def describe(self, index0: int) -> str:
-        return str(self.paths[index0])
-
-    def at_model_height(self, index0: int, spec: ImageSpec) -> Image.Image:
-        return to_model_height(load_image(self.image_bytes(index0), spec.rgb), spec)
 
 
 class _LmdbSource(LmdbReader):
@@ -156,15 +102,28 @@ class _LmdbSource(LmdbReader):
         return f"{self.path}#{index0 + 1}"
 
 
-def open_sources(paths: Sequence[str | os.PathLike[str]]) -> list[Source]:
-    """LMDB directories, folders holding LMDBs, or image folders with a ``gt.txt``."""
+def open_sources(
+    paths: Sequence[str | os.PathLike[str]], index_file: str | os.PathLike[str] | None = None
+) -> list[Source]:
+    """LMDB directories, folders holding LMDBs, image folders with a ``gt.txt`` or with a
+    ``NAME.txt`` beside each image, or a label file (``gt``, PaddleOCR or index-list
+    format, image paths relative to its folder). ``index_file``: the alphabet file an
+    index list's numbers refer to (the charset file)."""
+    from crnn.data.formats import IMAGE_SUFFIXES
+
     sources: list[Source] = []
     for p in paths:
         path = Path(p)
         if path.is_file() and path.name.endswith(".txt"):
-            sources.append(FolderSource(path.parent, path.name))
+            sources.append(FolderSource(path.parent, path.name, index_file))
         elif (path / GT_NAME).is_file() and not is_lmdb_dir(path):
-            sources.append(FolderSource(path))
+            sources.append(FolderSource(path, GT_NAME, index_file))
+        elif (
+            path.is_dir() and not is_lmdb_dir(path) and not find_lmdb_roots(path)
+            and any(q.suffix == ".txt" for q in path.iterdir())
+            and any(q.suffix.lower() in IMAGE_SUFFIXES for q in path.iterdir())
+        ):  # fmt: skip
+            sources.append(FolderSource(path, None))
         else:
             sources.extend(_LmdbSource(root) for root in find_lmdb_roots(path))
     return sources

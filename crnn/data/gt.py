@@ -1,6 +1,6 @@
 """The one gt.txt parser: ``relative/path<TAB>label`` per line.
 
-Used by image-folder datasets (``crnn.data.datasets.FolderSource``) and by LMDB
+Used by image-folder datasets (``crnn.data.formats.FolderSource``) and by LMDB
 creation (``crnn.data.create.create_lmdb``), so both accept and refuse the same lines.
 Some tools separate path and label with a space; that is accepted too. Blank lines are
 skipped; a line without a label is reported by number, never silently dropped (a
@@ -32,12 +32,14 @@ class GtFile:
     bad: list[tuple[int, str]] = field(default_factory=list)
 
 
-def read_gt(path: str | os.PathLike[str], encoding: str = "utf-8") -> GtFile:
+def read_gt(path: str | os.PathLike[str], encoding: str = "utf-8", tab_only: bool = False) -> GtFile:
     """Parse a gt.txt in ``encoding`` (UTF-8 by default; a byte-order mark is allowed).
 
     A line that does not decode is reported by number with the offending byte, never
-    stored with replacement characters (a silently corrupted label). Raises
-    ``FileNotFoundError`` saying what the file should hold."""
+    stored with replacement characters (a silently corrupted label); when it reads as
+    GBK, the message says so. ``tab_only`` (PaddleOCR's files) splits path and label at
+    a tab only, so labels may hold spaces. Raises ``FileNotFoundError`` saying what the
+    file should hold."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(
@@ -51,16 +53,21 @@ def read_gt(path: str | os.PathLike[str], encoding: str = "utf-8") -> GtFile:
         try:
             line = raw.decode(encoding)
         except UnicodeDecodeError as e:
+            hint = "create_lmdb --encoding latin-1"
+            try:
+                raw.decode("gb18030")
+                hint = "it reads as GBK: create_lmdb --encoding gbk"
+            except UnicodeDecodeError:
+                pass
             out.bad.append((lineno, (
                 f"not valid {encoding} (byte 0x{raw[e.start]:02x} at column {e.start + 1} of "
-                f"{raw[:60]!r}); re-save the file as UTF-8, or give its encoding (create_lmdb "
-                "--encoding latin-1)"
+                f"{raw[:60]!r}); re-save the file as UTF-8, or give its encoding ({hint})"
             )))  # fmt: skip
             continue
         if not line.strip():
             continue
         rel, sep, label = line.partition("\t")
-        if not sep:  # some tools separate with a space
+        if not sep and not tab_only:  # some tools separate with a space
             rel, sep, label = line.partition(" ")
         if not sep or not label:
             out.bad.append((lineno, f"no label in {line[:80]!r}"))

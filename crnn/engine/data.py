@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from crnn.charset import Charset
+from crnn.charset import BUILTIN_CHARSETS, Charset
 from crnn.config import Config
 from crnn.data import usable_cores
 from crnn.data.batching import BucketBatchSampler, MixedBatchSampler, collate
@@ -100,7 +100,7 @@ def _train_part(
         # The generator has its own effects; training augmentations are for real data.
         return SynthDataset(gen, charset, spec, output_length)
     ds = RecognitionDataset(
-        open_sources([entry] if isinstance(entry, str) else entry),
+        open_sources([entry] if isinstance(entry, str) else entry, index_file(cfg)),
         charset,
         spec,
         output_length,
@@ -110,6 +110,15 @@ def _train_part(
     )
     check_usable(ds, entry)
     return ds
+
+
+def index_file(cfg: Config) -> Path | None:
+    """The charset file, when it is one: what the numbers of an index-list label file
+    (``name idx idx ...``, the Synthetic Chinese String Dataset's) stand for."""
+    from crnn.charset_files import spec_path
+
+    path = spec_path(cfg.data.charset)
+    return path if cfg.data.charset not in BUILTIN_CHARSETS and path.is_file() else None
 
 
 PROBE_IMAGES = 32
@@ -218,7 +227,7 @@ def build_val_sets(
     out = []
     for path in cfg.data.val:
         rds = RecognitionDataset(
-            open_sources([path]), charset, spec, output_length, evaluation=True
+            open_sources([path], index_file(cfg)), charset, spec, output_length, evaluation=True
         )
         name = Path(path).name or str(path)
         out.append((name, make_eval_loader(rds, eval_bs, nw, widths=rds.widths, **shard)))
