@@ -3,7 +3,9 @@
 * ``accuracy``: exact match of the prediction with the label as the charset normalises
   it (lower-cased for case-folding charsets).
 * ``alnum_accuracy``: the field's convention for IIIT5K/SVT/IC13/IC15 tables: lower-case
-  both sides, drop everything but ``0-9a-z``, exact match.
+  both sides, drop everything but ``0-9a-z``, exact match. Only present when at least
+  half of the labels' characters are Latin letters or digits: on Chinese lines it means
+  nothing, and is left out rather than shown.
 * ``cer``: character error rate, total edit distance / total label characters.
 * ``ned``: mean normalised edit distance, ``ed / max(len(pred), len(label))`` per sample
   (0 is perfect; ``1 - ned`` is the ICDAR-2019 "1-N.E.D." score).
@@ -26,8 +28,11 @@ _NON_ALNUM = re.compile(r"[^0-9a-z]")
 # Order of the fields in the tensor used for all-reduce.
 _FIELDS = (
     "count", "correct", "correct_alnum", "edits", "chars", "ned_sum", "empty",
-    "correct_exact", "correct_caseless",
+    "correct_exact", "correct_caseless", "latin_chars",
 )  # fmt: skip
+_LATIN = frozenset("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+# alnum_accuracy is reported when at least this share of label characters is 0-9a-zA-Z.
+LATIN_SHARE_FOR_ALNUM = 0.5
 
 
 def alnum_normalize(text: str) -> str:
@@ -71,6 +76,7 @@ class TextMetrics:
             s["empty"] += not p
             s["correct_exact"] += p == raw
             s["correct_caseless"] += p.lower() == raw.lower()
+            s["latin_chars"] += sum(c in _LATIN for c in raw)
 
     def add(self, other: TextMetrics) -> None:
         """Pool another set of counts into this one."""
@@ -87,12 +93,17 @@ class TextMetrics:
         return m
 
     def compute(self) -> dict[str, float]:
+        """The rates; ``alnum_accuracy`` only when the labels are mostly Latin letters
+        and digits (:data:`LATIN_SHARE_FOR_ALNUM`)."""
         s = self.sums
         n = max(s["count"], 1.0)
+        alnum = {}
+        if s["latin_chars"] >= LATIN_SHARE_FOR_ALNUM * s["chars"] and s["chars"] > 0:
+            alnum = {"alnum_accuracy": s["correct_alnum"] / n}
         return {
             "count": s["count"],
             "accuracy": s["correct"] / n,
-            "alnum_accuracy": s["correct_alnum"] / n,
+            **alnum,
             "cer": s["edits"] / max(s["chars"], 1.0),
             "ned": s["ned_sum"] / n,
             "empty_rate": s["empty"] / n,

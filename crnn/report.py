@@ -19,7 +19,7 @@ from typing import Any
 
 import editdistance
 import numpy as np
-from PIL import Image, ImageDraw, ImageFont
+from PIL import Image, ImageDraw
 
 # Label-length buckets of the breakdown (characters).
 LENGTH_BUCKETS = ((1, 3), (4, 6), (7, 10), (11, 20), (21, 10**9))
@@ -87,8 +87,9 @@ class ErrorCollector:
     def worst(self) -> list[ErrorRecord]:
         return sorted((r for r, _ in self._worst), reverse=True)
 
-    def write(self, out: str | Path, title: str) -> list[Path]:
-        """``errors.tsv``, ``summary.md`` and ``worst_errors.png`` into ``out``."""
+    def write(self, out: str | Path, title: str, fonts: Any = None) -> list[Path]:
+        """``errors.tsv``, ``summary.md`` and ``worst_errors.png`` into ``out``;
+        ``fonts`` (a ``LabelFonts``) draws the labels and reads."""
         out = Path(out)
         out.mkdir(parents=True, exist_ok=True)
         tsv = out / "errors.tsv"
@@ -103,7 +104,7 @@ class ErrorCollector:
         worst = self.worst()
         if worst:
             sheet = out / "worst_errors.png"
-            error_sheet(worst).save(sheet)
+            error_sheet(worst, fonts=fonts).save(sheet)
             written.append(sheet)
         return written
 
@@ -135,19 +136,22 @@ def _show(c: str) -> str:
     return "(missing)" if c == "" else ("(space)" if c == " " else f"`{c}`")
 
 
-def _font(size: int) -> Any:
-    from crnn.data.synth.fonts import bundled_font_dir
+def _fonts(fonts: Any, size: int) -> Any:
+    """``fonts``, or the default :class:`~crnn.data.synth.fonts.LabelFonts`."""
+    from crnn.data.synth.fonts import LabelFonts
 
-    try:
-        return ImageFont.truetype(str(bundled_font_dir() / "dejavu" / "DejaVuSans.ttf"), size)
-    except OSError:
-        return ImageFont.load_default()
+    return fonts if fonts is not None else LabelFonts(size)
 
 
-def error_sheet(records: list[ErrorRecord], cols: int = 4, cell_w: int = 300) -> Image.Image:
+def error_sheet(
+    records: list[ErrorRecord], cols: int = 4, cell_w: int = 300, fonts: Any = None
+) -> Image.Image:
     """A grid of wrong reads: each image with its label (black) and the prediction (red)
-    and confidence under it."""
-    font = _font(13)
+    and confidence under it, drawn with a font that has their glyphs (``fonts``, a
+    ``LabelFonts``; by default the bundled fonts, then what fontconfig finds)."""
+    from crnn.data.synth.fonts import fit_text
+
+    fonts = _fonts(fonts, 13)
     img_h, pad, text_h = 48, 8, 34
     rows = -(-len(records) // cols)
     sheet = Image.new("RGB", (cols * cell_w + pad, rows * (img_h + text_h + pad) + pad), "white")
@@ -161,22 +165,27 @@ def error_sheet(records: list[ErrorRecord], cols: int = 4, cell_w: int = 300) ->
             w = max(1, round(tile.width * img_h / tile.height))
             tile = tile.resize((min(w, cell_w - pad), img_h), Image.Resampling.BILINEAR)
             sheet.paste(tile, (x, y))
-        draw.text((x, y + img_h + 2), f"label: {r.label}"[:40], font=font, fill=(0, 0, 0))
-        draw.text((x, y + img_h + 17), f"read:  {r.prediction} ({r.confidence:.2f})"[:40],
-                  font=font, fill=(200, 0, 0))  # fmt: skip
+        for dy, text, color in (
+            (2, f"label: {r.label}", (0, 0, 0)),
+            (17, f"read:  {r.prediction} ({r.confidence:.2f})", (200, 0, 0)),
+        ):
+            font = fonts.font(text)
+            draw.text((x, y + img_h + dy), fit_text(text, font, cell_w - pad), font=font, fill=color)
     return sheet
 
 
 def render_prediction_grid(
-    images: Any, widths: Any, labels: list[str], preds: list[str]
+    images: Any, widths: Any, labels: list[str], preds: list[str], fonts: Any = None
 ) -> Image.Image:
     """``(B, C, H, W)`` uint8 images -> one RGB picture, a row per sample with
-    ``label -> prediction`` beside it (green when right, red when wrong)."""
-    font = ImageFont.load_default()
+    ``label -> prediction`` beside it (green when right, red when wrong), in a font that
+    has their glyphs (``fonts``, a ``LabelFonts``)."""
+    fonts = _fonts(fonts, 13)
     n = len(labels)
     h = images.shape[2]
-    text_w = 260
-    row_h = max(h, 14) + 4
+    texts = [f"{labels[i]} -> {preds[i]}" for i in range(n)]
+    text_w = max([260] + [int(fonts.font(t).getlength(t)) + 8 for t in texts])
+    row_h = max(h, 18) + 4
     max_w = int(max(int(w) for w in widths[:n]))
     canvas = Image.new("RGB", (max_w + text_w + 12, row_h * n + 4), (255, 255, 255))
     draw = ImageDraw.Draw(canvas)
@@ -187,10 +196,10 @@ def render_prediction_grid(
         canvas.paste(Image.fromarray(img).convert("RGB"), (4, 4 + i * row_h))
         ok = labels[i] == preds[i]
         draw.text(
-            (max_w + 10, 4 + i * row_h + (row_h - 14) // 2),
-            f"{labels[i]} -> {preds[i]}",
+            (max_w + 10, 4 + i * row_h + (row_h - 16) // 2),
+            texts[i],
             fill=(0, 120, 0) if ok else (200, 0, 0),
-            font=font,
+            font=fonts.font(texts[i]),
         )
     return canvas
 

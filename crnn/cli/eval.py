@@ -62,6 +62,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="cap image widths at the model's training width (as training does) instead of "
         "reading each image whole: better for a word model on long word crops, wrong for lines",
     )
+    p.add_argument(
+        "--font",
+        action="append",
+        default=[],
+        metavar="FILE_OR_DIR",
+        help="font for the labels and reads in worst_errors.png (repeatable; default: the "
+        "model's training fonts, the bundled ones, then any system font with the glyphs)",
+    )
     p.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     p.add_argument("-v", "--verbose", action="store_true")
     return p
@@ -70,8 +78,16 @@ def build_parser() -> argparse.ArgumentParser:
 def format_table(rows: list[dict[str, Any]], mode: str = "charset") -> str:
     key, meaning = MODES[mode]
     covs = list(rows[0].get("accuracy_at_coverage", {})) if rows else []
+    # Alnum accuracy means nothing for labels that are not Latin script (Chinese lines):
+    # the column is left out when no row has it, and a row without it shows "-".
+    alnum = any("alnum_accuracy" in r for r in rows) and key != "alnum_accuracy"
+
+    def pct(r: dict[str, Any], k: str) -> str:
+        return f"{r[k]:>7.2%}" if k in r else f"{'-':>7}"
+
     head = (
-        f"{'dataset':<24} {'n':>6} {'acc':>7} {'alnum':>7} {'CER':>7} {'NED':>7} {'ECE':>6} "
+        f"{'dataset':<24} {'n':>6} {'acc':>7} " + (f"{'alnum':>7} " if alnum else "")
+        + f"{'CER':>7} {'NED':>7} {'ECE':>6} "
         + "".join(f"{'@' + c:>7}" for c in covs if c != "100%")
         + f" {'img/s':>8} {'bad':>5}"
     )
@@ -84,8 +100,9 @@ def format_table(rows: list[dict[str, Any]], mode: str = "charset") -> str:
     for r in rows:
         at = r.get("accuracy_at_coverage", {})
         lines.append(
-            f"{str(r['dataset'])[:24]:<24} {int(r['count']):>6} {r[key]:>7.2%} "
-            f"{r['alnum_accuracy']:>7.2%} {r['cer']:>7.4f} {r['ned']:>7.4f} "
+            f"{str(r['dataset'])[:24]:<24} {int(r['count']):>6} {pct(r, key)} "
+            + (f"{pct(r, 'alnum_accuracy')} " if alnum else "")
+            + f"{r['cer']:>7.4f} {r['ned']:>7.4f} "
             f"{r.get('calibration_error', 0.0):>6.3f} "
             + "".join(f"{at[c]:>7.1%}" for c in covs if c != "100%")
             + f" {r['images_per_s']:>8.0f} {int(r['bad_images']):>5}"
@@ -109,6 +126,23 @@ def _normalizer(mode: str, charset: Any) -> Any:
         return list(raw), texts
 
     return pick
+
+
+def _label_fonts(args: argparse.Namespace) -> Any:
+    """Fonts for the error pictures: --font, then the training fonts the checkpoint's
+    config names (a training .pt), then the defaults of ``LabelFonts``."""
+    from crnn.data.synth.fonts import LabelFonts
+
+    preferred = list(args.font)
+    if str(args.checkpoint).endswith(".pt") or Path(args.checkpoint).is_dir():
+        try:
+            from crnn.checkpoint import load_checkpoint
+
+            cfg = load_checkpoint(args.checkpoint).get("config") or {}
+            preferred += list(cfg.get("data", {}).get("synth", {}).get("font_dirs", []))
+        except (RuntimeError, ValueError, OSError):
+            pass
+    return LabelFonts(13, preferred)
 
 
 def evaluate_path(backend: Any, path: str, args: argparse.Namespace, lexicon: Any) -> dict[str, Any]:
@@ -137,7 +171,9 @@ def evaluate_path(backend: Any, path: str, args: argparse.Namespace, lexicon: An
     name = Path(path).name or path
     if args.errors:
         out = Path(args.errors) / name
-        errors.write(out, f"{name}, {MODES[args.mode][1]}")
+        if getattr(args, "_fonts", None) is None:
+            args._fonts = _label_fonts(args)
+        errors.write(out, f"{name}, {MODES[args.mode][1]}", fonts=args._fonts)
         log.info("%s: %d errors written to %s", name, len(errors.errors), out)
     return {
         "dataset": name,

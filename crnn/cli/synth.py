@@ -134,7 +134,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.contact_sheet:
             n = min(count, 64)
-            sheet = contact_sheet([gen.render(args.start + i) for i in range(n)])
+            from crnn.data.synth.fonts import LabelFonts, bundled_font_dir
+
+            # Labels in the generator's own fonts when the bundled ones lack their glyphs.
+            mono = bundled_font_dir() / "dejavu" / "DejaVuSansMono-Bold.ttf"
+            fonts = LabelFonts(13, [mono, *(f.path for f in gen.fonts)])
+            sheet = contact_sheet([gen.render(args.start + i) for i in range(n)], fonts=fonts)
             sheet.save(args.contact_sheet)
             log.info("contact sheet of %d samples saved to %s", n, args.contact_sheet)
         if args.out:

@@ -52,10 +52,24 @@ class RunLogger:
     (ranks other than 0), so callers never branch on rank. The event file is created at
     the first write: a run that stops during set-up (or a --dry-run) leaves no tb/."""
 
-    def __init__(self, log_dir: str | Path, enabled: bool = True) -> None:
+    def __init__(
+        self, log_dir: str | Path, enabled: bool = True, font_dirs: list[str] | None = None
+    ) -> None:
         self.enabled = enabled
         self.log_dir = Path(log_dir)
         self._writer: Any = None
+        self._font_dirs = list(font_dirs or [])
+        self._fonts: Any = None
+
+    @property
+    def fonts(self) -> Any:
+        """The fonts the prediction grid draws labels with: the run's training fonts
+        (``data.synth.font_dirs``) first, so labels in its script have their glyphs."""
+        if self._fonts is None:
+            from crnn.data.synth.fonts import LabelFonts
+
+            self._fonts = LabelFonts(13, self._font_dirs)
+        return self._fonts
 
     @property
     def writer(self) -> Any:
@@ -82,7 +96,7 @@ class RunLogger:
         """A column of images with ``label -> prediction`` under each (red if wrong)."""
         if not self.enabled or not len(labels):
             return
-        grid = render_prediction_grid(images, widths, labels, preds)
+        grid = render_prediction_grid(images, widths, labels, preds, self.fonts)
         self.writer.add_image(tag, np.asarray(grid), step, dataformats="HWC")
 
     def text(self, tag: str, text: str, step: int = 0) -> None:
@@ -112,8 +126,10 @@ def memory_stats(device: torch.device) -> dict[str, float]:
 
 
 def format_metrics(metrics: dict[str, Any]) -> str:
+    """One line; alnum accuracy only where it means something (Latin-script labels)."""
+    alnum = f"alnum-acc {metrics['alnum_accuracy']:.4f}  " if "alnum_accuracy" in metrics else ""
     return (
-        f"acc {metrics['accuracy']:.4f}  alnum-acc {metrics['alnum_accuracy']:.4f}  "
+        f"acc {metrics['accuracy']:.4f}  {alnum}"
         f"CER {metrics['cer']:.4f}  NED {metrics['ned']:.4f}  (n={int(metrics['count'])})"
     )
 
@@ -235,9 +251,9 @@ def log_validation(
     """Metrics per validation set (``val/NAME/...``) and pooled (``val/...``) to
     TensorBoard, a line per set to the log (so train.log keeps them), and a grid of
     ``images`` predictions per set."""
-    scalars = {f"val/{k}": pooled[k] for k in METRICS}
+    scalars = {f"val/{k}": pooled[k] for k in METRICS if k in pooled}
     for name, res in results:
-        scalars.update({f"val/{name}/{k}": res.metrics[k] for k in METRICS})
+        scalars.update({f"val/{name}/{k}": res.metrics[k] for k in METRICS if k in res.metrics})
         scalars[f"val/{name}/images_per_s"] = res.images_per_s
         if logger.enabled:
             log.info("step %d %s: %s", step, name, format_metrics(res.metrics))

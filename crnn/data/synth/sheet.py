@@ -4,10 +4,11 @@ glance whether images look like text in the wild and whether labels match them."
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
-from PIL import Image, ImageDraw, ImageFont
+from PIL import Image, ImageDraw
 
-from crnn.data.synth.fonts import bundled_font_dir
+from crnn.data.synth.fonts import LabelFonts, bundled_font_dir, fit_text
 
 
 def contact_sheet(
@@ -15,6 +16,7 @@ def contact_sheet(
     cols: int = 8,
     image_height: int = 48,
     cell_width: int = 200,
+    fonts: Any = None,
 ) -> Image.Image:
     """Tile ``(image, label)`` pairs into one RGB image.
 
@@ -24,11 +26,13 @@ def contact_sheet(
         image_height: each image is scaled to this height in pixels (keeping its
             aspect ratio), and shrunk further if it is wider than ``cell_width``.
         cell_width: width of a cell in pixels.
+        fonts: a :class:`LabelFonts` for the labels (default: a bold monospace face,
+            then any font that has their glyphs: labels in any script stay readable).
     """
     if not samples:
         raise ValueError("contact_sheet needs at least one sample, got none")
-    font_path = bundled_font_dir() / "dejavu" / "DejaVuSansMono-Bold.ttf"
-    label_font = ImageFont.truetype(str(font_path), 13)
+    if fonts is None:
+        fonts = LabelFonts(13, [bundled_font_dir() / "dejavu" / "DejaVuSansMono-Bold.ttf"])
     pad, label_h = 6, 18
     cell_h = image_height + label_h + pad
     rows = -(-len(samples) // cols)
@@ -45,6 +49,7 @@ def contact_sheet(
         tile = img.convert("RGB").resize((w, h), Image.BILINEAR)
         sheet.paste(tile, (x, y + (image_height - h) // 2))
         draw.rectangle((x - 1, y - 1, x + w, y + image_height), outline=(160, 160, 160))
-        text = label if len(label) <= 24 else label[:23] + "…"
-        draw.text((x, y + image_height + 2), text, font=label_font, fill=(0, 0, 160))
+        font = fonts.font(label)
+        text = fit_text(label, font, cell_width - pad)
+        draw.text((x, y + image_height + 2), text, font=font, fill=(0, 0, 160))
     return sheet
