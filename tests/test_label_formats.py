@@ -144,3 +144,29 @@ def test_unknown_format_and_missing_labels_are_clear(tmp_path):
         read_labels(tmp_path, None, "csv")
     with pytest.raises(FileNotFoundError, match="no gt.txt and no NAME.txt"):
         read_labels(tmp_path, None, "auto")
+
+
+def test_training_reads_an_index_list_with_its_charset_file_and_refuses_it_without(scsd, capsys):
+    """data.train can be the index list itself: its numbers are lines of the charset
+    file. With a built-in charset instead, it is refused, never trained on as digits."""
+    from conftest import TINY_MODEL
+
+    from crnn.cli import train as train_cli
+
+    for name in ("a.jpg", "b.jpg"):
+        _image(scsd / name)  # paths are relative to the label file's folder
+    (scsd / "train.txt").write_text("a.jpg 2 5 1 10\nb.jpg 4 7 8\n", encoding="utf-8")
+    common = [*TINY_MODEL, f'data.train=["{scsd / "train.txt"}"]',
+              f'data.val=["{scsd / "train.txt"}"]', "data.num_workers=0", "train.batch_size=2",
+              "train.max_steps=2", "train.val_every=2", "train.log_images=0"]  # fmt: skip
+    rc, _, err = run_main(
+        train_cli.main, "--set", *common, f"data.charset={scsd / 'char_std_5990.txt'}",
+        f"train.output_dir={scsd / 'run'}", capsys=capsys,
+    )  # fmt: skip
+    assert rc == 0, err[-2000:]
+    assert "train.txt: 2 of 2 samples kept" in err
+    rc, _, err = run_main(
+        train_cli.main, "--set", *common, "data.charset=zh5529",
+        f"train.output_dir={scsd / 'run2'}", capsys=capsys,
+    )  # fmt: skip
+    assert rc == 2 and "is an index list" in err and "Traceback" not in err

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from PIL import Image
 
+from crnn.data.errors import DataError
 from crnn.data.gt import GT_NAME, GtFile, GtLine, read_gt
 from crnn.data.image import ImageSpec, load_image, to_model_height
 
@@ -44,9 +45,10 @@ _INDEX_LINE = re.compile(r"^\S+(?:[ \t]+\d+){2,}[ \t]*$")
 _INDEX_SHARE = 0.9
 
 
-class LabelFormatError(ValueError):
+class LabelFormatError(ValueError, DataError):
     """A label file that cannot be read as asked (or as detected); the message says
-    what was found and the command that reads it."""
+    what was found and the command that reads it. A ``DataError`` too, so training and
+    evaluation stop with its message (exit code 2) rather than a traceback."""
 
 
 def looks_like_index_list(path: str | Path, encoding: str = "utf-8", sample: int = 200) -> float:
@@ -246,7 +248,8 @@ class FolderSource:
         index_file: str | os.PathLike[str] | None = None,
     ) -> None:
         self.root = Path(root)
-        self.name = self.root.name
+        # A label file other than gt.txt names the source (train.txt, test.txt...).
+        self.name = self.root.name if gt_name in (None, GT_NAME) else f"{self.root.name}/{gt_name}"
         gt = self.root / gt_name if gt_name is not None else None
         if gt is not None and not gt.is_file():
             raise FileNotFoundError(
