@@ -149,8 +149,6 @@ def error_sheet(
     """A grid of wrong reads: each image with its label (black) and the prediction (red)
     and confidence under it, drawn with a font that has their glyphs (``fonts``, a
     ``LabelFonts``; by default the bundled fonts, then what fontconfig finds)."""
-    from crnn.data.synth.fonts import fit_text
-
     fonts = _fonts(fonts, 13)
     img_h, pad, text_h = 48, 8, 34
     rows = -(-len(records) // cols)
@@ -169,8 +167,7 @@ def error_sheet(
             (2, f"label: {r.label}", (0, 0, 0)),
             (17, f"read:  {r.prediction} ({r.confidence:.2f})", (200, 0, 0)),
         ):
-            font = fonts.font(text)
-            draw.text((x, y + img_h + dy), fit_text(text, font, cell_w - pad), font=font, fill=color)
+            fonts.draw(draw, (x, y + img_h + dy), text, color, cell_w - pad)
     return sheet
 
 
@@ -184,7 +181,7 @@ def render_prediction_grid(
     n = len(labels)
     h = images.shape[2]
     texts = [f"{labels[i]} -> {preds[i]}" for i in range(n)]
-    text_w = max([260] + [int(fonts.font(t).getlength(t)) + 8 for t in texts])
+    text_w = max([260] + [fonts.length(t) + 8 for t in texts])
     row_h = max(h, 18) + 4
     max_w = int(max(int(w) for w in widths[:n]))
     canvas = Image.new("RGB", (max_w + text_w + 12, row_h * n + 4), (255, 255, 255))
@@ -195,12 +192,10 @@ def render_prediction_grid(
         img = img[0] if img.shape[0] == 1 else img.transpose(1, 2, 0)
         canvas.paste(Image.fromarray(img).convert("RGB"), (4, 4 + i * row_h))
         ok = labels[i] == preds[i]
-        draw.text(
-            (max_w + 10, 4 + i * row_h + (row_h - 16) // 2),
-            texts[i],
-            fill=(0, 120, 0) if ok else (200, 0, 0),
-            font=fonts.font(texts[i]),
-        )
+        fonts.draw(
+            draw, (max_w + 10, 4 + i * row_h + (row_h - 16) // 2), texts[i],
+            (0, 120, 0) if ok else (200, 0, 0),
+        )  # fmt: skip
     return canvas
 
 

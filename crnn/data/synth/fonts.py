@@ -20,7 +20,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
@@ -428,10 +428,50 @@ class LabelFonts:
         self._choice[chars] = best
         return best
 
+    def runs(self, text: str) -> list[tuple[str, str | None]]:
+        """``text`` cut into ``(piece, font path)`` runs: the whole text in one font
+        when one has all its glyphs, else each piece in a font that has its own (Latin
+        words beside Chinese ones when no font at hand has both)."""
+        whole = self.path_for(text)
+        chars = frozenset(c for c in text if not c.isspace())
+        if whole is None or len(glyph_coverage(whole, chars)) == len(chars):
+            return [(text, whole)]
+        out: list[tuple[str, str | None]] = []
+        for c in text:
+            path = out[-1][1] if out and (c.isspace() or self._has(out[-1][1], c)) else self.path_for(c)
+            if out and out[-1][1] == path:
+                out[-1] = (out[-1][0] + c, path)
+            else:
+                out.append((c, path))
+        return out
+
+    def _has(self, path: str | None, c: str) -> bool:
+        return path is not None and bool(glyph_coverage(path, c))
+
+    def draw(self, draw: ImageDraw.ImageDraw, xy: tuple[int, int], text: str, fill: Any,
+             max_width: int | None = None) -> None:  # fmt: skip
+        """Draw ``text`` at ``xy`` (its runs in fonts that have their glyphs), cut with an
+        ellipsis at ``max_width`` pixels."""
+        x, y = xy
+        limit = None if max_width is None else x + max_width
+        for piece, path in self.runs(text):
+            font = self._load(path)
+            if limit is not None and x + font.getlength(piece) > limit:
+                draw.text((x, y), fit_text(piece, font, max(0, limit - x)), font=font, fill=fill)
+                return
+            draw.text((x, y), piece, font=font, fill=fill)
+            x += int(round(font.getlength(piece)))
+
+    def length(self, text: str) -> int:
+        """Pixel width of ``text`` as :meth:`draw` draws it."""
+        return int(sum(self._load(p).getlength(piece) for piece, p in self.runs(text)))
+
     def font(self, text: str) -> ImageFont.FreeTypeFont | ImageFont.ImageFont:
         """A Pillow font at :attr:`size` with glyphs for ``text`` (Pillow's built-in
         bitmap font only when no font file can be read at all)."""
-        path = self.path_for(text)
+        return self._load(self.path_for(text))
+
+    def _load(self, path: str | None) -> ImageFont.FreeTypeFont | ImageFont.ImageFont:
         if path is None:
             return ImageFont.load_default()
         if path not in self._loaded:

@@ -8,7 +8,7 @@ from typing import Any
 
 from PIL import Image, ImageDraw
 
-from crnn.data.synth.fonts import LabelFonts, bundled_font_dir, fit_text
+from crnn.data.synth.fonts import LabelFonts, bundled_font_dir
 
 
 def contact_sheet(
@@ -49,7 +49,5 @@ def contact_sheet(
         tile = img.convert("RGB").resize((w, h), Image.BILINEAR)
         sheet.paste(tile, (x, y + (image_height - h) // 2))
         draw.rectangle((x - 1, y - 1, x + w, y + image_height), outline=(160, 160, 160))
-        font = fonts.font(label)
-        text = fit_text(label, font, cell_width - pad)
-        draw.text((x, y + image_height + 2), text, font=font, fill=(0, 0, 160))
+        fonts.draw(draw, (x, y + image_height + 2), label, (0, 0, 160), cell_width - pad)
     return sheet

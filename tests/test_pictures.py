@@ -1,0 +1,85 @@
+"""Pictures speak the labels' script: contact sheets, the eval error sheet and the
+TensorBoard prediction grid draw Chinese labels and reads with a font that has their
+glyphs, never boxes of missing glyphs; metrics that mean nothing for a script (alnum
+accuracy on Chinese) are left out, not shown as 0."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image, ImageDraw
+
+import crnn.data.synth.fonts as fonts_mod
+from crnn.data.synth.fonts import LabelFonts, glyph_coverage
+from crnn.metrics import TextMetrics
+
+CJK_DIR = Path(__file__).parent / "fixtures" / "fonts" / "cjk"
+
+
+@pytest.fixture
+def no_system_fonts(monkeypatch):
+    """Only the fonts a test names (and the bundled ones): the machine's fonts vary."""
+    monkeypatch.setattr(fonts_mod, "system_fonts_for", lambda chars: [])
+
+
+def _ink(draw_with: LabelFonts, text: str) -> np.ndarray:
+    img = Image.new("L", (400, 24), 255)
+    draw_with.draw(ImageDraw.Draw(img), (2, 2), text, 0)
+    return np.asarray(img)
+
+
+def test_each_piece_of_a_label_is_drawn_with_a_font_that_has_its_glyphs(no_system_fonts):
+    fonts = LabelFonts(13, [CJK_DIR])
+    runs = fonts.runs("label: 我们的 ok")
+    assert "".join(p for p, _ in runs) == "label: 我们的 ok"
+    for piece, path in runs:
+        ink = {c for c in piece if not c.isspace()}
+        assert glyph_coverage(path, ink) == ink, (piece, path)
+    # Without a CJK font the same label is boxes: the pictures differ.
+    tofu = LabelFonts(13, [])
+    assert not np.array_equal(_ink(fonts, "我们的"), _ink(tofu, "我们的"))
+
+
+def test_fontconfig_finds_a_system_font_for_a_script_the_bundled_ones_lack():
+    found = fonts_mod.system_fonts_for("中文")
+    if not found:
+        pytest.skip("no CJK font installed on this machine (apt install fonts-noto-cjk)")
+    assert glyph_coverage(found[0], "中文") == frozenset("中文")
+    assert LabelFonts(13).path_for("label: 中文") in found
+
+
+def test_the_error_sheet_and_the_prediction_grid_draw_chinese(no_system_fonts):
+    from crnn.report import ErrorRecord, error_sheet, render_prediction_grid
+
+    images = np.full((2, 1, 32, 96), 220, dtype=np.uint8)
+    rec = ErrorRecord((1.0, 0.5), "x", "我们的", "我的", 0.5, 1, images[0])
+    cjk, tofu = LabelFonts(13, [CJK_DIR]), LabelFonts(13, [])
+    assert not np.array_equal(np.asarray(error_sheet([rec], fonts=cjk)),
+                              np.asarray(error_sheet([rec], fonts=tofu)))  # fmt: skip
+    args = (images, [96, 96], ["我们", "的"], ["我们", "他"])
+    grid = render_prediction_grid(*args, fonts=cjk)
+    assert not np.array_equal(np.asarray(grid), np.asarray(render_prediction_grid(*args, fonts=tofu)))
+
+
+def test_the_training_grid_uses_the_runs_fonts(no_system_fonts):
+    from crnn.engine.logging import RunLogger
+
+    logger = RunLogger("unused", enabled=False, font_dirs=[str(CJK_DIR)])
+    assert logger.fonts.path_for("我们").endswith("droid_sans_fallback_cjk200.ttf")
+
+
+def test_alnum_accuracy_is_left_out_for_chinese_labels():
+    zh, en = TextMetrics(), TextMetrics()
+    zh.update(["我们", ""], ["我们", "中国人"])
+    en.update(["hello", "w0rld"], ["hello", "world"])
+    assert "alnum_accuracy" not in zh.compute() and zh.compute()["accuracy"] == 0.5
+    assert en.compute()["alnum_accuracy"] == 0.5
+    from crnn.cli.eval import format_table
+
+    row = {"dataset": "zh", "count": 2, **zh.compute(), "images_per_s": 1.0, "bad_images": 0}
+    table = format_table([row])
+    header, row_line = table.splitlines()[1], table.splitlines()[3]
+    assert header.split()[:5] == ["dataset", "n", "acc", "CER", "NED"]
+    assert row_line.split()[2:4] == ["50.00%", "0.6000"]
