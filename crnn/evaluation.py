@@ -19,6 +19,7 @@ from torch.utils.data import DataLoader, Dataset
 from crnn.backends import Backend
 from crnn.calibration import TemperatureFit, scale_logits
 from crnn.ctc import Lexicon, Prediction, decode
+from crnn.data import ignore_stop_signals, stop_workers_at_exit
 from crnn.data.batching import EvalBatchSampler, collate
 from crnn.metrics import TextMetrics
 
@@ -51,12 +52,16 @@ def make_eval_loader(
         world_size=world_size,
         rank=rank,
     )
+    if num_workers > 0:
+        stop_workers_at_exit()
     return DataLoader(
         dataset,
         batch_sampler=sampler,
         num_workers=num_workers,
         collate_fn=collate,
         pin_memory=pin_memory,
+        # A stop request (Ctrl-C, SIGTERM) during validation is the trainer's to handle.
+        worker_init_fn=ignore_stop_signals if num_workers > 0 else None,
     )
 
 

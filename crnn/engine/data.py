@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +19,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from crnn.charset import BUILTIN_CHARSETS, Charset
 from crnn.config import Config
-from crnn.data import usable_cores
+from crnn.data import ignore_stop_signals, stop_workers_at_exit, usable_cores
 from crnn.data.batching import BucketBatchSampler, MixedBatchSampler, collate
 from crnn.data.datasets import MixedDataset, RecognitionDataset, SynthDataset, open_sources
 from crnn.data.errors import DataError
@@ -52,12 +51,6 @@ def num_workers(setting: int | str, local_world_size: int | None = None) -> int:
         local_world_size = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
     cores = usable_cores()
     return max(1, min(MAX_AUTO_WORKERS, cores // max(1, local_world_size) - 1))
-
-
-def _worker_init(_: int) -> None:
-    # Ctrl-C reaches the whole process group; workers leave it to the main process,
-    # which finishes its step and shuts them down.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 @dataclass
@@ -194,6 +187,8 @@ def build_train_data(
         )
     nw = num_workers(cfg.data.num_workers)
     log.debug("%d DataLoader workers for training", nw)
+    if nw > 0:
+        stop_workers_at_exit()
     loader = DataLoader(
         ds,
         batch_sampler=sampler,
@@ -202,7 +197,7 @@ def build_train_data(
         pin_memory=pin_memory,
         persistent_workers=nw > 0,
         prefetch_factor=4 if nw > 0 else None,
-        worker_init_fn=_worker_init if nw > 0 else None,
+        worker_init_fn=ignore_stop_signals if nw > 0 else None,
     )
     return TrainData(ds, sampler, loader)
 

@@ -1,12 +1,17 @@
-"""Deliberate failures, for testing how a distributed run ends; never set in real training.
+"""How a distributed run's failures are recorded, and deliberate failures for testing
+that; never set the latter in real training.
 
-The launcher (``crnn.engine.launch``) attaches :meth:`FaultInjection.maybe_fire` to the
-trainer as a step callback only when ``CRNN_FAULT_INJECT`` is set, so a normal run never
-polls it.
+:func:`write_rank_record` writes what a rank says about its end to the file torch's
+launch agent collects (``TORCHELASTIC_ERROR_FILE``), with what the launcher needs to
+tell the cause of a failure from its echoes (``crnn.engine.launch.describe_failures``).
+
+The launcher attaches :meth:`FaultInjection.maybe_fire` to the trainer as a step
+callback only when ``CRNN_FAULT_INJECT`` is set, so a normal run never polls it.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import signal
@@ -17,6 +22,26 @@ log = logging.getLogger(__name__)
 
 FAULT_ENV = "CRNN_FAULT_INJECT"
 FAULT_KINDS = ("raise", "kill", "hang")
+ERROR_FILE_ENV = "TORCHELASTIC_ERROR_FILE"
+
+
+def write_rank_record(message: str, peer: str = "", traceback_text: str = "") -> None:
+    """Record how this rank ends for the launcher: ``message``; ``peer`` is ``"lost"``
+    or ``"timeout"`` (it failed because another rank did), ``"stopped"`` (the
+    launcher stopped it) or ``""`` (a failure of its own). Nothing outside a launch."""
+    path = os.environ.get(ERROR_FILE_ENV)
+    if not path:
+        return
+    now = time.time()
+    data = {
+        "message": {
+            "message": message,
+            "extraInfo": {"py_callstack": traceback_text, "timestamp": str(int(now))},
+        },
+        "crnn": {"time": now, "peer": peer},
+    }
+    with open(path, "w") as f:
+        json.dump(data, f)
 
 
 @dataclass(frozen=True)
@@ -26,7 +51,9 @@ class FaultInjection:
 
     ``CRNN_FAULT_INJECT=RANK:STEP:KIND`` makes global rank ``RANK``, after ``STEP``
     optimizer steps, ``raise`` a RuntimeError, ``kill`` itself with SIGKILL, or ``hang``
-    (sleep, like a rank stuck outside any collective).
+    (sleep forever: signal handlers run but the wait goes on, like a rank stuck outside
+    any collective, or in a CUDA call waiting for a dead peer). Several faults are
+    separated by commas (``1:4:kill,0:4:hang``).
     """
 
     rank: int
@@ -34,10 +61,18 @@ class FaultInjection:
     kind: str
 
     @classmethod
+    def all_from_env(cls) -> list[FaultInjection]:
+        """Every fault ``CRNN_FAULT_INJECT`` names (comma-separated)."""
+        specs = [s for s in os.environ.get(FAULT_ENV, "").split(",") if s.strip()]
+        return [cls.parse(s.strip()) for s in specs]
+
+    @classmethod
     def from_env(cls) -> FaultInjection | None:
-        spec = os.environ.get(FAULT_ENV, "").strip()
-        if not spec:
-            return None
+        faults = cls.all_from_env()
+        return faults[0] if faults else None
+
+    @classmethod
+    def parse(cls, spec: str) -> FaultInjection:
         parts = spec.split(":")
         try:
             rank, step, kind = int(parts[0]), int(parts[1]), parts[2]

@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import logging
 import os
 import shutil
 import signal
-import time
 import traceback
 import uuid
 from collections.abc import Callable
@@ -29,7 +27,7 @@ from torch.distributed.elastic.multiprocessing.errors import ErrorHandler, Proce
 
 from crnn.config import Config
 from crnn.engine.distributed import cleanup, env_rank, init_distributed
-from crnn.engine.faults import FaultInjection
+from crnn.engine.faults import FaultInjection, write_rank_record
 from crnn.engine.logging import run_log_file
 
 _T = TypeVar("_T")
@@ -138,12 +136,14 @@ def run_training(
     world = ranks[2] if ranks is not None else (n_devices if cfg.dist.strategy == "ddp" else 1)
     cfg.validate(world, devices.kind, 1 if ranks is not None else n_devices)
     if ranks is not None:  # one rank of torchrun or of our own launch
-        info = init_distributed(devices.torch_devices(), cfg.dist.backend, cfg.dist.timeout_s)
-        try:
-            with run_log_file(Path(cfg.train.output_dir) / "train.log", info.is_main):
-                return run_recorded(lambda: _fit(Trainer(cfg, info, resume=resume), fit_kwargs))
-        finally:
-            cleanup()
+        # Recorded from the first line: a rank that fails while it sets up (no GPU for
+        # its local rank, NCCL's init) is named with its error, not "no exception".
+        return run_recorded(lambda: _run_rank(cfg, devices, resume, fit_kwargs))
+    # Checked once here, before any process starts: a bad charset file is one message,
+    # not one traceback per rank.
+    from crnn.charset import Charset
+
+    Charset.from_spec(cfg.data.charset, cfg.data.case_fold, cfg.data.bidi)
     if world > 1:
         if child is None:
             raise LaunchError("a multi-process run needs the command that starts one rank")
@@ -154,9 +154,19 @@ def run_training(
         return _fit(Trainer(cfg, info, resume=resume, device_ids=device_ids), fit_kwargs)
 
 
+def _run_rank(cfg: Config, devices: Devices, resume: str | None, fit_kwargs: dict[str, Any]) -> Any:
+    from crnn.engine.trainer import Trainer
+
+    info = init_distributed(devices.torch_devices(), cfg.dist.backend, cfg.dist.timeout_s)
+    try:
+        with run_log_file(Path(cfg.train.output_dir) / "train.log", info.is_main):
+            return _fit(Trainer(cfg, info, resume=resume), fit_kwargs)
+    finally:
+        cleanup()
+
+
 def _fit(trainer: Any, fit_kwargs: dict[str, Any]) -> Any:
-    fault = FaultInjection.from_env()
-    if fault is not None:  # tests of failure handling only
+    for fault in FaultInjection.all_from_env():  # tests of failure handling only
         trainer.step_callbacks.append(fault.maybe_fire)
     return trainer.fit(**fit_kwargs)
 
@@ -209,19 +219,7 @@ class _RankErrorHandler(ErrorHandler):
     failure from its echoes: the precise time and whether it was a lost peer."""
 
     def record_exception(self, e: BaseException) -> None:
-        path = self._get_error_file_path()
-        if not path:
-            return
-        now = time.time()
-        data = {
-            "message": {
-                "message": f"{type(e).__name__}: {e}",
-                "extraInfo": {"py_callstack": traceback.format_exc(), "timestamp": str(int(now))},
-            },
-            "crnn": {"time": now, "peer": peer_failure(e)},
-        }
-        with open(path, "w") as f:
-            json.dump(data, f)
+        write_rank_record(f"{type(e).__name__}: {e}", peer_failure(e), traceback.format_exc())
 
 
 def run_recorded(fn: Callable[[], _T]) -> _T:
@@ -252,6 +250,12 @@ _WATCHDOG_WORDS = (
 )
 # Signals the launcher itself sends to stop the ranks that are still running.
 _STOP_SIGNALS = ("SIGTERM", "SIGKILL")
+# What a rank raises when the launcher's stop reached its DataLoader workers before it
+# (PyTorch versions or loaders that do not ignore it): the stop, not a failure.
+_WORKER_STOPPED = ("dataloader worker", "killed by signal: terminated")
+# Seconds between the first failure and a SIGKILL that counts as the launcher's own
+# stop of a survivor (it kills what did not stop within its grace, 30 s in torch).
+_LATER_S = 1.0
 
 
 def _recorded_text(f: ProcessFailure) -> str:
@@ -286,6 +290,8 @@ def describe_failures(
         text = _recorded_text(f)
         signame = f.signal_name() if f.exitcode < 0 else ""
         peer = extra.get("peer", "")
+        if text and all(w in text.lower() for w in _WORKER_STOPPED):
+            peer = "stopped"
         watchdog = (
             signame == "SIGABRT" and not text
             and any(w in logs.get(rank, "").lower() for w in _WATCHDOG_WORDS)
@@ -299,10 +305,21 @@ def describe_failures(
         not peer and (text or not signame or signame not in _STOP_SIGNALS)
         for _, _, text, signame, peer, _, _ in rows
     )
+    # Without a failure of its own, the first to fail is the cause: the launcher SIGKILLs
+    # survivors that ignored its SIGTERM (blocked in a CUDA call) well after it.
+    first = min(
+        (float(r[6].get("time", r[1].timestamp)) for r in rows if not r[4]), default=0.0
+    )
     out = []
     for rank, f, text, signame, peer, watchdog, extra in rows:
         echo = bool(peer)
-        if text:
+        when = float(extra.get("time", f.timestamp))
+        if peer == "stopped":
+            what = (
+                text if text.startswith("stopped")
+                else f"was stopped by the launcher (its data workers got the stop first: {text})"
+            )  # fmt: skip
+        elif text:
             what = f"raised {text}"
             if signame:
                 what += f" (and was then stopped by {signame})"
@@ -316,15 +333,16 @@ def describe_failures(
                 f"stopped responding (the other ranks timed out waiting for it, after "
                 f"dist.timeout_s) and was killed by the launcher ({signame})"
             )
-        elif signame in _STOP_SIGNALS and own:
+        elif signame in _STOP_SIGNALS and (own or when - first > _LATER_S):
             what = f"was stopped by the launcher ({signame})"
+            if not own:
+                what += ", having not stopped on SIGTERM (blocked waiting for the failed rank?)"
             echo = True
         elif signame:
             what = f"was killed by signal {signame}{_SIGNAL_HINTS.get(signame, '')}"
             echo = signame == "SIGTERM" and not hung
         else:
             what = f"exited with code {f.exitcode} (no exception recorded; see its log above)"
-        when = float(extra.get("time", f.timestamp))
         out.append((echo, when, rank, f"rank {rank} (local rank {f.local_rank}, pid {f.pid}) {what}"))
     if hung and nproc and failures:
         # On NCCL the rank that hung is often not among the failures at all: the

@@ -4,8 +4,7 @@ A step is ``accum_steps`` micro-batches followed by one optimizer step. Per step
 autocast (bf16/fp16 on CUDA, one code path with AMP on or off), loss scaled by
 ``1/accum_steps``, ``no_sync()`` on the micro-batches that don't step (DDP all-reduces
 once per step), gradient clipping after unscaling, a GradScaler that lives for the
-whole run and is saved with it. Running sums stay on the device; the host reads them
-only when it logs (no ``.item()`` per step).
+whole run and is saved with it. Running sums stay on the device (no ``.item()`` per step).
 
 Data is built in ``crnn.engine.data``, the checkpoint and the best-metric tracking live
 in ``crnn.engine.state``; this module is the loop. Rank 0 alone logs to TensorBoard,
@@ -30,7 +29,7 @@ from tqdm.contrib.logging import logging_redirect_tqdm
 from crnn.backends.torch import TorchBackend
 from crnn.charset import Charset
 from crnn.checkpoint import ModelBundle
-from crnn.config import Config, save_config
+from crnn.config import Config
 from crnn.data.image import ImageSpec
 from crnn.engine import state as st
 from crnn.engine.budget import TimeBudget
@@ -47,7 +46,7 @@ from crnn.engine.logging import (
 )
 from crnn.engine.optim import make_optimizer, make_scheduler
 from crnn.engine.parallel import wrap
-from crnn.engine.signals import StopRequest
+from crnn.engine.signals import StopRequest, watchdog
 from crnn.engine.state import FitResult
 from crnn.evaluation import EvalResult, evaluate
 from crnn.metrics import TextMetrics
@@ -120,7 +119,7 @@ class Trainer:
             self.state = st.restore_training(ckpt, *args)
         self.bad_images = BadImageReport(self.state.bad_images)
         self.saver = st.CheckpointSaver(self.out, info)
-        self.logger = RunLogger(self.out / "tb", enabled=info.is_main)
+        self.logger = RunLogger(self.out / "tb", info.is_main, cfg.data.synth.font_dirs)
         self.step_callbacks: list[Callable[[int, int], None]] = []
         if tc.time_budget_min > 0:  # decides max_steps after a warm-up
             self.step_callbacks.append(TimeBudget(self))
@@ -191,9 +190,10 @@ class Trainer:
 
     def validate(self) -> tuple[dict[str, float], list[tuple[str, EvalResult]]]:
         """Evaluate every validation set; also returns the metrics of all sets pooled."""
-        # Every rank evaluates its shard with rank 0's BatchNorm statistics (the saved ones).
-        sync_buffers(self.model, self.info)
         model = self.model if self.ema is None else self.ema.model  # what gets saved as best
+        # Every rank evaluates with rank 0's BatchNorm statistics (the EMA's too: saved).
+        for m in dict.fromkeys((self.model, model)):
+            sync_buffers(m, self.info)
         args = (self.charset, self.spec, self.device, self.amp, self.cfg.train.channels_last)
         backend = TorchBackend(model, *args)
         results, pooled = [], TextMetrics()
@@ -220,9 +220,8 @@ class Trainer:
         tc, state, main = self.cfg.train, self.state, self.info.is_main
         t_start = time.monotonic()
         every = min(tc.log_every, STOP_CHECK_EVERY)
+        claim = st.claim_run_dir(self.out, self.cfg, main)  # one run per directory
         if main:
-            self.out.mkdir(parents=True, exist_ok=True)
-            save_config(self.cfg, self.out / "config.yaml")
             announce_run(self.out, self.model, self.cfg, self.strategy, self.info, self.device)
         batches = self.batches()
         bar = tqdm(
@@ -236,7 +235,8 @@ class Trainer:
         # Rank 0 prints log lines above its progress bar instead of glued to it.
         redirect = logging_redirect_tqdm() if main else contextlib.nullcontext()
         try:
-            with StopRequest(announce=main) as stop, redirect:
+            with claim, StopRequest(main, watchdog(self.info)) as stop, redirect:
+                self.step_callbacks.append(stop.beat)  # the watchdog's sign of progress
                 while state.step < tc.max_steps:
                     loss_sum, n = self.train_step(batches)
                     run_loss += loss_sum
