@@ -132,7 +132,11 @@ def _read_lines(path: Path) -> AlphabetFile:
     if encoding != "utf-8":
         out.notes.append(f"read as {encoding.upper()} (not valid UTF-8)")
     body = [(i, ln) for i, ln in enumerate(lines) if ln != ""]
-    if len(body) > 1 and len(body[0][1].strip()) > 1 and all(len(ln) == 1 for _, ln in body[1:]):
+    rest = body[1:]
+    singles = sum(len(ln.strip()) == 1 for _, ln in rest)
+    # A word on the first line of an otherwise one-character-per-line file is the
+    # blank's placeholder ('blank' in char_std_5990.txt); a bad line elsewhere is named.
+    if rest and len(body[0][1].strip()) > 1 and singles >= 0.9 * len(rest):
         out.placeholder = body[0][1].strip()
         out.notes.append(
             f"line 1 ({out.placeholder!r}) is the CTC blank's placeholder (class 0): line N+1 "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import inspect
 import logging
 from typing import Any
 
@@ -13,11 +14,27 @@ AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 log = logging.getLogger(__name__)
 
 
+def native_bf16(device: torch.device) -> bool:
+    """Whether the GPU computes in bfloat16 natively (Ampere, compute capability 8.0,
+    and newer). ``torch.cuda.is_bf16_supported()`` also says yes where bf16 is only
+    emulated (V100, T4: slow, some kernels missing), so emulation is ruled out
+    (``including_emulation=False`` where this PyTorch has it, the compute capability
+    otherwise)."""
+    fn = torch.cuda.is_bf16_supported
+    try:
+        if "including_emulation" in inspect.signature(fn).parameters:
+            return bool(fn(including_emulation=False))
+    except (TypeError, ValueError):  # a builtin without a signature
+        pass
+    major, _ = torch.cuda.get_device_capability(device)
+    return major >= 8 and bool(fn())
+
+
 def resolve_amp(amp: str, device: torch.device) -> str:
     """The autocast mode that will really run on ``device``: ``bf16`` on a GPU without
-    bfloat16 support (before Ampere: V100, T4) falls back to ``fp16`` (trained with a
+    native bfloat16 (before Ampere: V100, T4) falls back to ``fp16`` (trained with a
     GradScaler), with a message; the CPU trains in fp32 whatever is asked."""
-    if device.type != "cuda" or amp != "bf16" or torch.cuda.is_bf16_supported():
+    if device.type != "cuda" or amp != "bf16" or native_bf16(device):
         return amp
     log.warning(
         "train.amp=bf16, but %s has no bfloat16 support (it needs an Ampere or newer "

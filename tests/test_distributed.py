@@ -286,6 +286,43 @@ def test_failure_message_puts_the_cause_before_its_echoes(tmp_path):
     assert "out-of-memory" not in msg and "consequence: rank 0" in msg
 
 
+def test_the_first_failure_is_the_cause_and_the_launchers_stops_are_echoes(tmp_path):
+    """A rank killed by the OOM killer at t, a survivor blocked in a CUDA call that the
+    launcher SIGKILLs 30 s later (newer torch reports both), a rank whose data workers
+    the launcher's SIGTERM reached first, one its watchdog ended: one cause."""
+    from torch.distributed.elastic.multiprocessing.errors import ProcessFailure
+
+    def killed(local, pid, sig, t):
+        f = ProcessFailure(local, pid, sig, "<N/A>")
+        f.timestamp = t
+        return f
+
+    def recorded(local, pid, code, message, t, peer=""):
+        path = tmp_path / f"r{pid}"
+        path.write_text(json.dumps({
+            "message": {"message": message, "extraInfo": {"py_callstack": "", "timestamp": str(int(t))}},
+            "crnn": {"time": t, "peer": peer},
+        }))  # fmt: skip
+        return ProcessFailure(local, pid, code, str(path))
+
+    msg = describe_failures({1: killed(1, 11, -9, 100.0), 0: killed(0, 10, -9, 130.0)}, nproc=2)
+    cause, _, echo = msg.partition("Then, as a consequence")
+    assert "rank 1 (local rank 1, pid 11) was killed by signal SIGKILL" in cause
+    assert "rank 0" not in cause
+    assert "rank 0 (local rank 0, pid 10) was stopped by the launcher (SIGKILL), having not" in echo
+    worker = recorded(0, 20, 1, "RuntimeError: DataLoader worker (pid 33) is killed by "
+                      "signal: Terminated.", 101.0)  # fmt: skip
+    msg = describe_failures({1: killed(1, 21, -9, 100.0), 0: worker})
+    cause, _, echo = msg.partition("Then, as a consequence")
+    assert "rank 1" in cause and "rank 0" not in cause
+    assert "its data workers got the stop first" in echo
+    ended = recorded(0, 30, 130, "stopped by the launcher while blocked for 3 s waiting for a "
+                     "rank of this machine that had exited (pid 31)", 101.0, "stopped")  # fmt: skip
+    msg = describe_failures({1: killed(1, 31, -9, 100.0), 0: ended})
+    assert msg.index("rank 1 (local rank 1, pid 31) was killed") < msg.index("consequence: rank 0")
+    assert "rank 0 (local rank 0, pid 30) stopped by the launcher while blocked" in msg
+
+
 def test_nccl_failures_name_the_rank_that_hung_or_crashed_not_the_survivors():
     """On NCCL, survivors block in a CUDA sync: they cannot run Python, are killed after
     the launcher's grace (SIGKILL), or aborted by the NCCL watchdog (SIGABRT), and the
@@ -413,6 +450,8 @@ def test_ddp_ranks_see_disjoint_data_in_a_new_order_each_epoch(ddp_run):
 def test_ddp_validation_is_the_same_on_every_rank_and_only_rank_0_writes(ddp_run):
     r0, r1 = ddp_run["results"]
     assert r0["metrics"] == r1["metrics"] and r0["metrics"]["count"] == 64
+    # The confidence temperature was fitted on every validation read, not rank 0's half.
+    assert load_checkpoint(ddp_run["tmp"] / "ddp" / "best.pt")["calibration"]["samples"] == 64
     # Every rank evaluated with rank 0's BatchNorm statistics (the saved ones).
     assert_same_tensors(r0["buffers"], r1["buffers"], rtol=0, atol=0)
     log0, log1 = ddp_run["logs"]
@@ -632,12 +671,34 @@ def test_bf16_falls_back_to_fp16_with_a_message_on_gpus_without_bfloat16(monkeyp
 
     gpu = torch.device("cuda", 0)
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: False)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (7, 0))
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "Tesla V100")
     assert resolve_amp("bf16", gpu) == "fp16"
     assert "Tesla V100 has no bfloat16 support" in caplog.text
     assert resolve_amp("none", gpu) == "none" and resolve_amp("bf16", torch.device("cpu")) == "bf16"
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (8, 0))
     assert resolve_amp("bf16", gpu) == "bf16"
+
+
+@pytest.mark.parametrize("capability, native", [((7, 0), False), ((7, 5), False), ((8, 0), True)])
+@pytest.mark.parametrize("has_flag", [True, False])
+def test_bf16_emulated_on_volta_and_turing_falls_back_to_fp16(monkeypatch, capability, native, has_flag):
+    """torch.cuda.is_bf16_supported() says yes on a V100 (7.0) or T4 (7.5), where bf16
+    is only emulated; the fallback must still happen there, with the emulation flag
+    (newer PyTorch) and by the compute capability (PyTorch without it)."""
+    from crnn.precision import resolve_amp
+
+    if has_flag:
+        def supported(including_emulation: bool = True) -> bool:  # as PyTorch defines it
+            return native or including_emulation
+    else:
+        def supported() -> bool:  # older PyTorch: emulation counts
+            return True
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", supported)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: capability)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: f"GPU {capability}")
+    assert resolve_amp("bf16", torch.device("cuda", 0)) == ("bf16" if native else "fp16")
 
 
 def _chinese_lmdb(root: Path) -> Path:

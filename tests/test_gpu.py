@@ -175,10 +175,17 @@ def test_two_gloo_ranks_sharing_the_gpu_equal_one_process(word_lmdb, tmp_path, d
 
 def test_dataparallel_with_one_device_equals_one_device(word_lmdb, tmp_path, dev):
     cuda_only(dev, "DataParallel")
+    import warnings
+
     plain = step_grads(trainer(word_lmdb, tmp_path / "a", dev, "dist.strategy=none"))
     dp = trainer(word_lmdb, tmp_path / "b", dev, "dist.strategy=dp", device_ids=[0])
     assert isinstance(dp.train_module, torch.nn.DataParallel)
-    assert_close_grads(step_grads(dp), plain, 1e-2)  # bf16: the same arithmetic, reordered
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        grads = step_grads(dp)
+    assert_close_grads(grads, plain, 1e-2)  # bf16: the same arithmetic, reordered
+    # Replicas re-pack their LSTM weights once (flatten_parameters), not with a warning.
+    assert not [w for w in caught if "contiguous chunk of memory" in str(w.message)]
 
 
 def test_channels_last_and_checkpointing_with_accumulation_match_the_plain_step(
@@ -255,13 +262,26 @@ def test_eval_on_the_second_gpu_opens_no_context_on_the_first(word_lmdb, tmp_pat
 
     out = tmp_path / "ev"
     trainer(word_lmdb, out, dev, "train.max_steps=2").fit()
-    code = (
-        "import torch; from crnn.backends.torch import TorchBackend as T; "
-        f"T.from_checkpoint({str(out / 'last.pt')!r}, device='cuda:1'); "
-        "print(torch.cuda.memory_reserved(0), torch.cuda.is_initialized())"
-    )
+    # The driver's list of processes holding a context on each GPU (nvidia-smi), matched
+    # by UUID: torch.cuda.memory_reserved(0) only sees the caching allocator and would
+    # read 0 with a context open there.
+    code = f"""
+import os, subprocess, torch
+from crnn.backends.torch import TorchBackend as T
+b = T.from_checkpoint({str(out / 'last.pt')!r}, device='cuda:1')
+b(torch.zeros(1, 1, 32, 64, dtype=torch.uint8)); torch.cuda.synchronize(1)
+uuid = {{i: 'GPU-' + str(torch.cuda.get_device_properties(i).uuid) for i in (0, 1)}}
+apps = subprocess.run(['nvidia-smi', '--query-compute-apps=pid,gpu_uuid',
+                       '--format=csv,noheader'], capture_output=True, text=True).stdout
+mine = [a.split(',')[1].strip() for a in apps.splitlines() if a.split(',')[0].strip() == str(os.getpid())]
+print(uuid[0] in mine, uuid[1] in mine)
+"""
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert r.returncode == 0 and r.stdout.split()[0] == "0", r.stdout + r.stderr
+    assert r.returncode == 0, r.stdout + r.stderr
+    on0, on1 = r.stdout.split()
+    if on1 != "True":  # the check could not see this process at all (a PID namespace)
+        pytest.skip("nvidia-smi does not list this container's processes")
+    assert on0 == "False", "evaluating on cuda:1 opened a context on GPU 0"
 
 
 def test_a_training_step_waits_for_the_gpu_at_most_a_few_times(word_lmdb, tmp_path, dev):

@@ -299,3 +299,15 @@ def test_ema_weights_are_evaluated_saved_and_resumed(tiny_overrides, tmp_path):
     resumed.train_step(resumed.batches())
     new_w = resumed.model.state_dict()[w]
     torch.testing.assert_close(resumed.ema.model.state_dict()[w], 0.9 * before[w] + 0.1 * new_w)
+
+
+def test_validation_synchronises_the_ema_batchnorm_statistics_too(tiny_overrides, monkeypatch):
+    """Under DDP the EMA copies each rank's own BatchNorm statistics; every rank must
+    validate with rank 0's (what best.pt holds), like the raw model."""
+    import crnn.engine.trainer as trainer_mod
+
+    t = _train([*tiny_overrides, "train.ema_decay=0.9", "train.max_steps=2"])
+    synced = []
+    monkeypatch.setattr(trainer_mod, "sync_buffers", lambda m, info: synced.append(m))
+    t.validate()
+    assert t.ema.model in synced and t.model in synced

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import crnn
+from crnn.charset_files import CharsetFileError
 from crnn.checkpoint import CheckpointError, load_checkpoint
 from crnn.cli import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, setup_logging
 from crnn.config import (
@@ -38,6 +39,7 @@ from crnn.engine.launch import (
     record_rank_error,
     run_training,
 )
+from crnn.engine.runlock import RunDirectoryBusy
 from crnn.io import WriteError
 
 log = logging.getLogger("crnn.train")
@@ -222,7 +224,10 @@ def main(argv: list[str] | None = None) -> int:
         log.error("%s", e)
         record_rank_error(e)
         return EXIT_FAILURE
-    except (ConfigError, CheckpointError, LaunchError, DataError, FileNotFoundError) as e:
+    except (
+        ConfigError, CheckpointError, LaunchError, DataError, FileNotFoundError,
+        RunDirectoryBusy, CharsetFileError,
+    ) as e:
         log.error("%s", e)
         record_rank_error(e)  # a launched rank: let the launcher say why it stopped
         return EXIT_USAGE

@@ -12,7 +12,7 @@ from typing import Any, Literal, Union
 from crnn.config.errors import ConfigError
 from crnn.config.synth import SynthConfig
 
-Arch = Literal["crnn", "vgg"]
+Arch = Literal["crnn", "vgg", "crnn_s8", "dense"]
 UnknownChars = Literal["skip", "error"]
 Optimizer = Literal["adam", "adamw"]
 Schedule = Literal["cosine", "linear", "constant"]
@@ -25,6 +25,9 @@ Strategy = Literal["ddp", "dp", "none"]
 class ModelConfig:
     # "crnn": Shi, Bai & Yao (2015), 7 conv + 2 BiLSTM (the layout of meijieru/crnn.pytorch).
     # "vgg": the VGG-BiLSTM-CTC layout of clovaai/deep-text-recognition-benchmark.
+    # "crnn_s8": "crnn" with a time step every 8 px instead of 4 (CJK lines: about half
+    # the compute). "dense": the "crnn" CNN and a linear classifier, no LSTM
+    # (chineseocr's lstmFlag=False model; imported weights).
     arch: Arch = "crnn"
     # Widths of the 7 conv layers.
     channels: list[int] = field(default_factory=lambda: [64, 128, 256, 256, 512, 512, 512])
@@ -243,10 +246,6 @@ class Config:
                     f"({flag}); use --strategy ddp (or dp for GPUs in one process), or list "
                     "one device"
                 )
-            if strategy == "dp" and device_type == "cpu":
-                raise ConfigError(
-                    "--strategy dp (DataParallel) needs CUDA GPUs; --gpus cpu --nproc N runs DDP"
-                )
         if strategy == "dp" and self.train.compile:
             # torch.compile's OptimizedModule keeps a forward bound to the original
             # module in its instance __dict__; DataParallel's replicate() copies that, so
@@ -262,6 +261,19 @@ class Config:
                 f"dist.strategy={strategy} runs in one process, but this run has {world_size} "
                 f"processes; use --strategy ddp with several processes, or start "
                 f"tools/train.py --strategy {strategy} without torchrun"
+            )
+        if strategy == "dp" and device_type == "cpu":
+            raise ConfigError(
+                "--strategy dp (DataParallel) needs CUDA GPUs; on the CPU use --strategy none "
+                "(one process) or --gpus cpu --nproc N (DDP over gloo)"
+            )
+        if strategy == "dp" and self.dist.sync_bn:
+            # PyTorch's SyncBatchNorm only synchronises inside a DDP process group; under
+            # DataParallel each replica would keep computing statistics of its own chunk.
+            raise ConfigError(
+                "dist.sync_bn=true works with DDP only: DataParallel replicas compute BatchNorm "
+                "statistics on their own share of the batch whatever this says. Use --strategy "
+                "ddp (the default) or dist.sync_bn=false"
             )
         if self.dist.sync_bn and device_type == "cpu":
             raise ConfigError(

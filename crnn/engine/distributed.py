@@ -1,10 +1,13 @@
 """Who am I in a (possibly distributed) run: data, not globals.
 
 ``torchrun`` (and the launcher in :mod:`crnn.engine.launch`) set ``RANK``,
-``LOCAL_RANK`` and ``WORLD_SIZE``; :func:`init_distributed` reads them, selects this
-process's device *before* any CUDA work, joins the process group and returns a frozen
-:class:`DistInfo`. Global rank (which shard of data, who logs) and local rank (which GPU
-on this machine) are different numbers and are never mixed up.
+``LOCAL_RANK`` and ``WORLD_SIZE``; under SLURM's ``srun`` the same facts come from
+``SLURM_PROCID``, ``SLURM_LOCALID`` and ``SLURM_STEP_NUM_TASKS``, and the rendezvous
+from ``SLURM_STEP_NODELIST``/``SLURM_JOB_ID`` (:func:`slurm_env`), as Lightning reads
+them. :func:`init_distributed` reads them, selects this process's device *before* any
+CUDA work, joins the process group and returns a frozen :class:`DistInfo`. Global rank
+(which shard of data, who logs) and local rank (which GPU on this machine) are different
+numbers and are never mixed up.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import datetime
 import logging
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,10 +43,55 @@ class DistInfo:
         return self.world_size > 1
 
 
+def first_host(nodelist: str) -> str:
+    """The first host of a SLURM host list: ``"gpu[03-05,9],cpu1"`` -> ``"gpu03"``."""
+    head = nodelist.strip()
+    depth = 0
+    for i, c in enumerate(head):  # the first entry: up to a comma outside brackets
+        depth += (c == "[") - (c == "]")
+        if c == "," and depth == 0:
+            head = head[:i]
+            break
+    if "[" not in head:
+        return head
+    prefix, _, rest = head.partition("[")
+    first = rest.split("]")[0].split(",")[0].split("-")[0]
+    return prefix + first + head.split("]", 1)[1]
+
+
+def slurm_env(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The torchrun-style variables (``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``,
+    ``MASTER_ADDR``, ``MASTER_PORT``) of a process started by ``srun`` with several
+    tasks, or ``{}`` outside an ``srun`` step of more than one task.
+
+    Only an ``srun`` step counts (``SLURM_STEP_NUM_TASKS``): a batch script itself
+    runs one process even when the allocation has many tasks. ``MASTER_ADDR`` is the
+    step's first node, ``MASTER_PORT`` 15000 + the job id's last four digits (the
+    convention of Lightning), unless either is already set."""
+    env = os.environ if environ is None else environ
+    tasks = env.get("SLURM_STEP_NUM_TASKS", "")
+    if not tasks.isdigit() or int(tasks) < 2 or "SLURM_PROCID" not in env:
+        return {}
+    nodes = env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST") or "127.0.0.1"
+    job = "".join(ch for ch in env.get("SLURM_JOB_ID", "0") if ch.isdigit()) or "0"
+    return {
+        "RANK": env["SLURM_PROCID"],
+        "LOCAL_RANK": env.get("SLURM_LOCALID", "0"),
+        "WORLD_SIZE": tasks,
+        "MASTER_ADDR": env.get("MASTER_ADDR") or first_host(nodes),
+        "MASTER_PORT": env.get("MASTER_PORT") or str(15000 + int(job[-4:])),
+    }
+
+
 def env_rank() -> tuple[int, int, int] | None:
-    """``(rank, local_rank, world_size)`` from a launcher's environment, or None."""
+    """``(rank, local_rank, world_size)`` from a launcher's environment (torchrun, our
+    own launcher, or SLURM's ``srun``, whose variables are then also exported for
+    ``init_process_group``), or None."""
     if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
-        return None
+        slurm = slurm_env()
+        if not slurm:
+            return None
+        os.environ.update(slurm)  # env:// rendezvous, as torchrun would have set it
     rank = int(os.environ["RANK"])
     world = int(os.environ["WORLD_SIZE"])
     local = int(os.environ.get("LOCAL_RANK", rank))
@@ -118,13 +167,25 @@ def init_distributed(
         if device.type == "cuda" and backend == "nccl":
             # Binds the communicator to this GPU (eager init, no guessing by rank).
             kwargs["device_id"] = device
-        dist.init_process_group(
-            backend=backend,
-            rank=rank,
-            world_size=world,
-            timeout=datetime.timedelta(seconds=timeout_s),
-            **kwargs,
-        )
+        try:
+            dist.init_process_group(
+                backend=backend,
+                rank=rank,
+                world_size=world,
+                timeout=datetime.timedelta(seconds=timeout_s),
+                **kwargs,
+            )
+        except Exception as e:  # NCCL's words for two ranks on one GPU are cryptic
+            shared = re.search(r"Duplicate GPU detected\s*:\s*rank (\d+) and rank (\d+)", str(e))
+            if not shared:
+                raise
+            a, b = sorted(int(x) for x in shared.groups())
+            raise RuntimeError(
+                f"ranks {a} and {b} of this machine were given the same GPU ({device}, "
+                f"{torch.cuda.device_count()} visible to each): NCCL cannot run two ranks on "
+                "one GPU. Start at most one process per GPU (torchrun --nproc-per-node, srun "
+                "--ntasks-per-node), or give each task its own GPU (srun --gpus-per-task=1)"
+            ) from None
     log.debug("rank %d/%d (local %d) on %s via %s", rank, world, local_rank, device, backend)
     return DistInfo(
         rank=rank, local_rank=local_rank, world_size=world, device=device, backend=backend
@@ -155,6 +216,16 @@ def all_reduce_sum(t: torch.Tensor, info: DistInfo) -> torch.Tensor:
     work = t.to(info.device, copy=True) if info.backend == "nccl" else t.clone()
     dist.all_reduce(work, op=dist.ReduceOp.SUM)
     return work.to(orig)
+
+
+def gather_to_main(obj: Any, info: DistInfo) -> list[Any]:
+    """Every rank's ``obj`` (picklable) on rank 0, in rank order; ``[]`` elsewhere, and
+    ``[obj]`` when not distributed."""
+    if not info.distributed:
+        return [obj]
+    out: list[Any] = [None] * info.world_size if info.is_main else []
+    dist.gather_object(obj, out if info.is_main else None, dst=0)
+    return out
 
 
 def any_rank(flag: bool, info: DistInfo) -> bool:

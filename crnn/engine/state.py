@@ -13,6 +13,7 @@ when the tracked metric improved) atomically, the other ranks wait at a barrier.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import random
@@ -31,8 +32,9 @@ from crnn.checkpoint import (
     load_checkpoint,
     load_state_dict_checked,
 )
-from crnn.config import Config
+from crnn.config import Config, save_config
 from crnn.engine.distributed import DistInfo, barrier
+from crnn.engine.runlock import RunLock
 from crnn.io import atomic_save, remove_stale_temporaries
 from crnn.metrics import HIGHER_IS_BETTER
 
@@ -93,6 +95,15 @@ class TrainState:
         """Record ``metrics`` as the latest validation; True if it is a new best."""
         self.metrics = dict(metrics)
         metric = self.best["metric"]
+        if metric not in metrics:
+            # alnum_accuracy is left out for labels that are not Latin script.
+            log.warning(
+                "train.best_metric=%s means nothing for these validation labels (mostly not "
+                "Latin letters or digits); the best checkpoint is chosen by cer instead "
+                "(set train.best_metric=cer or accuracy to keep it that way)", metric,
+            )  # fmt: skip
+            metric = self.best["metric"] = "cer"
+            self.best["value"] = None
         value = metrics[metric]
         old = self.best["value"]
         better = old is None or (value > old if HIGHER_IS_BETTER[metric] else value < old)
@@ -270,23 +281,48 @@ class CheckpointSaver:
         barrier(self.info)
 
 
+def claim_run_dir(out: Path, cfg: Config, is_main: bool) -> contextlib.AbstractContextManager[Any]:
+    """Rank 0: create the run directory, take its lock (:mod:`crnn.engine.runlock`: a
+    second run into it is refused) and write ``config.yaml``; the returned context
+    manager holds the lock until it exits. Other ranks: nothing."""
+    if not is_main:
+        return contextlib.nullcontext()
+    out.mkdir(parents=True, exist_ok=True)
+    lock = RunLock(out)
+    lock.acquire()
+    save_config(cfg, out / "config.yaml")
+    return lock
+
+
 def calibrate_best(trainer: Any) -> None:
-    """Fit the confidence temperature of ``best.pt`` on the validation sets (rank 0, its
-    shard) and store it there (``calibration``: temperature, calibration error before
-    and after, samples); the other ranks wait. See ``crnn.calibration``."""
+    """Fit the confidence temperature of ``best.pt`` on the validation sets and store it
+    there (``calibration``: temperature, calibration error before and after, samples).
+
+    Every rank reads its shard of the validation sets with ``best.pt``'s weights; rank 0
+    gathers what they saw, fits, and writes; the others wait. See ``crnn.calibration``."""
     from crnn.backends.torch import TorchBackend
     from crnn.calibration import TemperatureFit
+    from crnn.engine.distributed import gather_to_main
     from crnn.evaluation import evaluate
 
     t = trainer
     path = t.out / "best.pt"
-    if t.info.is_main and path.is_file():
-        ckpt = load_checkpoint(path)
-        model, charset, spec = ModelBundle.from_checkpoint(ckpt, str(path))
-        backend = TorchBackend(model, charset, spec, t.device, t.amp, t.cfg.train.channels_last)
+    barrier(t.info)  # rank 0 has written best.pt
+    if not path.is_file():
+        return
+    ckpt = load_checkpoint(path)
+    model, charset, spec = ModelBundle.from_checkpoint(ckpt, str(path))
+    backend = TorchBackend(model, charset, spec, t.device, t.amp, t.cfg.train.channels_last)
+    fit = TemperatureFit()
+    for _, loader in t.val_sets:
+        evaluate(backend, loader, calibrate=fit)
+    parts = gather_to_main((fit.samples, fit.correct, fit.empty), t.info)
+    if t.info.is_main:
         fit = TemperatureFit()
-        for _, loader in t.val_sets:
-            evaluate(backend, loader, calibrate=fit)
+        for samples, correct, empty in parts:
+            fit.samples += samples
+            fit.correct += correct
+            fit.empty += empty
         temperature = fit.fit()
         ckpt["calibration"] = {
             "temperature": temperature, "ece_before": fit.ece(1.0),
