@@ -193,9 +193,13 @@ class CRNN(nn.Module):
         AutocastRNN) casts to float16 whatever the autocast dtype, so with bf16 (the
         default, which runs without a GradScaler) the LSTM gradients would be fp16 and
         unscaled, and could underflow. The LSTMs are a small share of the FLOPs."""
-        x = self.features(images)
-        with torch.autocast(x.device.type, enabled=False):
-            x = self.rnn(x.float())
+        return self.head(self.features(images))
+
+    def head(self, features: torch.Tensor) -> torch.Tensor:
+        """Conv features ``(B, T, C')`` -> logits ``(B, T, num_classes)``: the LSTMs (in
+        fp32, see :meth:`forward`) and the classifier."""
+        with torch.autocast(features.device.type, enabled=False):
+            x = self.rnn(features.float())
         if self.fc is not None:
             x = self.fc(x)
         return x

@@ -213,7 +213,10 @@ def test_compile_recompiles_a_bounded_number_of_times_over_bucketed_widths(word_
         t.train_step(iter([b]))
     frames = torch._dynamo.utils.counters["stats"]["unique_graphs"]
     assert len(widths) >= 3
-    assert frames <= 8, f"{frames} graphs compiled for {len(widths)} widths"
+    # The CNN alone, one static graph then one for dynamic widths (2 expected; it was 8
+    # when the whole model was compiled: the LSTMs and checkpointing broke the graph).
+    assert frames <= 4, f"{frames} graphs compiled for {len(widths)} widths"
+    assert not torch._dynamo.utils.counters["graph_break"]
 
 
 def test_per_gpu_memory_tags_reach_tensorboard(word_lmdb, tmp_path, dev):

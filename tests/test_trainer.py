@@ -311,3 +311,33 @@ def test_validation_synchronises_the_ema_batchnorm_statistics_too(tiny_overrides
     monkeypatch.setattr(trainer_mod, "sync_buffers", lambda m, info: synced.append(m))
     t.validate()
     assert t.ema.model in synced and t.model in synced
+
+
+def test_compile_covers_the_cnn_in_one_graph_whatever_the_widths(tiny_overrides, monkeypatch):
+    """train.compile compiles the CNN alone (Dynamo cannot trace the LSTMs: compiling the
+    whole model split the graph there), without graph breaks from activation
+    checkpointing, and widths cost one recompile, not one per width. Traced on the CPU
+    with Dynamo's eager backend (the graphs are the same as inductor's)."""
+    import functools
+
+    import torch._dynamo
+    from torch._dynamo.utils import counters
+
+    monkeypatch.setattr(torch, "compile", functools.partial(torch.compile, backend="eager"))
+    torch._dynamo.reset()
+    counters.clear()
+    t = _train([*tiny_overrides, "train.compile=true", "train.grad_checkpoint=true"])
+    batches = t.batches()
+    t.train_module.train()
+    widths = set()
+    for _ in range(12):
+        b = next(batches)
+        widths.add(b["images"].shape[-1])
+        t.train_step(iter([b]))
+    torch._dynamo.reset()
+    assert len(widths) >= 3, widths
+    assert not counters["graph_break"], dict(counters["graph_break"])
+    assert counters["stats"]["unique_graphs"] <= 2, dict(counters["stats"])
+    from crnn.model import CRNN
+
+    assert isinstance(t.model, CRNN) and not hasattr(t.model, "_features")

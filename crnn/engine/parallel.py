@@ -58,8 +58,8 @@ class CTCTrainModule(nn.Module):
 
 def unwrap(module: nn.Module) -> nn.Module:
     """Peel DDP/DP (``.module``), ``torch.compile`` (``._orig_mod``),
-    :class:`CTCTrainModule` (``.net``) and ``Uint8Model`` (``.model``) in any order, down
-    to the bare network."""
+    :class:`CTCTrainModule` (``.net``), :class:`CompiledCNN` and ``Uint8Model``
+    (``.model``) in any order, down to the bare network."""
     while True:
         if isinstance(module, (nn.parallel.DistributedDataParallel, nn.DataParallel)):
             module = module.module
@@ -67,10 +67,39 @@ def unwrap(module: nn.Module) -> nn.Module:
             module = module._orig_mod  # type: ignore[assignment]
         elif isinstance(module, CTCTrainModule):
             module = module.net
+        elif isinstance(module, CompiledCNN):
+            module = module.model
         elif isinstance(module, Uint8Model):
             module = module.model
         else:
             return module
+
+
+class CompiledCNN(nn.Module):
+    """The CRNN with its CNN (``features``) under ``torch.compile`` and the rest eager.
+
+    Dynamo cannot trace the LSTMs: compiling the whole model splits the graph there,
+    and every width then compiles two graphs instead of one. Widths vary from batch to
+    batch; after the second one the CNN is recompiled once for dynamic widths.
+
+    With activation checkpointing, compile's own recomputation (the partitioner's
+    ``activation_memory_budget``, where this PyTorch has it) replaces
+    ``torch.utils.checkpoint``, whose custom ``context_fn`` Dynamo cannot always trace:
+    the same memory saving inside one graph, BatchNorm statistics updated once. The
+    bare model keeps no compiled attribute, so copies of it (the EMA) stay plain."""
+
+    def __init__(self, model: CRNN) -> None:
+        super().__init__()
+        import torch._functorch.config as functorch_config
+
+        self.model = model
+        if model.grad_checkpoint and hasattr(functorch_config, "activation_memory_budget"):
+            functorch_config.activation_memory_budget = 0.5
+            model.grad_checkpoint = False
+        self._features = torch.compile(model.features)
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        return self.model.head(self._features(images))
 
 
 def wrap(
@@ -108,7 +137,7 @@ def wrap(
     bare.to(device)
     if channels_last:
         bare.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
-    net: nn.Module = torch.compile(bare) if compile else bare  # type: ignore[assignment]
+    net: nn.Module = CompiledCNN(bare) if compile else bare
     train_module: nn.Module = CTCTrainModule(net, bare.output_length, amp, channels_last)
     if strategy == "dp":
         train_module = nn.DataParallel(
