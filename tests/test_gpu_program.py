@@ -52,3 +52,23 @@ def test_stage2_dry_run_trains_in_chunks_then_evaluates_releases_and_exports(tmp
     assert [r["dataset"] for r in rows] == ["ic13_857", "svt_647"]
     budget = __import__("torch").load(run / "last.pt", weights_only=True)["budget"]
     assert budget["max_steps"] > 0 and budget["minutes"] > 0
+
+
+def test_a_silent_hang_is_killed_on_time_and_the_progress_so_far_is_kept(tmp_path):
+    """The timeout holds without output (it was checked only when a line was printed, so
+    a silent hang used up the whole device call), and each step's code is on disk at once."""
+    import importlib.util
+    import time
+
+    spec = importlib.util.spec_from_file_location("gpu_program", ROOT / "tools" / "gpu_program.py")
+    gp = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gp)
+    codes = gp.Progress(tmp_path / "stage1.json")
+    codes["first"] = gp.run([sys.executable, "-c", "print('ok')"], tmp_path / "log", check=False)
+    t0 = time.monotonic()
+    silent = [sys.executable, "-c", "import time, subprocess, sys; "
+              "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); time.sleep(60)"]
+    codes["hang"] = gp.run(silent, tmp_path / "log", timeout=2, check=False)
+    assert time.monotonic() - t0 < 15
+    assert json.loads((tmp_path / "stage1.json").read_text()) == {"first": 0, "hang": 124}
+    assert "killed after 2 s" in (tmp_path / "log").read_text()

@@ -26,13 +26,15 @@ export. Everything that must come back goes under ``--out`` (at most 8 files).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import tarfile
 import tempfile
-import time
+import threading
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,24 +50,52 @@ TINY = ["model.channels=[8,16,16,32,32,32,32]", "model.hidden=16"]
 
 def run(cmd: list[str], log: Path | None = None, env: dict[str, str] | None = None,
         timeout: float | None = None, check: bool = True) -> int:  # fmt: skip
-    """Run ``cmd`` from the repository root, its output to the console and ``log``."""
+    """Run ``cmd`` from the repository root, its output to the console and ``log``.
+
+    The timeout is enforced by the clock, not when a line is printed: a command that
+    hangs silently is killed (its whole process group) at ``timeout`` seconds and
+    returns 124, so the device call's later steps and files still come back."""
     print("+", " ".join(cmd), flush=True)
     full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
     full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), full_env.get("PYTHONPATH")]))
     with open(log, "a") if log else open(os.devnull, "w") as sink:
         proc = subprocess.Popen(cmd, cwd=ROOT, env=full_env, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True)  # fmt: skip
-        assert proc.stdout is not None
-        t0 = time.monotonic()
-        for line in proc.stdout:
-            sys.stdout.write(line)
-            sink.write(line)
-            if timeout and time.monotonic() - t0 > timeout:
-                proc.kill()
-        code = proc.wait()
+                                stderr=subprocess.STDOUT, text=True, start_new_session=True)  # fmt: skip
+
+        def copy() -> None:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                sys.stdout.write(line)
+                sink.write(line)
+                sink.flush()
+
+        reader = threading.Thread(target=copy, daemon=True)
+        reader.start()
+        try:
+            code = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(OSError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            code = 124
+            sink.write(f"\n[gpu_program] killed after {timeout:.0f} s: {' '.join(cmd)}\n")
+        reader.join(timeout=10)
     if check and code != 0:
         raise SystemExit(f"{cmd[1] if len(cmd) > 1 else cmd[0]} failed with exit code {code}")
     return code
+
+
+class Progress(dict):  # type: ignore[type-arg]
+    """Exit codes by step, written to ``path`` at every update: what came back is
+    known even if the device call ends in the middle of a stage."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__()
+        self.path = path
+
+    def __setitem__(self, key: str, value: int) -> None:
+        super().__setitem__(key, value)
+        self.path.write_text(json.dumps(self))
 
 
 def install_wheels() -> None:
@@ -135,7 +165,8 @@ def stage1(args: argparse.Namespace) -> None:
     if not args.dry_run:
         install_wheels()
     env_json = out / "env.json"
-    codes = {"env": run([sys.executable, "-c", ENV_PROBE, str(env_json)], check=False)}
+    codes = Progress(out / "stage1.json")
+    codes["env"] = run([sys.executable, "-c", ENV_PROBE, str(env_json)], check=False)
     tier_env = {"CRNN_GPU_DRY_RUN": "1"} if args.dry_run else {}
     tests = ["tests/test_gpu.py", "-k", "bf16_training_learns"] if args.dry_run else ["tests"]
     codes["gpu tier"] = run([sys.executable, "-m", "pytest", "-q", "-m", "gpu", "-rs", *tests,
@@ -176,10 +207,9 @@ def stage1(args: argparse.Namespace) -> None:
         for name in ("data_image", "data_prepared", "wide_charset"):
             f = Path(tmp) / f"{name}.json"
             extra[name] = json.loads(f.read_text()) if f.exists() else None
-    (out / "extra.json").write_text(json.dumps(extra))
+            (out / "extra.json").write_text(json.dumps(extra))
     print(f"stage1 done: {', '.join(sorted(p.name for p in out.iterdir()))}")
     print("\n".join(f"  {k:<10} {'ok' if c == 0 else f'FAILED (exit {c})'}" for k, c in codes.items()))
-    (out / "stage1.json").write_text(json.dumps(codes))
     if any(codes.values()):
         raise SystemExit(1)
 
