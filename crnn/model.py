@@ -13,7 +13,9 @@ Two layouts:
   widths with BatchNorm (bias-free convs) at conv 4 and 5, height average-pooled,
   two BiLSTM+linear blocks, then a separate linear classifier ``fc``.
 * ``crnn_s8`` -- ``crnn`` with its third pooling also halving the width: a time step
-  every 8 px (for CJK lines, whose characters are about as wide as the line is high).
+  every 8 px (for CJK lines, whose characters are about as wide as the line is high),
+  and a linear shortcut from the conv features to the logits beside the LSTMs, so that
+  thousands of classes learn from the start.
 * ``dense`` -- the ``crnn`` CNN and a linear classifier ``fc`` on its features, no
   LSTM (chineseocr's ``lstmFlag=False`` model).
 """
@@ -150,6 +152,13 @@ class CRNN(nn.Module):
                 self.cnn.add_module(name, m)
                 self._segment_names[-1].append(name)
         self.fc: nn.Module | None = None
+        # crnn_s8: a shortcut from the conv features to the logits, beside the LSTMs.
+        # With thousands of classes the LSTMs alone pass the CNN too little gradient at
+        # first and a model reads only blanks for thousands of steps; with the shortcut
+        # it leaves that plateau within a few hundred (docs/training/zh.md).
+        self.skip: nn.Module | None = None
+        if arch == "crnn_s8":
+            self.skip = nn.Linear(c_in, num_classes)
         if arch in ("crnn", "crnn_s8"):
             self.rnn = nn.Sequential(
                 BiLSTM(c_in, hidden, hidden), BiLSTM(hidden, hidden, num_classes)
@@ -202,6 +211,8 @@ class CRNN(nn.Module):
             x = self.rnn(features.float())
         if self.fc is not None:
             x = self.fc(x)
+        if self.skip is not None:
+            x = x + self.skip(features).float()
         return x
 
     def output_length(self, width: int | torch.Tensor) -> int | torch.Tensor:

@@ -201,3 +201,43 @@ def test_without_raqm_the_generator_names_the_scripts_it_draws_wrong(tmp_path, c
     gen = _hindi_generator(tmp_path, caplog)
     assert "cannot draw Devanagari" in caplog.text and "no RAQM layout" in caplog.text
     assert not gen._shaped
+
+
+# ---- Chinese text from word frequencies ---------------------------------------------------
+
+
+def test_the_bundled_chinese_word_list_covers_the_charset_and_draws_by_frequency():
+    from crnn.data.synth.words import bundled_chinese_words, load_words
+
+    zh = Charset.from_spec("zh5529")
+    words = load_words(bundled_chinese_words(), frozenset(zh.chars), power=1.0)
+    assert len(words) == 100_000
+    han = {c for c in zh.chars if "\u4e00" <= c <= "\u9fff"}
+    assert han <= {c for w in words.words for c in w}  # every character in some word
+    r = random.Random(0)
+    drawn = [words.draw(r) for _ in range(20_000)]
+    top = set(words.words[:50])
+    # By frequency: the 50 commonest of 100,000 words make up a large share of draws.
+    assert sum(w in top for w in drawn) / len(drawn) > 0.15
+    flat = load_words(bundled_chinese_words(), frozenset(zh.chars), power=0.0)
+    r = random.Random(0)
+    assert sum(flat.draw(r) in top for _ in range(20_000)) < 100  # power 0: uniform
+
+
+def test_phrases_run_words_together_without_spaces_at_the_asked_lengths(tmp_path, cjk):
+    cfg = _cjk_cfg(_corpus(tmp_path, ["我们的国家"]), word_list="chinese", p_corpus=0.0, p_phrase=1.0,
+                   min_length=4, max_length=10)  # fmt: skip
+    gen = SynthGenerator(cjk, cfg, seed=0, height=32)
+    texts = [gen.text.sample(random.Random(i)) for i in range(200)]
+    assert all(4 <= len(t) <= 10 and " " not in t for t in texts), texts[:10]
+    assert all(set(t) <= set(CJK_CHARS) for t in texts)  # what the fixture font draws
+
+
+def test_fonts_can_be_held_out_by_name(tmp_path, cjk):
+    from crnn.data.synth.fonts import find_font_files
+
+    kept = find_font_files([CJK_FONT.parent])
+    assert kept
+    cfg = _cjk_cfg(_corpus(tmp_path, ["我们的国家"]), exclude_fonts=["droid*"])
+    with pytest.raises(FontError):
+        SynthGenerator(cjk, cfg, seed=0, height=32)

@@ -24,8 +24,14 @@ class SynthConfig:
     font_dirs: list[str] = field(default_factory=list)
     # Use the fonts in crnn/assets/fonts; false = only font_dirs.
     bundled_fonts: bool = True
-    # One word per line (UTF-8); "" = the bundled English list (crnn/assets/words).
+    # Font files left out, as name patterns (e.g. ["wqy-microhei.ttc*"]: a face of a
+    # collection is named file.ttc#N): fonts held out for a test.
+    exclude_fonts: list[str] = field(default_factory=list)
+    # One word per line (UTF-8), optionally "word<TAB>count" (drawn by count **
+    # word_weight_power); "" or "english" = the bundled English list, "chinese" = the
+    # bundled Chinese one (100,000 words with their frequencies, crnn/assets/words).
     word_list: str = ""
+    word_weight_power: float = 0.5
     # Text files in any language (UTF-8): lines or pieces of lines are drawn from them,
     # min_length..max_length characters, cut where a character the charset or the fonts
     # lack would be. Weight p_corpus (only when corpus is given). See docs/synth.md.
@@ -40,6 +46,9 @@ class SynthConfig:
     p_random: float = 0.12
     # Lines of several words; only drawn when the charset has a space (ascii95).
     p_line: float = 0.07
+    # Phrases: words run together without spaces, as Chinese is written, with CJK
+    # punctuation between some and a number or date now and then (min..max_length).
+    p_phrase: float = 0.0
     # A line holds 2..line_max_words words and numbers (and at most max_length characters).
     line_max_words: int = 5
     # Case of dictionary words (only matters for case-sensitive charsets).
@@ -64,6 +73,10 @@ class SynthConfig:
     # Horizontal stretch (condensed/expanded look): width scaled by 1 +- max_stretch.
     p_stretch: float = 0.2
     max_stretch: float = 0.2
+    # Stroke weight: the ink grown or shrunk by up to a pixel at the output height (a
+    # bolder or lighter face than the font's own: fonts never seen in training differ
+    # most in this).
+    p_weight: float = 0.0
     # Colour and contrast: |text - background| >= min_contrast (fraction of 255).
     min_contrast: float = 0.3
     p_light_text: float = 0.25  # light text on a dark background
@@ -109,7 +122,7 @@ class SynthConfig:
             v = getattr(cfg, f.name)
             if f.name.startswith("p_") and not 0.0 <= v <= 1.0:
                 raise bad(f.name, v, "a probability in [0, 1]")
-        weights = ("p_word", "p_number", "p_date", "p_price", "p_code", "p_random", "p_line")
+        weights = ("p_word", "p_number", "p_date", "p_price", "p_code", "p_random", "p_phrase", "p_line")
         if sum(getattr(cfg, k) for k in weights[:-1]) + (cfg.p_corpus if cfg.corpus else 0) <= 0:
             raise ConfigError(
                 "data.synth text weights p_word, p_number, p_date, p_price, p_code, p_random are "

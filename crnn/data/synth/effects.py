@@ -17,6 +17,7 @@ from __future__ import annotations
 import io
 import math
 import random
+from typing import Any
 
 import numpy as np
 from PIL import Image, ImageFilter
@@ -274,3 +275,75 @@ def jpeg(img: Image.Image, quality: int) -> Image.Image:
     out = Image.open(buf)
     out.load()
     return out
+
+
+def paint(
+    r: random.Random, alpha: Image.Image, cfg: Any, rgb: bool, tiles: Tiles, applied: list[str]
+) -> Image.Image:
+    """Background and text tones composited through the ink mask ``alpha`` (``cfg`` a
+    ``SynthConfig``; the effects used are appended to ``applied``)."""
+    w, h = alpha.size
+    light = r.random() < cfg.p_light_text
+    if light:
+        applied.append("light_text")
+    u = r.random()
+    pattern: np.ndarray | None = None
+    if u < cfg.p_gradient_bg:
+        pattern = gradient(r, h, w)
+        applied.append("gradient_bg")
+    elif u < cfg.p_gradient_bg + cfg.p_noise_bg:
+        pattern = np.clip(window(tiles.noise, h, w, r) * 0.2, -0.5, 0.5)
+        applied.append("noise_bg")
+    elif u < cfg.p_gradient_bg + cfg.p_noise_bg + cfg.p_texture_bg:
+        textures = tiles.textures
+        pattern = window(textures[r.randrange(len(textures))], h, w, r)
+        applied.append("texture_bg")
+    variation = 0.0
+    if pattern is not None:
+        variation = r.uniform(0.3, 1.0) * cfg.max_bg_variation * 255.0
+    paper, ink = pick_tones(r, cfg.min_contrast, variation, light)
+
+    mode = "RGB" if rgb else "L"
+    paper_c = np.full(3 if rgb else 1, paper, np.float32)
+    ink_c = np.full(3 if rgb else 1, ink, np.float32)
+    if rgb and r.random() < cfg.p_color:
+        p2 = colourise(r, paper, min(paper, 255 - paper, 90.0))
+        i2 = colourise(r, ink, min(ink, 255 - ink, 90.0))
+        # Clipping can shift a colour's luminance: keep the pair only if the
+        # contrast survived.
+        gap = abs(luminance(p2) - luminance(i2))
+        if gap >= 255 * cfg.min_contrast + variation / 2:
+            paper_c, ink_c = p2, i2
+            applied.append("color")
+
+    if pattern is None:
+        bg = Image.new(mode, (w, h), _pixel(paper_c))
+    else:
+        arr = (
+            (variation * pattern)[:, :, None] + paper_c
+            if rgb
+            else variation * pattern + paper
+        )
+        bg = Image.fromarray(np.clip(arr + 0.5, 0, 255).astype(np.uint8), mode)
+    if r.random() < cfg.p_shadow:
+        dx, dy = r.randint(1, 3), r.randint(1, 3)
+        shadow = Image.new("L", (w, h), 0)
+        shadow.paste(alpha, (dx, dy))
+        shade = Image.new(mode, (w, h), _pixel(paper_c + (ink_c - paper_c) * 0.45))
+        bg = Image.composite(shade, bg, shadow)
+        applied.append("shadow")
+    return Image.composite(Image.new(mode, (w, h), _pixel(ink_c)), bg, alpha)
+
+
+def stroke_weight(r: random.Random, alpha: Image.Image) -> Image.Image:
+    """The ink mask grown (bolder) or shrunk (lighter) by up to a pixel, in a random
+    measure: faces heavier or lighter than the font's own."""
+    bolder = r.random() < 0.5
+    thick = alpha.filter(ImageFilter.MaxFilter(3) if bolder else ImageFilter.MinFilter(3))
+    return Image.blend(alpha, thick, r.uniform(0.3, 1.0))
+
+
+def _pixel(c: np.ndarray) -> int | tuple[int, ...]:
+    """A colour for ``Image.new``: an int for one channel, a tuple for RGB."""
+    v = [min(255, max(0, int(x + 0.5))) for x in c]
+    return v[0] if len(v) == 1 else tuple(v)

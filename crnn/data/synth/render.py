@@ -21,6 +21,7 @@ One image, start to end::
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 import functools
 import logging
 import math
@@ -45,7 +46,7 @@ from crnn.data.synth.fonts import (
 )
 from crnn.data.synth.layout import EDGE_POINTS, compose, compose_shaped
 from crnn.data.synth.scripts import shaped_chars, warn_if_unshaped
-from crnn.data.synth.text import TextSampler, bundled_word_list, drawable_alphabet
+from crnn.data.synth.text import BUNDLED_WORD_LISTS, TextSampler, drawable_alphabet
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +54,7 @@ log = logging.getLogger(__name__)
 EFFECT_PROBABILITIES = (
     "p_spacing",
     "p_stretch",
+    "p_weight",
     "p_light_text",
     "p_color",
     "p_gradient_bg",
@@ -171,6 +173,11 @@ class SynthGenerator:
                     "empty. Name a font folder (--fonts DIR) or keep the bundled fonts."
                 )
             font_paths = find_font_files(dirs)
+            if cfg.exclude_fonts:
+                font_paths = [
+                    p for p in font_paths
+                    if not any(fnmatch.fnmatch(Path(str(p)).name, g) for g in cfg.exclude_fonts)
+                ]  # fmt: skip
         candidates = drawable_alphabet(charset.chars, bool(charset.case_fold))
         fonts = load_fonts(font_paths, candidates)
         if not fonts:
@@ -191,11 +198,13 @@ class SynthGenerator:
         # Characters every font draws: a text made of them needs no per-font check.
         self._common = frozenset.intersection(*(f.chars for f in fonts))
 
-        word_list = cfg.word_list or str(bundled_word_list())
+        bundled = BUNDLED_WORD_LISTS.get(cfg.word_list)
+        word_list = str(bundled()) if bundled is not None else cfg.word_list
         if not Path(word_list).is_file():
             raise FileNotFoundError(
                 f"data.synth.word_list={cfg.word_list!r} not found: expected a UTF-8 text file "
-                "with one word per line (or '' for the bundled English list)"
+                "with one word per line, optionally word<TAB>count ('' or 'english' for the "
+                "bundled English list, 'chinese' for the bundled Chinese one)"
             )
         self.text = TextSampler(self.alphabet, cfg, charset.normalize, word_list)
         warn_if_unshaped(self.alphabet, bool(charset.bidi))
@@ -383,8 +392,13 @@ class SynthGenerator:
             to_out = np.array([[sx, 0.0, -left * sx], [0.0, sy, -top * sy], [0.0, 0.0, 1.0]])
             alpha = fx.warp(canvas, to_out if h is None else to_out @ h, (out_w, out_h))
 
+        # ---- stroke weight: a bolder or lighter face than the font's own ----
+        if r.random() < cfg.p_weight:
+            alpha = fx.stroke_weight(r, alpha)
+            applied.append("weight")
+
         # ---- colour and background ----
-        img = self._paint(r, alpha, applied)
+        img = fx.paint(r, alpha, cfg, self.rgb, _tiles(), applied)
 
         # ---- degradations ----
         if r.random() < cfg.p_blur:
@@ -437,64 +451,3 @@ class SynthGenerator:
             quad = fx.apply_h(h, quad)
         p = fx.perspective(quad, r, self.cfg.max_perspective * text_h)
         return p if h is None else p @ h
-
-    def _paint(self, r: random.Random, alpha: Image.Image, applied: list[str]) -> Image.Image:
-        """Background and text tones composited through the ink mask ``alpha``."""
-        cfg = self.cfg
-        w, h = alpha.size
-        light = r.random() < cfg.p_light_text
-        if light:
-            applied.append("light_text")
-        u = r.random()
-        pattern: np.ndarray | None = None
-        if u < cfg.p_gradient_bg:
-            pattern = fx.gradient(r, h, w)
-            applied.append("gradient_bg")
-        elif u < cfg.p_gradient_bg + cfg.p_noise_bg:
-            pattern = np.clip(fx.window(_tiles().noise, h, w, r) * 0.2, -0.5, 0.5)
-            applied.append("noise_bg")
-        elif u < cfg.p_gradient_bg + cfg.p_noise_bg + cfg.p_texture_bg:
-            textures = _tiles().textures
-            pattern = fx.window(textures[r.randrange(len(textures))], h, w, r)
-            applied.append("texture_bg")
-        variation = 0.0
-        if pattern is not None:
-            variation = r.uniform(0.3, 1.0) * cfg.max_bg_variation * 255.0
-        paper, ink = fx.pick_tones(r, cfg.min_contrast, variation, light)
-
-        mode = "RGB" if self.rgb else "L"
-        paper_c = np.full(3 if self.rgb else 1, paper, np.float32)
-        ink_c = np.full(3 if self.rgb else 1, ink, np.float32)
-        if self.rgb and r.random() < cfg.p_color:
-            p2 = fx.colourise(r, paper, min(paper, 255 - paper, 90.0))
-            i2 = fx.colourise(r, ink, min(ink, 255 - ink, 90.0))
-            # Clipping can shift a colour's luminance: keep the pair only if the
-            # contrast survived.
-            gap = abs(fx.luminance(p2) - fx.luminance(i2))
-            if gap >= 255 * cfg.min_contrast + variation / 2:
-                paper_c, ink_c = p2, i2
-                applied.append("color")
-
-        if pattern is None:
-            bg = Image.new(mode, (w, h), _pixel(paper_c))
-        else:
-            arr = (
-                (variation * pattern)[:, :, None] + paper_c
-                if self.rgb
-                else variation * pattern + paper
-            )
-            bg = Image.fromarray(np.clip(arr + 0.5, 0, 255).astype(np.uint8), mode)
-        if r.random() < cfg.p_shadow:
-            dx, dy = r.randint(1, 3), r.randint(1, 3)
-            shadow = Image.new("L", (w, h), 0)
-            shadow.paste(alpha, (dx, dy))
-            shade = Image.new(mode, (w, h), _pixel(paper_c + (ink_c - paper_c) * 0.45))
-            bg = Image.composite(shade, bg, shadow)
-            applied.append("shadow")
-        return Image.composite(Image.new(mode, (w, h), _pixel(ink_c)), bg, alpha)
-
-
-def _pixel(c: np.ndarray) -> int | tuple[int, ...]:
-    """A colour for ``Image.new``: an int for one channel, a tuple for RGB."""
-    v = [min(255, max(0, int(x + 0.5))) for x in c]
-    return v[0] if len(v) == 1 else tuple(v)

@@ -9,17 +9,23 @@ case included); the label is ``charset.normalize(text)``.
 
 from __future__ import annotations
 
-import bisect
 import datetime
 import logging
 import os
 import random
-import unicodedata
-from collections import Counter
 from collections.abc import Callable, Sequence
-from importlib import resources
-from pathlib import Path
 from typing import Any
+
+from crnn.data.synth.words import (  # noqa: F401 (re-exported)
+    BUNDLED_WORD_LISTS,
+    Corpus,
+    CorpusError,
+    WordList,
+    bundled_chinese_words,
+    bundled_word_list,
+    load_corpus,
+    load_words,
+)
 
 log = logging.getLogger(__name__)
 
@@ -55,140 +61,6 @@ _LOWER = "abcdefghijklmnopqrstuvwxyz"
 _DIGITS = "0123456789"
 
 
-def bundled_word_list() -> Path:
-    """The English word list that ships inside the package (SCOWL via Debian wamerican)."""
-    return Path(str(resources.files("crnn") / "assets" / "words" / "english.txt"))
-
-
-# (path, allowed characters) -> filtered words; one copy per process.
-_WORDS_CACHE: dict[tuple[str, frozenset[str]], list[str]] = {}
-
-
-def load_words(path: str | os.PathLike[str], allowed: frozenset[str]) -> list[str]:
-    """Words of ``path`` (one per line, UTF-8) whose characters are all in ``allowed``.
-
-    The file order is kept, so every process draws the same word for the same number.
-
-    Raises:
-        FileNotFoundError: with a message saying what was expected.
-    """
-    key = (str(path), allowed)
-    words = _WORDS_CACHE.get(key)
-    if words is None:
-        p = Path(path)
-        if not p.is_file():
-            raise FileNotFoundError(
-                f"word list {str(path)!r} not found: expected a UTF-8 text file with one word "
-                "per line (leave data.synth.word_list empty for the bundled English list)"
-            )
-        lines = p.read_text(encoding="utf-8").split("\n")
-        stripped = (w.strip() for w in lines)
-        words = [w for w in stripped if w and all(c in allowed for c in w)]
-        _WORDS_CACHE[key] = words
-    return words
-
-
-class CorpusError(ValueError):
-    """A corpus file that cannot be read as UTF-8 text."""
-
-
-class Corpus:
-    """The drawable pieces of one or more text files.
-
-    Each line is NFC-normalised, its whitespace collapsed to single spaces (or, without
-    a space in the alphabet, split there), and cut into runs of characters of
-    ``allowed`` at least ``min_length`` long; a piece is then a run, or a stretch of
-    one, drawn with probability proportional to its length (so long lines count for
-    what they hold). ``dropped`` counts the characters left out and why.
-    """
-
-    def __init__(
-        self, paths: Sequence[str | os.PathLike[str]], allowed: frozenset[str], min_length: int
-    ) -> None:
-        self.paths = [str(p) for p in paths]
-        self.runs: list[str] = []
-        self.ends: list[int] = []  # cumulative lengths, for drawing by length
-        self.dropped: Counter[str] = Counter()
-        self.total = 0
-        space = " " in allowed
-        for path in self.paths:
-            for line in _read_corpus(path):
-                line = unicodedata.normalize("NFC", line)
-                parts = [" ".join(line.split())] if space else line.split()
-                for part in parts:
-                    self.total += len(part)
-                    run: list[str] = []
-                    for c in part + "\0":
-                        if c in allowed:
-                            run.append(c)
-                            continue
-                        if c != "\0":
-                            self.dropped[c] += 1
-                        text = "".join(run).strip()
-                        run = []
-                        if len(text) >= min_length:
-                            self.runs.append(text)
-                            self.ends.append((self.ends[-1] if self.ends else 0) + len(text))
-
-    def __len__(self) -> int:
-        return len(self.runs)
-
-    def sample(self, r: random.Random, lo: int, hi: int) -> str:
-        """A piece of ``lo..hi`` characters (shorter when its run is)."""
-        k = bisect.bisect_right(self.ends, r.randrange(self.ends[-1]))
-        run = self.runs[k]
-        n = r.randint(lo, hi)
-        if len(run) <= n:
-            return run
-        start = r.randrange(len(run) - n + 1)
-        return run[start : start + n].strip()
-
-    def report(self) -> str:
-        """What was left out, for the log."""
-        kept = self.ends[-1] if self.ends else 0
-        msg = f"corpus {', '.join(self.paths)}: {len(self.runs):,} pieces, {kept:,} of {self.total:,} characters usable"
-        if self.dropped:
-            top = ", ".join(f"{c!r} x{n}" for c, n in self.dropped.most_common(8))
-            msg += (
-                f"; {sum(self.dropped.values()):,} characters outside the charset or drawn by "
-                f"no font were cut out (most often {top})"
-            )
-        return msg
-
-
-def _read_corpus(path: str) -> list[str]:
-    p = Path(path)
-    if not p.is_file():
-        raise FileNotFoundError(
-            f"corpus file {path!r} not found: expected a UTF-8 text file (data.synth.corpus)"
-        )
-    data = p.read_bytes()
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = data[: e.start].count(b"\n") + 1
-        raise CorpusError(
-            f"corpus file {path!r}, line {line}: not UTF-8 ({e.reason}, byte "
-            f"{data[e.start:e.start + 1]!r} at offset {e.start}). Re-save it as UTF-8, e.g. "
-            f"iconv -f GB18030 -t UTF-8 {p.name} > {p.stem}.utf8.txt"
-        ) from None
-    return text.lstrip("\ufeff").splitlines()
-
-
-# (paths, allowed characters, min length) -> corpus; one copy per process.
-_CORPUS_CACHE: dict[tuple[tuple[str, ...], frozenset[str], int], Corpus] = {}
-
-
-def load_corpus(
-    paths: Sequence[str | os.PathLike[str]], allowed: frozenset[str], min_length: int
-) -> Corpus:
-    key = (tuple(str(p) for p in paths), allowed, min_length)
-    corpus = _CORPUS_CACHE.get(key)
-    if corpus is None:
-        corpus = _CORPUS_CACHE[key] = Corpus(paths, allowed, min_length)
-    return corpus
-
-
 class TextSampler:
     """Draws the texts to render.
 
@@ -214,11 +86,14 @@ class TextSampler:
         self.cfg = cfg
         self.normalize = normalize
         self.word_list = str(word_list)
+        self.word_power = getattr(cfg, "word_weight_power", 0.5)
         # Characters for random strings: no space (it would start or end a label).
         self.random_chars = self.alphabet.replace(" ", "")
         self.punct = "".join(c for c in self.random_chars if not c.isalnum())
         self.has_space = " " in self.allowed
-        self._words: list[str] | None = None
+        self._words: WordList | None = None
+        # CJK punctuation the charset holds, for phrases (clauses and quotes).
+        self.cjk_punct = "".join(c for c in "，。、；：？！" if c in self.allowed)
         self.corpus: Corpus | None = None
         if cfg.corpus:
             self.corpus = load_corpus(cfg.corpus, self.allowed, max(1, cfg.min_length))
@@ -238,6 +113,7 @@ class TextSampler:
             (cfg.p_code, self._code),
             (cfg.p_random, self._random),
             (cfg.p_line if self.has_space else 0.0, self._line),
+            (getattr(cfg, "p_phrase", 0.0), self._phrase),
         ]
         sources = [(w, f) for w, f in sources if w > 0]
         total = sum(w for w, _ in sources)
@@ -253,9 +129,9 @@ class TextSampler:
         return state
 
     @property
-    def words(self) -> list[str]:
+    def words(self) -> WordList:
         if self._words is None:
-            self._words = load_words(self.word_list, self.allowed)
+            self._words = load_words(self.word_list, self.allowed, self.word_power)
             if not self._words:
                 log.warning(
                     "no word of %s can be drawn with this charset and these fonts; "
@@ -309,7 +185,7 @@ class TextSampler:
         words = self.words
         if not words:
             return self._random(r)
-        word = words[r.randrange(len(words))]
+        word = words.draw(r)
         u = r.random()
         cased = word
         if u < self.cfg.p_upper:
@@ -422,6 +298,33 @@ class TextSampler:
         n = r.randint(lo, hi)
         chars = self.random_chars or self.alphabet
         return "".join(r.choice(chars) for _ in range(n))
+
+    def _phrase(self, r: random.Random) -> str:
+        """Words run together as Chinese (and Japanese) write them: no spaces, a comma
+        or other CJK punctuation between some, a number or code among them now and
+        then, min_length..max_length characters."""
+        words = self.words
+        if not words:
+            return self._random(r)
+        target = r.randint(max(1, self.cfg.min_length), self.cfg.max_length)
+        out = ""
+        while len(out) < target:
+            u = r.random()
+            if u < 0.06:
+                piece = self._number(r)
+            elif u < 0.08:
+                piece = self._date(r)
+            elif u < 0.09:
+                piece = self._code(r)
+            else:
+                piece = words.draw(r)
+            piece = self._clean(piece).replace(" ", "")
+            if not piece or len(out) + len(piece) > target and out:
+                break
+            out += piece
+            if self.cjk_punct and r.random() < 0.12 and len(out) < target - 1:
+                out += r.choice(self.cjk_punct)
+        return out[: self.cfg.max_length]
 
     def _line(self, r: random.Random) -> str:
         tokens: list[str] = []
