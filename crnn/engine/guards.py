@@ -74,9 +74,20 @@ class BlankWatch:
             return
         self.said = True
         tc, d = cfg.train, cfg.data
+        wide = ""
+        classes = _classes(cfg)
+        if classes > WIDE_CLASSES and cfg.model.arch != "crnn_s8":
+            wide = (
+                f"With {classes:,} classes behind the LSTMs (model.arch={cfg.model.arch}) the "
+                "classifier gets too little signal at first and this can last thousands of "
+                "steps: train with model.arch=crnn_s8 (a shortcut from the CNN to the logits "
+                "leaves the plateau within a few hundred steps; a time step every 8 px, for "
+                "lines of square characters such as Chinese), or start from a trained model "
+                "(train.init_from, e.g. an imported one). Other causes: "
+            )
         log.warning(
             "the model has read nothing but blanks at %d validations in a row (step %d, "
-            "%.0f %% empty predictions): CTC's all-blank plateau. Usually one of: the "
+            "%.0f %% empty predictions): CTC's all-blank plateau. %sthe "
             "learning rate (train.lr=%g) is too high (the loss stalls near its start) or too "
             "low; labels too long for the output (an image %d px wide gives %d frames; a "
             "label needs one per character, plus one between repeated ones: check "
@@ -84,9 +95,22 @@ class BlankWatch:
             "labels (see the skipped-label counts at start-up); or simply too few steps yet "
             "(a small model can sit on the plateau for hundreds of steps: compare "
             "train.warmup_steps=%d with your run). Try train.lr=%g, or a shorter warm-up.",
-            self.runs, step, 100 * metrics.get("empty_rate", 0.0), tc.lr, d.max_width, frames,
-            tc.warmup_steps, tc.lr / 3,
+            self.runs, step, 100 * metrics.get("empty_rate", 0.0), wide or "Usually one of: ",
+            tc.lr, d.max_width, frames, tc.warmup_steps, tc.lr / 3,
         )  # fmt: skip
+
+
+# Above this many classes the all-blank hint recommends the shortcut layout.
+WIDE_CLASSES = 1000
+
+
+def _classes(cfg: Any) -> int:
+    try:
+        from crnn.charset import Charset
+
+        return Charset.from_spec(cfg.data.charset).num_classes
+    except (ValueError, OSError):
+        return 0
 
 
 def early_stop(state: Any, val_every: int, patience: int) -> bool:
