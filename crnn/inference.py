@@ -127,8 +127,9 @@ class Recognizer:
 
     @classmethod
     def bundled(cls, model: str = "word", **options: Any) -> Recognizer:
-        """A bundled English model: ``"word"`` (scene-text words, ``0-9a-z``) or
-        ``"line"`` (printed text lines, printable ASCII with spaces); ``options`` as for
+        """A bundled model: ``"word"`` (English scene-text words, ``0-9a-z``), ``"line"``
+        (printed English text lines, printable ASCII with spaces) or ``"zh"`` (printed
+        Chinese lines, the 5,530 classes of ``zh5529``); ``options`` as for
         :meth:`from_checkpoint`."""
         path = default_checkpoint(prefers_onnx(options.get("device")), model)
         return cls.from_checkpoint(path, **options)
@@ -220,12 +221,12 @@ MODELS_DIR = Path(__file__).parent / "assets" / "models"
 
 
 # The bundled models by name: release files are named <prefix><sha256[:8]>.pt/.onnx.
-BUNDLED = {"word": "crnn_en-", "line": "crnn_line_en-"}
+BUNDLED = {"word": "crnn_en-", "line": "crnn_line_en-", "zh": "crnn_zh-"}
 
 
 def bundled_models(suffix: str = ".pt", model: str | None = None) -> list[Path]:
     """Release files shipped inside the package (``crnn/assets/models/*<suffix>``), of
-    one bundled ``model`` (``"word"``, ``"line"``) or all."""
+    one bundled ``model`` (``"word"``, ``"line"``, ``"zh"``) or all."""
     if not MODELS_DIR.is_dir():
         return []
     prefix = "" if model is None else BUNDLED[model]
@@ -239,9 +240,10 @@ def prefers_onnx(device: Any) -> bool:
 
 
 def default_checkpoint(prefer_onnx: bool = True, model: str = "word") -> Path:
-    """A bundled English model, for predicting without training first: ``"word"`` (the
-    default; case-insensitive letters and digits of scene-text words) or ``"line"``
-    (printed lines: printable ASCII with spaces).
+    """A bundled model, for predicting without training first: ``"word"`` (the
+    default; case-insensitive letters and digits of scene-text words), ``"line"``
+    (printed English lines: printable ASCII with spaces) or ``"zh"`` (printed Chinese
+    lines).
 
     Its ONNX export (float32; never the ``.int8.onnx`` flavour) when one is bundled,
     ``prefer_onnx`` holds and ``onnxruntime`` is installed: ONNX Runtime answers without

@@ -45,16 +45,17 @@ def build_parser() -> argparse.ArgumentParser:
         "-c",
         "--checkpoint",
         help="a checkpoint, run directory, release file or exported .onnx file (an "
-        ".int8.onnx file is the faster int8 flavour; default: a bundled English model, "
+        ".int8.onnx file is the faster int8 flavour; default: a bundled model, "
         "see --model)",
     )
     p.add_argument(
         "--model",
-        choices=("word", "line"),
+        choices=("word", "line", "zh"),
         default="word",
-        help="without --checkpoint, which bundled English model reads: 'word' (default; "
-        "scene-text words, letters and digits, case-insensitive) or 'line' (printed text "
-        "lines: printable ASCII with spaces)",
+        help="without --checkpoint, which bundled model reads: 'word' (default; English "
+        "scene-text words, letters and digits, case-insensitive), 'line' (printed English "
+        "text lines: printable ASCII with spaces) or 'zh' (printed Chinese lines, 5,530 "
+        "classes)",
     )
     p.add_argument(
         "--beam",
