@@ -44,8 +44,13 @@ def stop_workers_at_exit() -> None:
     import signal
 
     def stop() -> None:
-        for child in multiprocessing.active_children():
-            if child.daemon and child.pid is not None:
+        children = [c for c in multiprocessing.active_children() if c.daemon]
+        if not children:
+            return
+        # PyTorch's SIGCHLD handler would report the workers killed here as a failure.
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        for child in children:
+            if child.pid is not None:
                 try:
                     os.kill(child.pid, signal.SIGKILL)
                 except OSError:
