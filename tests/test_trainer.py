@@ -294,12 +294,32 @@ def test_ema_weights_are_evaluated_saved_and_resumed(tiny_overrides, tmp_path):
                       "train.val_every=2"], resume=t.out / "last.pt")  # fmt: skip
     assert torch.equal(resumed.model.state_dict()[w], raw[w])
     assert torch.equal(resumed.ema.model.state_dict()[w], avg[w])
-    # An average of 0.9 * avg + 0.1 * w after each step.
+    # An average of d * avg + (1 - d) * w after each step, d warming up to 0.9.
     before = {k: v.clone() for k, v in resumed.ema.model.state_dict().items()}
     resumed.train_module.train()
     resumed.train_step(resumed.batches())
     new_w = resumed.model.state_dict()[w]
-    torch.testing.assert_close(resumed.ema.model.state_dict()[w], 0.9 * before[w] + 0.1 * new_w)
+    d = (1 + 4) / (10 + 4)  # step 4: still warming up
+    torch.testing.assert_close(resumed.ema.model.state_dict()[w], d * before[w] + (1 - d) * new_w)
+
+
+def test_the_ema_decay_warms_up_so_early_validation_sees_the_trained_weights():
+    """A plain 0.999 still holds 37 % of the random initial weights after 1,000 steps
+    (a Chinese run whose raw weights were learning validated as CER 1.0 there)."""
+    from crnn.engine.state import WeightAverage
+
+    src = torch.nn.Linear(3, 3)
+    ema = WeightAverage(src, 0.999)
+    with torch.no_grad():
+        init = src.weight.clone()
+        src.weight.add_(1.0)
+    ema.update(0)  # decay 0.1: the average is almost the new weights
+    torch.testing.assert_close(ema.model.weight, 0.1 * init + 0.9 * src.weight)
+    with torch.no_grad():
+        before = ema.model.weight.clone()
+        src.weight.add_(1.0)
+    ema.update(100_000)  # long after the warm-up: the configured decay
+    torch.testing.assert_close(ema.model.weight, 0.999 * before + 0.001 * src.weight)
 
 
 def test_validation_synchronises_the_ema_batchnorm_statistics_too(tiny_overrides, monkeypatch):

@@ -181,7 +181,7 @@ class Trainer:
         if self.guards.allow(self.grad_norm, labels, self.state.step):  # never a NaN step
             self.scaler.step(self.optimizer)
             if self.ema is not None:
-                self.ema.update()
+                self.ema.update(self.state.step)
         self.scaler.update()
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
