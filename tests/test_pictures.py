@@ -60,7 +60,9 @@ def test_the_error_sheet_and_the_prediction_grid_draw_chinese(no_system_fonts):
                               np.asarray(error_sheet([rec], fonts=tofu)))  # fmt: skip
     args = (images, [96, 96], ["我们", "的"], ["我们", "他"])
     grid = render_prediction_grid(*args, fonts=cjk)
-    assert not np.array_equal(np.asarray(grid), np.asarray(render_prediction_grid(*args, fonts=tofu)))
+    assert not np.array_equal(
+        np.asarray(grid), np.asarray(render_prediction_grid(*args, fonts=tofu))
+    )
 
 
 def test_the_training_grid_uses_the_runs_fonts(no_system_fonts):
@@ -83,3 +85,41 @@ def test_alnum_accuracy_is_left_out_for_chinese_labels():
     header, row_line = table.splitlines()[1], table.splitlines()[3]
     assert header.split()[:5] == ["dataset", "n", "acc", "CER", "NED"]
     assert row_line.split()[2:4] == ["50.00%", "0.6000"]
+
+
+def test_curves_draw_a_panel_per_logged_tag_with_its_line(tmp_path):
+    """tools/curves.py: the run's TensorBoard scalars as one PNG, a panel per tag it
+    logged (tags it did not log are left out), each with its curve drawn."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    from crnn.cli.curves import main
+
+    run = tmp_path / "run"
+    w = SummaryWriter(str(run / "tb"))
+    for step in range(0, 1001, 50):
+        w.add_scalar("train/loss", 80.0 * 0.995**step + 1.0, step)
+    for step in (500, 1000):
+        w.add_scalar("val/cer", 1.0 - step / 1200, step)
+    w.close()
+    assert main([str(run), "--tags", "train/loss", "val/cer", "val/accuracy"]) == 0
+    img = np.asarray(Image.open(run / "curves.png").convert("RGB")).astype(int)
+    blue = abs(img - np.array([31, 119, 180])).sum(axis=2) < 40
+    rows = np.flatnonzero(blue.any(axis=1))
+    h = img.shape[0]
+    assert 400 < h < 500  # two panels of 200 px and the title: val/accuracy was not logged
+    # Each panel has its curve: blue pixels in the upper and in the lower panel.
+    assert rows.min() < h / 2 < rows.max()
+    # The loss falls: its line starts high on the left and ends low on the right.
+    top = blue[: h // 2]
+    cols = np.flatnonzero(top.any(axis=0))
+    left_y = np.flatnonzero(top[:, cols[0]]).mean()
+    right_y = np.flatnonzero(top[:, cols[-1]]).mean()
+    assert left_y < right_y - 50
+
+
+def test_curves_say_what_was_wrong_and_write_nothing(tmp_path, capsys):
+    from crnn.cli.curves import main
+
+    assert main([str(tmp_path)]) == 2
+    assert "no TensorBoard event files" in capsys.readouterr().err
+    assert not (tmp_path / "curves.png").exists()

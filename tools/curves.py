@@ -1,0 +1,13 @@
+#!/usr/bin/env python3
+"""Draw a training run's curves as a PNG (see --help). The same as the `crnn-curves` command once installed."""
+
+import sys
+from pathlib import Path
+
+# Runnable from a clone without installing: put the repository root on the path.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from crnn.cli.curves import main  # noqa: E402
+
+if __name__ == "__main__":
+    sys.exit(main())
