@@ -121,3 +121,41 @@ def test_predict_model_line_picks_the_line_model(capsys):
     with pytest.raises(SystemExit) as e:
         run_main(predict.main, "--model", "page", path, capsys=capsys)
     assert e.value.code == 2 and "invalid choice: 'page'" in capsys.readouterr().err
+
+
+ZH_LINES = ROOT / "data" / "zh_lines"
+
+
+def _zh_lines() -> list[tuple[Path, str]]:
+    text = (ZH_LINES / "gt.txt").read_text(encoding="utf-8")
+    return [(ZH_LINES / n, label) for n, label in (r.split("\t") for r in text.splitlines() if r)]
+
+
+@pytest.mark.skipif(not inference.bundled_models(".pt", "zh"), reason="no Chinese model bundled")
+def test_bundled_chinese_model_reads_printed_lines_in_a_font_it_never_saw():
+    """Four 32 px Chinese lines (219-317 px, the size the Chinese CRNN projects train
+    on) drawn in WenQuanYi Micro Hei, which its training held out: within a character
+    each; the release holds chineseocr's 5,530 classes, `|` twice; the .onnx twin agrees."""
+    import editdistance
+
+    zh = inference.Recognizer.bundled("zh", device="cpu")
+    assert zh.charset.num_classes == 5530
+    rows = _zh_lines()
+    preds = zh.predict([p for p, _ in rows])
+    edits = [editdistance.eval(p.text, label) for p, (_, label) in zip(preds, rows)]
+    assert max(edits) <= 1 and sum(edits) <= 2, [(p.text, t) for p, (_, t) in zip(preds, rows)]
+    onnx = inference.default_checkpoint(model="zh")
+    if onnx.suffix == ".onnx":
+        assert [p.text for p in inference.Recognizer.from_checkpoint(onnx).predict(
+            [p for p, _ in rows])] == [p.text for p in preds]  # fmt: skip
+
+
+@pytest.mark.skipif(not inference.bundled_models(".pt", "zh"), reason="no Chinese model bundled")
+def test_predict_model_zh_reads_chinese(capsys):
+    from ckpt_helpers import run_main
+
+    from crnn.cli import predict
+
+    path, label = _zh_lines()[2]
+    rc, out, _ = run_main(predict.main, "--model", "zh", path, capsys=capsys)
+    assert rc == 0 and out.split("\t")[1] == label
