@@ -228,6 +228,16 @@ def gather_to_main(obj: Any, info: DistInfo) -> list[Any]:
     return out
 
 
+def broadcast_from_main(obj: Any, info: DistInfo) -> Any:
+    """Rank 0's ``obj`` (picklable) on every rank: for what only rank 0 can read, as its
+    run directory may be on a disk the other nodes do not share."""
+    if not info.distributed:
+        return obj
+    box = [obj if info.is_main else None]
+    dist.broadcast_object_list(box, src=0, device=info.device if info.backend == "nccl" else None)
+    return box[0]
+
+
 def any_rank(flag: bool, info: DistInfo) -> bool:
     """True on every rank if ``flag`` is true on any rank."""
     if not info.distributed:

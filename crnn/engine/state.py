@@ -298,19 +298,22 @@ def calibrate_best(trainer: Any) -> None:
     """Fit the confidence temperature of ``best.pt`` on the validation sets and store it
     there (``calibration``: temperature, calibration error before and after, samples).
 
-    Every rank reads its shard of the validation sets with ``best.pt``'s weights; rank 0
-    gathers what they saw, fits, and writes; the others wait. See ``crnn.calibration``."""
+    Every rank reads its shard of the validation sets with ``best.pt``'s weights (rank 0
+    reads the file and sends it: on several nodes the run directory may be rank 0's
+    disk alone); rank 0 gathers what they saw, fits, and writes; the others wait. See
+    ``crnn.calibration``."""
     from crnn.backends.torch import TorchBackend
     from crnn.calibration import TemperatureFit
-    from crnn.engine.distributed import gather_to_main
+    from crnn.engine.distributed import broadcast_from_main, gather_to_main
     from crnn.evaluation import evaluate
 
     t = trainer
     path = t.out / "best.pt"
     barrier(t.info)  # rank 0 has written best.pt
-    if not path.is_file():
+    ckpt = load_checkpoint(path) if t.info.is_main and path.is_file() else None
+    ckpt = broadcast_from_main(ckpt, t.info)
+    if ckpt is None:
         return
-    ckpt = load_checkpoint(path)
     model, charset, spec = ModelBundle.from_checkpoint(ckpt, str(path))
     backend = TorchBackend(model, charset, spec, t.device, t.amp, t.cfg.train.channels_last)
     fit = TemperatureFit()
