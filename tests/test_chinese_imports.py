@@ -145,6 +145,58 @@ def test_our_own_5530_class_chineseocr_checkpoint_with_module_keys_and_a_doubled
     assert charset.decode(second) == "||" and charset.encode("|") == [second[0]]
 
 
+
+def _as_chineseocr(model: CRNN) -> dict[str, torch.Tensor]:
+    """Our CRNN's weights under chineseocr's names, saved from DataParallel."""
+    rename = {"bn": "batchnorm", "lstm": "rnn", "proj": "embedding"}
+    sd = {}
+    for k, v in model.state_dict().items():
+        parts = k.split(".")
+        parts[1] = re.sub(r"^(bn|lstm|proj)", lambda m: rename[m.group(1)], parts[1])
+        if parts[0] == "rnn":
+            parts[2] = rename.get(parts[2], parts[2])
+        sd["module." + ".".join(parts)] = v
+    return sd
+
+
+def test_fine_tuning_an_imported_chineseocr_model_as_the_readme_says(tmp_path, capsys):
+    """README: import chineseocr's weights, then `train.init_from=` them with its keys.py
+    on your own lines and the default model config. The run starts from exactly the
+    imported weights (the default config is chineseocr's network) and trains."""
+    from PIL import Image
+
+    from crnn.config import load_config
+    from crnn.engine.distributed import DistInfo
+    from crnn.engine.trainer import Trainer
+
+    torch.manual_seed(0)
+    ref = CRNN(NCLASS).eval()
+    src = tmp_path / "ocr-lstm.pth"
+    torch.save(_as_chineseocr(ref), src)
+    keys = _keys_py(tmp_path / "keys.py", ALPHABET)
+    _import(tmp_path, capsys, src, "--layout", "chineseocr", "--charset", keys)
+    lines = tmp_path / "lines"
+    lines.mkdir()
+    rng = np.random.default_rng(0)
+    rows = []
+    for i in range(8):
+        Image.fromarray(rng.integers(0, 256, (32, 160), dtype=np.uint8)).save(lines / f"{i}.png")
+        rows.append(f"{i}.png\t{''.join(rng.choice(list(ALPHABET), 5))}")
+    (lines / "gt.txt").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    cfg = load_config(None, [
+        f'data.train=["{lines}"]', f'data.val=["{lines}"]', f"data.charset={keys}",
+        "data.max_width=280", f"train.init_from={tmp_path / 'imported.pt'}", "train.lr=1e-4",
+        "data.num_workers=0", "train.batch_size=4", "train.max_steps=1", "train.val_every=1",
+        "train.log_images=0", f"train.output_dir={tmp_path / 'run'}",
+    ])  # fmt: skip
+    t = Trainer(cfg, DistInfo())
+    for k, v in ref.state_dict().items():
+        assert torch.equal(t.model.state_dict()[k], v), k
+    result = t.fit()
+    assert result.step == 1 and (tmp_path / "run" / "best.pt").is_file()
+    assert not torch.equal(t.model.state_dict()["cnn.conv0.weight"], ref.state_dict()["cnn.conv0.weight"])
+
+
 # ---- alphabet files ---------------------------------------------------------------------
 
 
