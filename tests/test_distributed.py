@@ -321,6 +321,12 @@ def test_the_first_failure_is_the_cause_and_the_launchers_stops_are_echoes(tmp_p
     msg = describe_failures({1: killed(1, 31, -9, 100.0), 0: ended})
     assert msg.index("rank 1 (local rank 1, pid 31) was killed") < msg.index("consequence: rank 0")
     assert "rank 0 (local rank 0, pid 30) stopped by the launcher while blocked" in msg
+    # torch 2.4's agent lists only the killed rank, not the survivor it stopped.
+    msg = describe_failures({1: killed(1, 41, -9, 100.0)}, nproc=2)
+    cause, _, echo = msg.partition("Then, as a consequence")
+    assert "rank 1 (local rank 1, pid 41) was killed by signal SIGKILL" in cause
+    assert "rank 0" not in cause
+    assert "rank 0 (local rank 0) was stopped by the launcher after that failure" in echo
 
 
 def test_nccl_failures_name_the_rank_that_hung_or_crashed_not_the_survivors():
@@ -362,7 +368,8 @@ def test_nccl_failures_name_the_rank_that_hung_or_crashed_not_the_survivors():
     msg = describe_failures({0: aborted}, nproc=2, logs={0: "terminate called after..."})
     assert msg.startswith("distributed training failed: rank 0 (local rank 0, pid 300) was "
                           "killed by signal SIGABRT")  # fmt: skip
-    assert "rank 1" not in msg
+    cause, _, echo = msg.partition("Then, as a consequence")
+    assert "rank 1" not in cause and "rank 1 (local rank 1) was stopped by the launcher" in echo
 
 
 # ---- two-process DDP against one process (one launch, several checks) ---------------------

@@ -356,6 +356,15 @@ def describe_failures(
                 "dist.timeout_s) and was stopped by the launcher"
             )
             out.append((False, 0.0, base + lr, f"rank {base + lr} (local rank {lr}) {what}"))
+    elif nproc and failures:
+        # Older agents (torch 2.4) do not list a rank they stopped after another failed:
+        # name it as what it is, stopped because of the failure, never as a cause.
+        any_rank, f0 = next(iter(failures.items()))
+        base = any_rank - f0.local_rank
+        seen = {f.local_rank for f in failures.values()}
+        for lr in sorted(set(range(nproc)) - seen):
+            what = "was stopped by the launcher after that failure"
+            out.append((True, float("inf"), base + lr, f"rank {base + lr} (local rank {lr}) {what}"))
     out.sort()
     causes = [r for r in out if not r[0]] or out[:1]
     echoes = [r for r in out if r not in causes]
