@@ -220,3 +220,66 @@ def test_config_requires_ratios_to_mix_synth_with_data():
         load_config(None, ['data.train=["synth", "x"]'])
     with pytest.raises(ConfigError, match="one share per entry"):
         load_config(None, ['data.train=["synth", "x"]', "data.train_ratios=[1.0]"])
+
+
+def test_mixed_sampler_buckets_by_width_and_keeps_the_mix_ranks_and_resume():
+    from crnn.data.batching import MixedBatchSampler
+
+    synth_w = np.random.default_rng(5).integers(16, 384, 10_000)
+    real_w = np.random.default_rng(6).integers(16, 200, 30)
+    hints = [lambda i: float(synth_w[i]), lambda i: float(real_w[i])]
+    kw = {"seed": 2, "bucket_window": 10}
+    s = MixedBatchSampler([None, 30], [0.75, 0.25], 16, width_hints=hints, **kw)
+    plain = MixedBatchSampler([None, 30], [0.75, 0.25], 16, **kw)
+    it, it_plain = iter(s), iter(plain)
+    batches = [next(it) for _ in range(30)]
+    unsorted = [next(it_plain) for _ in range(30)]
+
+    def width(item):
+        return synth_w[item[1]] if item[0] == 0 else real_w[item[1]]
+
+    def padded(bs):  # pixels of the batches padded to their widest image
+        return sum(max(width(x) for x in b) * len(b) for b in bs)
+
+    def used(bs):
+        return sum(width(x) for b in bs for x in b)
+
+    # The same samples as without bucketing, window by window, in the same mix per batch.
+    for w in range(3):
+        win = slice(10 * w, 10 * w + 10)
+        assert sorted(x for b in batches[win] for x in b) == sorted(x for b in unsorted[win] for x in b)
+    for b in batches:
+        assert sum(p == 0 for p, _, _ in b) == 12 and sum(p == 1 for p, _, _ in b) == 4
+        assert [width(x) for x in b] == sorted(width(x) for x in b)
+    assert padded(unsorted) / used(unsorted) > 1.5
+    assert padded(batches) / used(batches) < 1.4
+    # Batches are not in width order across the window (shuffled).
+    maxima = [max(width(x) for x in b) for b in batches[:10]]
+    assert maxima != sorted(maxima)
+    # Ranks split each global batch; resuming mid-window is exact.
+    ranks = [
+        MixedBatchSampler([None, 30], [0.75, 0.25], 16, width_hints=hints, world_size=2, rank=r, **kw)
+        for r in (0, 1)
+    ]
+    r0, r1 = (iter(r) for r in ranks)
+    for step in range(12):
+        a, b = next(r0), next(r1)
+        assert a + b == batches[step]
+    s2 = MixedBatchSampler([None, 30], [0.75, 0.25], 16, width_hints=hints, **kw)
+    s2.set_epoch(0, start_step=17)
+    assert next(iter(s2)) == batches[17]
+
+
+def test_synth_width_hint_is_the_rendered_label():
+    from crnn.data.datasets import SynthDataset
+    from crnn.data.synth import SynthGenerator
+    from crnn.config import SynthConfig
+
+    cs = Charset.from_spec("alnum36")
+    cfg = SynthConfig(min_length=1, max_length=12)
+    gen = SynthGenerator(cs, cfg, seed=3, height=32)
+    ds = SynthDataset(gen, cs, ImageSpec(height=32), lambda w: w // 4)
+    for i in range(20):
+        img, label = gen.render(i)
+        assert gen.label(i) == label
+        assert ds.width_hint(i) == pytest.approx(32 * 0.55 * len(label))

@@ -99,6 +99,23 @@ def test_bucketed_epoch_has_every_sample_once_and_exact_ctc_input_lengths(tmp_pa
     assert 1 - unpadded / padded < off
 
 
+def test_the_generator_stream_is_bucketed_by_width(tmp_path):
+    """The on-the-fly generator's batches hold images of similar width: padding is well
+    under what the same images get in random batches."""
+    import numpy as np
+
+    cfg = load_config(None, [
+        *TINY_MODEL, "data.num_workers=0", "data.synth.min_length=1", "data.synth.max_length=12",
+        "train.batch_size=16", f"train.output_dir={tmp_path / 'run'}", "dist.strategy=none",
+    ])  # fmt: skip
+    t = Trainer(cfg, DistInfo())
+    widths = [b["widths"].numpy() for b, _ in zip(t.data.loader, range(20))]
+    padded = sum(w.max() * len(w) for w in widths) / sum(w.sum() for w in widths)
+    shuffled = np.random.default_rng(0).permutation(np.concatenate(widths)).reshape(20, -1)
+    unbucketed = sum(w.max() * len(w) for w in shuffled) / shuffled.sum()
+    assert padded < 1.25 and padded - 1 < 0.65 * (unbucketed - 1), (padded, unbucketed)
+
+
 # ---- reduced precision and int8 read like fp32 --------------------------------------
 
 

@@ -14,6 +14,7 @@ import io
 import logging
 import os
 import random
+import unicodedata
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -298,6 +299,11 @@ class RecognitionDataset(Dataset):
     def __len__(self) -> int:
         return len(self._idx)
 
+    def width_hint(self, i: int) -> float:
+        """Item ``i``'s width after resizing (read from the image header, or guessed from
+        its label): what the training sampler batches similar widths by."""
+        return float(self.widths[i])
+
     def target(self, i: int) -> list[int]:
         return self._targets[self._offsets[i] : self._offsets[i + 1]].tolist()
 
@@ -380,6 +386,14 @@ class SynthDataset(Dataset):
 
     def __len__(self) -> int:
         return self.length
+
+    def width_hint(self, i: int) -> float:
+        """About how many pixels wide item ``i`` comes out, from its label alone (a
+        full-width character about one line height, others about half): what the
+        training sampler batches similar widths by. Nothing is drawn."""
+        text = self.generator.label(self.offset + i)
+        wide = sum(unicodedata.east_asian_width(c) in "WF" for c in text)
+        return self.spec.height * (wide + 0.55 * (len(text) - wide))
 
     def __getitem__(self, key: int | tuple[int, int]) -> dict[str, Any]:
         i, seed = key if isinstance(key, tuple) else (key, key)

@@ -164,6 +164,7 @@ def build_train_data(
             ratios,
             tc.batch_size,
             seed=tc.seed,
+            width_hints=[p.width_hint for p in parts] if cfg.data.bucketing else None,  # type: ignore[attr-defined]
             **common,
         )
         log.info(

@@ -292,6 +292,14 @@ class SynthGenerator:
         img, label, _ = self.render_with_meta(index)
         return img, label
 
+    def label(self, index: int) -> str:
+        """Sample ``index``'s label alone, without drawing it (about 40 us): the text
+        :meth:`render` draws, for batching lines of similar length together."""
+        if index < 0:
+            raise ValueError(f"index must be >= 0, got {index}")
+        text = self._text_and_font(random.Random(f"crnn-synth:{self.seed}:{index}"))[0]
+        return self.charset.normalize(text)
+
     def render_with_meta(self, index: int) -> tuple[Image.Image, str, RenderMeta]:
         """Like :meth:`render`, plus how the sample was made (font, text, effects)."""
         if index < 0:
@@ -301,7 +309,7 @@ class SynthGenerator:
         r = random.Random(f"crnn-synth:{self.seed}:{index}")
         cfg = self.cfg
         out_h = self.height
-        text, font = self._text_and_font(r)
+        text, font = self._text_and_font(r)  # first from r: label() relies on it
         applied: list[str] = []
 
         # Margins first (fractions of the text height), since they fix the render size.
