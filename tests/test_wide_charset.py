@@ -120,3 +120,34 @@ def test_a_few_hundred_character_model_leaves_the_plateau_in_bounded_steps(tmp_p
         "train.max_steps=800", "train.val_every=800", "train.lr=2e-3",
     )  # fmt: skip
     assert metrics["empty_rate"] < 0.1 and metrics["cer"] < 0.85, metrics
+
+
+def test_a_wide_classifier_starts_at_the_data_s_class_frequencies(tmp_path, caplog):
+    """train.prior_init ("auto": more than 1,000 classes): the classifier's bias starts at
+    the log-frequency of each class in the training labels, blank included as the share
+    of frames no character needs, so a fresh model's reads are blank and its
+    per-character loss is that of the frequencies, not of 5,530 equal guesses."""
+    labels = ["我们的", "我们", "的的的的", "中国人", "我"] * 8
+    root = _zh_folder(tmp_path / "d", labels, width=160)
+    common = [*SMALL, "data.charset=zh5529", f'data.train=["{root}"]', f'data.val=["{root}"]',
+              "data.num_workers=0", "train.batch_size=8", "dist.strategy=none"]  # fmt: skip
+    caplog.set_level(logging.INFO)
+    t = Trainer(load_config(None, [*common, f"train.output_dir={tmp_path / 'a'}"]), DistInfo())
+    bias = t.model.rnn[1].proj.bias.detach()
+    assert t.model.skip.bias.abs().max() == 0
+    probs = bias.exp()
+    assert probs.sum().item() == pytest.approx(1.0, abs=1e-4)
+    frames, chars = _frames(int(t.data.dataset.widths[0])), sum(map(len, labels)) / len(labels)
+    assert probs[0].item() == pytest.approx(1 - chars / frames, abs=0.01)  # the blank
+    de, wo, men = (ZH.encode(c)[0] for c in "的我们")
+    assert probs[de] > probs[wo] > probs[men] > 100 * probs[ZH.encode("龟")[0]]
+    assert probs[de].item() / probs[men].item() == pytest.approx(5 / 2, rel=0.05)  # 5 的, 2 们
+    assert "class frequencies" in caplog.text
+    # Off: the default initialisation (every class about equally likely).
+    off = Trainer(load_config(None, [*common, "train.prior_init=false",
+                                     f"train.output_dir={tmp_path / 'b'}"]), DistInfo())  # fmt: skip
+    assert off.model.rnn[1].proj.bias.abs().max() < 0.2
+    # "auto" leaves a 37-class English model as it was.
+    from crnn.engine import prior
+
+    assert prior.wanted("auto", 5530) and not prior.wanted("auto", 37) and prior.wanted(True, 37)

@@ -148,6 +148,10 @@ class TrainConfig:
     time_budget_min: float = 0.0
     # Initialise weights from a checkpoint (fine-tuning); the charset may differ.
     init_from: str = ""
+    # A new run's classifier starts at the training data's class frequencies (blank
+    # included), which wide charsets otherwise spend hundreds of steps learning
+    # (crnn/engine/prior.py): true, false, or "auto" = more than 1,000 classes.
+    prior_init: Union[bool, Literal["auto"]] = "auto"  # noqa: UP007
 
 
 @dataclass

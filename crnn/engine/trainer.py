@@ -31,6 +31,7 @@ from crnn.charset import Charset
 from crnn.checkpoint import ModelBundle
 from crnn.config import Config
 from crnn.data.image import ImageSpec
+from crnn.engine import prior
 from crnn.engine import state as st
 from crnn.engine.budget import TimeBudget
 from crnn.engine.data import build_train_data, build_val_sets, placeholder_batch, to_device
@@ -103,7 +104,6 @@ class Trainer:
             compile=tc.compile, channels_last=tc.channels_last, grad_checkpoint=tc.grad_checkpoint,
         )  # fmt: skip
         self.device = next(self.model.parameters()).device
-        self.ema = st.WeightAverage.create(self.model, tc.ema_decay, ckpt)
         if self.device.type == "cuda":
             torch.backends.cudnn.benchmark = tc.cudnn_benchmark
         self.optimizer = make_optimizer(self.model, tc, self.device)
@@ -114,6 +114,9 @@ class Trainer:
         lengths = lambda w: int(self.model.output_length(w))  # noqa: E731 (width -> frames)
         common = (cfg, info, self.charset, self.spec, lengths, self.device.type == "cuda")
         self.data, self.val_sets = build_train_data(*common), build_val_sets(*common)
+        if ckpt is None and not tc.init_from and prior.wanted(tc.prior_init, model.num_classes):
+            prior.apply(self.model, self.data.dataset, lengths, cfg.data.train_ratios)
+        self.ema = st.WeightAverage.create(self.model, tc.ema_decay, ckpt)
         if ckpt is not None:
             args = (self.optimizer, self.scheduler, self.scaler, cfg)
             self.state = st.restore_training(ckpt, *args)
