@@ -271,9 +271,9 @@ def test_mixed_sampler_buckets_by_width_and_keeps_the_mix_ranks_and_resume():
 
 
 def test_synth_width_hint_is_the_rendered_label():
+    from crnn.config import SynthConfig
     from crnn.data.datasets import SynthDataset
     from crnn.data.synth import SynthGenerator
-    from crnn.config import SynthConfig
 
     cs = Charset.from_spec("alnum36")
     cfg = SynthConfig(min_length=1, max_length=12)

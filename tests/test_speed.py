@@ -20,6 +20,7 @@ from benchmarks.bench import BenchOptions, count_flops, format_tables, padding_f
 from crnn import checkpoint as ck
 from crnn import inference
 from crnn.backends.torch import TorchBackend, normalize
+from crnn.charset import Charset
 from crnn.config import load_config
 from crnn.ctc import greedy_decode
 from crnn.data.image import ImageSpec
@@ -100,14 +101,18 @@ def test_bucketed_epoch_has_every_sample_once_and_exact_ctc_input_lengths(tmp_pa
 
 
 def test_the_generator_stream_is_bucketed_by_width(tmp_path):
-    """The on-the-fly generator's batches hold images of similar width: padding is well
-    under what the same images get in random batches."""
-    import numpy as np
+    """With ``data.stream_bucketing`` the on-the-fly generator's batches hold images of
+    similar width: padding is well under what the same images get in random batches. Its
+    default, "auto", leaves a narrow charset's stream in random batches (a tiny model
+    did not learn from batches of one label length) and buckets a wide one's."""
+    from crnn.engine.data import _bucket_stream
 
-    cfg = load_config(None, [
-        *TINY_MODEL, "data.num_workers=0", "data.synth.min_length=1", "data.synth.max_length=12",
-        "train.batch_size=16", f"train.output_dir={tmp_path / 'run'}", "dist.strategy=none",
-    ])  # fmt: skip
+    base = [*TINY_MODEL, "data.num_workers=0", "data.synth.min_length=1", "data.synth.max_length=12",
+            "train.batch_size=16", f"train.output_dir={tmp_path / 'run'}", "dist.strategy=none"]  # fmt: skip
+    assert not _bucket_stream(load_config(None, base), Charset.from_spec("alnum36"))
+    assert _bucket_stream(load_config(None, base), Charset.from_spec("zh5529"))
+    assert not _bucket_stream(load_config(None, [*base, "data.bucketing=false"]), Charset.from_spec("zh5529"))
+    cfg = load_config(None, [*base, "data.stream_bucketing=true"])
     t = Trainer(cfg, DistInfo())
     widths = [b["widths"].numpy() for b, _ in zip(t.data.loader, range(20))]
     padded = sum(w.max() * len(w) for w in widths) / sum(w.sum() for w in widths)

@@ -164,7 +164,7 @@ def build_train_data(
             ratios,
             tc.batch_size,
             seed=tc.seed,
-            width_hints=[p.width_hint for p in parts] if cfg.data.bucketing else None,  # type: ignore[attr-defined]
+            width_hints=[p.width_hint for p in parts] if _bucket_stream(cfg, charset) else None,  # type: ignore[attr-defined]
             **common,
         )
         log.info(
@@ -257,3 +257,9 @@ def placeholder_batch(spec: ImageSpec, device: torch.device) -> tuple[torch.Tens
     images = torch.full((1, spec.channels, spec.height, w), 255, dtype=torch.uint8)
     ones = torch.ones(1, dtype=torch.long)
     return tuple(t.to(device) for t in (images, torch.tensor([w]), ones[None], ones))
+
+
+def _bucket_stream(cfg: Config, charset: Charset) -> bool:
+    """Whether the generator's stream is batched by width (``data.stream_bucketing``)."""
+    setting = cfg.data.stream_bucketing
+    return cfg.data.bucketing and (setting is True or (setting == "auto" and charset.num_classes > 1000))

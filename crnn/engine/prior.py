@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 from crnn.charset import BLANK
+from crnn.config import Config
 from crnn.model import CRNN, classifier_name
 
 log = logging.getLogger(__name__)
@@ -106,9 +107,12 @@ def init_classifier(model: CRNN, prior: torch.Tensor) -> None:
         model.skip.bias.zero_()
 
 
-def apply(model: CRNN, dataset: Any, output_length: Callable[[int], int], ratios: list[float] | None) -> None:
-    """Estimate the prior from ``dataset`` and start ``model``'s classifier at it."""
-    prior, blank = log_prior(dataset, model.num_classes, output_length, ratios)
+def apply(model: CRNN, dataset: Any, output_length: Callable[[int], int], cfg: Config) -> None:
+    """For a new run where ``train.prior_init`` wants it: estimate the prior from
+    ``dataset`` and start ``model``'s classifier at it."""
+    if not wanted(cfg.train.prior_init, model.num_classes):
+        return
+    prior, blank = log_prior(dataset, model.num_classes, output_length, cfg.data.train_ratios)
     init_classifier(model, prior)
     top = prior[1:].max().item()
     log.info(

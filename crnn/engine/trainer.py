@@ -86,8 +86,7 @@ class Trainer:
         self.out = Path(tc.output_dir)
         torch.manual_seed(tc.seed)  # same initial weights on every rank
         if info.device.type == "cpu":
-            # LSTM gates produce denormal floats as training goes on; x86 computes on them
-            # several times slower. Flushing them to zero changes no result that matters.
+            # LSTM gates make denormal floats, several times slower on x86: flush to zero.
             torch.set_flush_denormal(True)
         self.charset = Charset.from_spec(cfg.data.charset, cfg.data.case_fold, cfg.data.bidi)
         self.spec = ImageSpec.from_config(cfg.data)
@@ -108,18 +107,16 @@ class Trainer:
             torch.backends.cudnn.benchmark = tc.cudnn_benchmark
         self.optimizer = make_optimizer(self.model, tc, self.device)
         self.scheduler = make_scheduler(self.optimizer, tc)
-        fp16 = self.device.type == "cuda" and self.amp == "fp16"
-        self.scaler = torch.amp.GradScaler("cuda", enabled=fp16)
+        self.scaler = torch.amp.GradScaler("cuda", enabled=self.device.type == "cuda" and self.amp == "fp16")
         self.state = st.TrainState(tc.best_metric)
         lengths = lambda w: int(self.model.output_length(w))  # noqa: E731 (width -> frames)
         common = (cfg, info, self.charset, self.spec, lengths, self.device.type == "cuda")
         self.data, self.val_sets = build_train_data(*common), build_val_sets(*common)
-        if ckpt is None and not tc.init_from and prior.wanted(tc.prior_init, model.num_classes):
-            prior.apply(self.model, self.data.dataset, lengths, cfg.data.train_ratios)
+        if ckpt is None and not tc.init_from:  # a new run
+            prior.apply(self.model, self.data.dataset, lengths, cfg)
         self.ema = st.WeightAverage.create(self.model, tc.ema_decay, ckpt)
         if ckpt is not None:
-            args = (self.optimizer, self.scheduler, self.scaler, cfg)
-            self.state = st.restore_training(ckpt, *args)
+            self.state = st.restore_training(ckpt, self.optimizer, self.scheduler, self.scaler, cfg)
         self.bad_images = BadImageReport(self.state.bad_images)
         self.saver = st.CheckpointSaver(self.out, info)
         self.logger = RunLogger(self.out / "tb", info.is_main, cfg.data.synth.font_dirs)
