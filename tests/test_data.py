@@ -270,6 +270,46 @@ def test_mixed_sampler_buckets_by_width_and_keeps_the_mix_ranks_and_resume():
     assert next(iter(s2)) == batches[17]
 
 
+def test_drawn_windows_are_sorted_by_width_keep_each_batchs_mix_and_resume_exactly():
+    """``width_sorted_windows``: a window's samples dealt out again by the widths they
+    came out at (a few percent padding, from over half), each micro-batch keeping its
+    count of each part, failed items still counted, and a resumed run (window drawn
+    again, ``skip``) yields what the uninterrupted one did from there."""
+    from crnn.data.batching import sort_by_width, width_sorted_windows
+
+    rng = np.random.default_rng(3)
+
+    def item(k):
+        part = int(k % 4 == 0)  # a quarter from part 1
+        if k == 7:
+            return {"error": "x.png: unreadable", "part": part}
+        w = int(rng.integers(16, 384))
+        return {"image": torch.zeros(1, 32, w, dtype=torch.uint8), "target": [1], "label": "a",
+                "raw_label": "a", "source": f"s#{k}", "part": part}  # fmt: skip
+
+    drawn = [[item(8 * b + i) for i in range(8)] for b in range(40)]  # 4 windows of 10
+
+    def pad_share(bs):
+        return 1 - sum(sum(x["image"].shape[-1] for x in b if "image" in x) for b in bs) / sum(
+            max(x["image"].shape[-1] for x in b if "image" in x) * sum("image" in x for x in b)
+            for b in bs
+        )
+
+    sorted_ = sort_by_width(drawn[:10], np.random.default_rng(0))
+    key = lambda b: sorted(x.get("source", "err") for x in b)  # noqa: E731
+    assert sorted(x for b in sorted_ for x in key(b)) == sorted(x for b in drawn[:10] for x in key(b))
+    mix = lambda bs: sorted(sum(x["part"] == 1 for x in b) for b in bs)  # noqa: E731
+    assert mix(sorted_) == mix(drawn[:10]) and all(len(b) == 8 for b in sorted_)
+    assert pad_share(drawn[:10]) > 0.4 and pad_share(sorted_) < 0.25
+    full = list(width_sorted_windows(drawn, 10, 0, 0, seed=5))
+    assert len(full) == 40 and sum(len(b["errors"]) for b in full) == 1
+    resumed = list(width_sorted_windows(drawn[20:], 10, 2, 3, seed=5))
+    assert [b["sources"] for b in resumed] == [b["sources"] for b in full[23:]]
+    # The order of a window's batches is shuffled, not by width.
+    maxima = [int(b["widths"].max()) for b in full[:10]]
+    assert maxima != sorted(maxima)
+
+
 def test_synth_width_hint_is_the_rendered_label():
     from crnn.config import SynthConfig
     from crnn.data.datasets import SynthDataset

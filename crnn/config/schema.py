@@ -91,8 +91,9 @@ class DataConfig:
     num_workers: Union[int, Literal["auto"]] = "auto"  # noqa: UP007
     # Group batches by image width so little compute goes into padding.
     bucketing: bool = True
-    # The same for the endless generator, by each line's label (crnn/data/batching.py):
-    # 1.6x the Chinese lines per second. "auto" = charsets of more than 1,000 classes:
+    # The same for the endless generator: each window of 50 steps is drawn, then sorted
+    # by the widths the images came out at (crnn/data/batching.py): 2.1x the Chinese
+    # lines per second of random batches. "auto" = charsets of more than 1,000 classes:
     # a 10-character Hebrew model did not learn at all from batches whose labels all
     # had one length (CER 1.0 vs 0.25 after 400 steps), so narrow charsets keep random
     # batches. Needs data.bucketing.

@@ -10,13 +10,14 @@ hardware changes, and what the DDP-equals-one-process tests rely on.
 
 With bucketing, samples are grouped by width inside windows of many batches before
 the batches are shuffled: micro-batches hold images of similar width (little padding)
-while the epoch order stays random.
+while the epoch order stays random. An endless generator's widths are known only once
+its images are drawn: :func:`width_sorted_windows` sorts each window after drawing.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -312,3 +313,57 @@ class MixedBatchSampler(_MicroBatches, Sampler[list[tuple[int, int, int]]]):
     def __iter__(self) -> Iterator[list[tuple[int, int, int]]]:
         for s in itertools.count(self.start_step):
             yield from self.split(self.global_batch(s))
+
+
+def sort_by_width(
+    micro_batches: Sequence[list[dict[str, Any]]], rng: np.random.Generator
+) -> list[list[dict[str, Any]]]:
+    """Deal the drawn samples of ``micro_batches`` out again by the widths they came out
+    at: each dataset part's samples (item key ``part``) sorted by width, the k-th
+    narrowest share of each part to the k-th micro-batch (every micro-batch keeps its
+    count of each part), then the micro-batches in ``rng``'s order. Items that failed
+    to load (``error``) count as width 0 and stay counted."""
+    width = lambda s: 0 if "error" in s else int(s["image"].shape[-1])  # noqa: E731
+    out: list[list[dict[str, Any]]] = [[] for _ in micro_batches]
+    for p in sorted({s.get("part", 0) for mb in micro_batches for s in mb}):
+        pool = sorted((s for mb in micro_batches for s in mb if s.get("part", 0) == p), key=width)
+        pos = 0
+        for j, mb in enumerate(micro_batches):
+            c = sum(1 for s in mb if s.get("part", 0) == p)
+            out[j] += pool[pos : pos + c]
+            pos += c
+    return [out[i] for i in rng.permutation(len(out))]
+
+
+def width_sorted_windows(
+    drawn: Iterable[list[dict[str, Any]]],
+    window: int,
+    first: int,
+    skip: int,
+    seed: int,
+    pin_memory: bool = False,
+) -> Iterator[dict[str, Any]]:
+    """Collated micro-batches from ``drawn`` (lists of samples, in sampler order), each
+    window of ``window`` of them re-dealt by :func:`sort_by_width` (window ``w`` in
+    the order seeded by ``(seed, w)``, the same on every rank, so the ranks' k-th
+    micro-batches are about equally wide).
+
+    An endless generator's image widths are known only once drawn: sorted by the
+    label's guess (``MixedBatchSampler(width_hints=...)``) a batch of Chinese lines is
+    still 30 % padding, sorted by the drawn widths 3 %. Windows are numbered from
+    ``first``; the first ``skip`` micro-batches of the first window are left out (a
+    resumed run draws its window again and goes on where it stopped). Sorted on each
+    rank among its own micro-batches: which samples share a step then depends on the
+    number of ranks (the samples of each window do not)."""
+    it = iter(drawn)
+    w = first
+    while True:
+        chunk = list(itertools.islice(it, window))
+        if not chunk:
+            return
+        for mb in sort_by_width(chunk, np.random.default_rng([seed, w, 3]))[skip:]:
+            batch = collate(mb)
+            if pin_memory:
+                batch = {k: v.pin_memory() if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
+            yield batch
+        skip, w = 0, w + 1

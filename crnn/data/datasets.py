@@ -417,7 +417,7 @@ class MixedDataset(Dataset):
 
     def __getitem__(self, key: tuple[int, int, int]) -> dict[str, Any]:
         part, index, seed = key
-        return self.parts[part][(index, seed)]
+        return {**self.parts[part][(index, seed)], "part": part}
 
 
 def sample_images(

@@ -20,7 +20,12 @@ from torch.utils.data import DataLoader, Dataset
 from crnn.charset import BUILTIN_CHARSETS, Charset
 from crnn.config import Config
 from crnn.data import ignore_stop_signals, stop_workers_at_exit, usable_cores
-from crnn.data.batching import BucketBatchSampler, MixedBatchSampler, collate
+from crnn.data.batching import (
+    BucketBatchSampler,
+    MixedBatchSampler,
+    collate,
+    width_sorted_windows,
+)
 from crnn.data.datasets import MixedDataset, RecognitionDataset, SynthDataset, open_sources
 from crnn.data.errors import DataError
 from crnn.data.image import ImageSpec
@@ -38,6 +43,8 @@ OutputLength = Callable[[int], int]
 
 
 MAX_AUTO_WORKERS = 16
+# Optimizer steps whose generator samples are sorted together by their drawn widths.
+SORT_WINDOW = 50
 
 
 def num_workers(setting: int | str, local_world_size: int | None = None) -> int:
@@ -61,13 +68,27 @@ class TrainData:
     dataset: Dataset
     sampler: TrainSampler
     loader: DataLoader
+    # Steps per window whose micro-batches are sorted by their drawn widths (the
+    # endless generator with data.stream_bucketing); 0: the loader's batches as drawn.
+    sort_window: int = 0
+    pin_memory: bool = False
 
     def batches(self, position: Any) -> Iterator[dict[str, Any]]:
         """Micro-batches forever, each pass starting where ``position`` (an object with
         ``epoch`` and ``step_in_epoch``, read at every epoch start) says."""
         while True:
-            self.sampler.set_epoch(position.epoch, position.step_in_epoch)
-            yield from self.loader
+            if not self.sort_window:
+                self.sampler.set_epoch(position.epoch, position.step_in_epoch)
+                yield from self.loader
+                continue
+            # Whole windows are drawn and sorted: start at the window holding the step.
+            w, k = divmod(position.step_in_epoch, self.sort_window)
+            self.sampler.set_epoch(position.epoch, w * self.sort_window)
+            accum = self.sampler.accum_steps
+            yield from width_sorted_windows(
+                self.loader, self.sort_window * accum, w, k * accum,
+                self.sampler.seed, self.pin_memory,
+            )  # fmt: skip
 
 
 def synth_generator(cfg: Config, charset: Charset, spec: ImageSpec, seed: int) -> Any:
@@ -155,6 +176,7 @@ def build_train_data(
     common = {"world_size": info.world_size, "rank": info.rank, "accum_steps": tc.accum_steps}
     train = cfg.data.train or ["synth"]
     sampler: TrainSampler
+    sort_window = 0
     if cfg.data.train_ratios or train == ["synth"]:
         ratios = cfg.data.train_ratios or [1.0]
         parts = [_train_part(cfg, e, charset, spec, output_length, augment) for e in train]
@@ -164,9 +186,10 @@ def build_train_data(
             ratios,
             tc.batch_size,
             seed=tc.seed,
-            width_hints=[p.width_hint for p in parts] if _bucket_stream(cfg, charset) else None,  # type: ignore[attr-defined]
             **common,
         )
+        # Sorted once drawn (width_sorted_windows), not by the labels' width guesses.
+        sort_window = SORT_WINDOW if _bucket_stream(cfg, charset) else 0
         log.info(
             "training on %s, %s per global batch of %d",
             ", ".join(train), sampler.counts, tc.batch_size,
@@ -190,17 +213,19 @@ def build_train_data(
     log.debug("%d DataLoader workers for training", nw)
     if nw > 0:
         stop_workers_at_exit()
+    # Sorting a window needs all of it drawn: the workers may run a window ahead.
+    ahead = max(4, -(-sort_window * tc.accum_steps // max(nw, 1)))
     loader = DataLoader(
         ds,
         batch_sampler=sampler,
         num_workers=nw,
-        collate_fn=collate,
-        pin_memory=pin_memory,
+        collate_fn=list if sort_window else collate,
+        pin_memory=pin_memory and not sort_window,
         persistent_workers=nw > 0,
-        prefetch_factor=4 if nw > 0 else None,
+        prefetch_factor=ahead if nw > 0 else None,
         worker_init_fn=ignore_stop_signals if nw > 0 else None,
     )
-    return TrainData(ds, sampler, loader)
+    return TrainData(ds, sampler, loader, sort_window, pin_memory)
 
 
 def build_val_sets(
