@@ -95,8 +95,9 @@ class DataConfig:
     # by the widths the images came out at (crnn/data/batching.py): 2.1x the Chinese
     # lines per second of random batches. "auto" = charsets of more than 1,000 classes:
     # a 10-character Hebrew model did not learn at all from batches whose labels all
-    # had one length (CER 1.0 vs 0.25 after 400 steps), so narrow charsets keep random
-    # batches. Needs data.bucketing.
+    # had one length (CER 1.0 vs 0.25 after 400 steps; sorted by the drawn widths, CER
+    # 0.996 vs 0.0 after 1,000), so narrow charsets keep random batches. Needs
+    # data.bucketing.
     stream_bucketing: Union[bool, Literal["auto"]] = "auto"  # noqa: UP007
     augment: AugmentConfig = field(default_factory=AugmentConfig)
     synth: SynthConfig = field(default_factory=SynthConfig)
