@@ -47,10 +47,7 @@ from PIL import Image  # noqa: E402
 
 from benchmarks.data_vs_dtrb import combined_gt  # noqa: E402
 from crnn.charset import Charset  # noqa: E402
-from crnn.data.image import (
-    ImageSpec,  # noqa: E402
-    preprocess_array,  # noqa: E402
-)
+from crnn.data.image import ImageSpec, preprocess_array  # noqa: E402
 from crnn.data.transforms import pad_batch  # noqa: E402
 from crnn.engine.parallel import wrap  # noqa: E402
 from crnn.model import CRNN  # noqa: E402
