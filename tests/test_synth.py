@@ -221,6 +221,19 @@ def test_each_effect_fires_at_probability_one(name: str, alnum36: Charset) -> No
     assert changed >= 10
 
 
+def test_outline_keeps_a_ring_around_the_ink_and_empties_its_inside() -> None:
+    import random
+
+    from crnn.data.synth import effects as fx
+
+    ink = np.zeros((32, 32), np.uint8)
+    ink[10:22, 10:22] = 255
+    ring = np.asarray(fx.outline(random.Random(0), Image.fromarray(ink)))
+    assert ring[16, 16] == 0 and ring[12:20, 12:20].max() == 0, "the letter's inside is emptied"
+    assert ring[9, 16] == 255 and ring[16, 22] == 255, "a ring is drawn just outside the ink"
+    assert ring[:5].max() == 0 and ring[:, 27:].max() == 0, "nothing far from the ink"
+
+
 def test_rgb_output_and_colour(alnum36: Charset) -> None:
     gen = SynthGenerator(alnum36, SynthConfig(p_color=1.0), seed=4, height=48, rgb=True)
     coloured = 0

@@ -77,6 +77,8 @@ class SynthConfig:
     # bolder or lighter face than the font's own: fonts never seen in training differ
     # most in this).
     p_weight: float = 0.0
+    # Outlined (hollow) letters, as on signs: only a ring around the ink is drawn.
+    p_outline: float = 0.0
     # Colour and contrast: |text - background| >= min_contrast (fraction of 255).
     min_contrast: float = 0.3
     p_light_text: float = 0.25  # light text on a dark background

@@ -20,7 +20,7 @@ import random
 from typing import Any
 
 import numpy as np
-from PIL import Image, ImageFilter
+from PIL import Image, ImageChops, ImageFilter
 
 # Tile shape of the precomputed noise and textures, in pixels. Windows wider or taller
 # than a tile wrap around.
@@ -341,6 +341,13 @@ def stroke_weight(r: random.Random, alpha: Image.Image) -> Image.Image:
     bolder = r.random() < 0.5
     thick = alpha.filter(ImageFilter.MaxFilter(3) if bolder else ImageFilter.MinFilter(3))
     return Image.blend(alpha, thick, r.uniform(0.3, 1.0))
+
+
+def outline(r: random.Random, alpha: Image.Image) -> Image.Image:
+    """Hollow letters, as on shop signs: a ring of one or two pixels around the ink,
+    the letters' inside left to the background."""
+    grown = alpha.filter(ImageFilter.MaxFilter(r.choice((3, 5))))
+    return ImageChops.subtract(grown, alpha)
 
 
 def _pixel(c: np.ndarray) -> int | tuple[int, ...]:

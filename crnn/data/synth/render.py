@@ -55,6 +55,7 @@ EFFECT_PROBABILITIES = (
     "p_spacing",
     "p_stretch",
     "p_weight",
+    "p_outline",
     "p_light_text",
     "p_color",
     "p_gradient_bg",
@@ -404,6 +405,10 @@ class SynthGenerator:
         if r.random() < cfg.p_weight:
             alpha = fx.stroke_weight(r, alpha)
             applied.append("weight")
+        # Drawn only when asked for, so configs without outlines keep their images.
+        if cfg.p_outline > 0 and r.random() < cfg.p_outline:
+            alpha = fx.outline(r, alpha)
+            applied.append("outline")
 
         # ---- colour and background ----
         img = fx.paint(r, alpha, cfg, self.rgb, _tiles(), applied)
