@@ -17,6 +17,7 @@ from crnn.checkpoint import load_checkpoint
 from crnn.cli import create_lmdb as create_lmdb_cli
 from crnn.cli import eval as eval_cli
 from crnn.cli import train as train_cli
+from crnn.inference import default_checkpoint
 
 
 def train_args(lmdb: Path, out: Path, *extra: str) -> list[str]:
@@ -35,8 +36,8 @@ def test_a_truncated_lmdb_is_named_not_a_bus_error(word_lmdb, tmp_path, capsys):
     rc, _, err = run_main(train_cli.main, *train_args(cut, tmp_path / "run"), capsys=capsys)
     assert rc == 2 and "is damaged: data.mdb holds" in err and "cut off" in err
     assert "is damaged" in (tmp_path / "run" / "train.log").read_text()  # never an empty log
-    rc, _, err = run_main(eval_cli.main, "crnn/assets/models/crnn_en-a04d4335.pt", cut,
-                          capsys=capsys)  # fmt: skip
+    word_model = str(default_checkpoint(prefer_onnx=False))
+    rc, _, err = run_main(eval_cli.main, word_model, cut, capsys=capsys)
     assert rc == 1 and "is damaged" in err
 
 
