@@ -11,6 +11,7 @@ import io
 import logging
 import os
 import pickle
+import random
 import subprocess
 import sys
 from pathlib import Path
@@ -35,6 +36,7 @@ from crnn.data.synth import (
     find_font_files,
     glyph_coverage,
 )
+from crnn.data.synth import effects as fx
 from crnn.data.synth.fonts import GlyphCache
 
 REPO = Path(__file__).resolve().parents[1]
@@ -222,10 +224,6 @@ def test_each_effect_fires_at_probability_one(name: str, alnum36: Charset) -> No
 
 
 def test_outline_keeps_a_ring_around_the_ink_and_empties_its_inside() -> None:
-    import random
-
-    from crnn.data.synth import effects as fx
-
     ink = np.zeros((32, 32), np.uint8)
     ink[10:22, 10:22] = 255
     ring = np.asarray(fx.outline(random.Random(0), Image.fromarray(ink)))
