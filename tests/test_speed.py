@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 from ckpt_helpers import run_main
-from conftest import ROOT, TINY_MODEL, write_folder
+from conftest import ROOT, TINY_MODEL, word_labels, write_folder
 
 from benchmarks.bench import BenchOptions, count_flops, format_tables, padding_fraction, run_bench
 from crnn import checkpoint as ck
@@ -287,3 +287,25 @@ def test_bench_quick_run_writes_rows_tables_and_json(tmp_path):
     with pytest.raises(ValueError, match="unknown bench sections"):
         BenchOptions(sections=("nope",))
     assert np.isfinite([r["images_per_s"] for r in infer]).all()
+
+
+def test_learn_vs_dtrb_starts_both_ways_alike_and_writes_the_curve(tmp_path):
+    """The learning comparison is fair (one seed, one network on both sides) and reports
+    accuracy after the same number of images for each way of training."""
+    from benchmarks import learn_vs_dtrb as lv
+
+    train = write_folder(tmp_path / "train", word_labels(12))
+    dev = write_folder(tmp_path / "dev", word_labels(6, seed=1), seed=100)
+    charset = Charset.from_spec("alnum36")
+    dtrb, ours = lv.make_sides(lv.words([train], charset, 100, seed=0), charset)
+    a, b = dtrb.model.state_dict(), ours.model.state_dict()
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    out = tmp_path / "learn.json"
+    argv = ["--data", str(train), "--dev", str(dev), "--steps", "3", "--eval-every", "2", "--batch", "4"]
+    assert lv.main([*argv, "--json", str(out)]) == 0
+    curve = json.loads(out.read_text())["curve"]
+    assert [(r["step"], r["images"]) for r in curve] == [(2, 8), (3, 12)]
+    for row in curve:
+        for side in ("dtrb", "ours"):
+            assert 0 <= row[side]["dev"]["accuracy"] <= 1 and row[side]["dev"]["cer"] >= 0
+            assert row[side]["images_per_s"] > 0

@@ -1,0 +1,171 @@
+"""Does our faster CPU step cost accuracy? Ours and DTRB's way, trained side by side on
+the same words from the same initial weights, read the dev sets after every
+``--eval-every`` steps: accuracy after the same number of images, and images/s of that run.
+
+    python benchmarks/learn_vs_dtrb.py --steps 600 --json docs/bench/learn_vs_dtrb.json
+
+``benchmarks/step_vs_dtrb.py`` times the two ways of training (its docstring lists what
+differs: DTRB's 100 x 32 resize without keeping the ratio, float input, Adadelta, CTC
+over all 26 frames; ours: each word at its own ratio, uint8 in, channels-last, CTC over
+each word's own frames, AdamW). Here both train our CPU recipe's network
+(``configs/crnn_en_cpu.yaml``, 2.1 M parameters: DTRB's 8.4 M VGG net would take hours on
+two cores) from one seed, on one shuffled sequence of batches of the real training crops
+(IIIT5K + IC15 train, no augmentation on either side), and each reads IC13-857 and
+SVT-647 with its own preprocessing and greedy decoding. The sides step alternately, so a
+slower second of a shared machine hits both.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+from PIL import Image  # noqa: E402
+
+from benchmarks.step_vs_dtrb import (  # noqa: E402
+    CPU_CHANNELS,
+    DATA,
+    DEFAULT_DATA,
+    DtrbStep,
+    OurStep,
+    targets,
+    words,
+)
+from crnn.charset import Charset  # noqa: E402
+from crnn.ctc.decode import greedy_decode  # noqa: E402
+from crnn.data.image import ImageSpec, preprocess_array  # noqa: E402
+from crnn.data.transforms import pad_batch  # noqa: E402
+from crnn.metrics import TextMetrics  # noqa: E402
+from crnn.model import CRNN  # noqa: E402
+
+DEV = [DATA / "ic13_857", DATA / "svt_647"]
+SPEC = ImageSpec(height=32, max_width=100)
+
+
+def dtrb_image(path: Path) -> torch.Tensor:
+    im = np.asarray(Image.open(path).convert("L").resize((100, 32), Image.BICUBIC), np.float32)
+    return torch.from_numpy(im[None]).div_(255).sub_(0.5).div_(0.5)
+
+
+def our_image(path: Path) -> torch.Tensor:
+    return torch.from_numpy(preprocess_array(path, SPEC, inference=False))
+
+
+class Side:
+    """One way of training: its images (prepared once), its step and its reading."""
+
+    def __init__(self, name: str, step: Any, model: CRNN, rows: list[tuple[Path, str]], dtrb: bool) -> None:
+        self.name, self.step, self.model, self.dtrb = name, step, model, dtrb
+        prep = dtrb_image if dtrb else our_image
+        self.images = [prep(p) for p, _ in rows]
+        self.spent = 0.0
+
+    def batch(self, idx: list[int], labels: list[str], charset: Charset) -> tuple[Any, ...]:
+        tgt = targets(labels, charset)
+        if self.dtrb:
+            return (torch.stack([self.images[i] for i in idx]), *tgt)
+        return (*pad_batch([self.images[i] for i in idx]), *tgt)
+
+    def train(self, batch: tuple[Any, ...]) -> None:
+        t0 = time.perf_counter()
+        self.step(*batch)
+        self.spent += time.perf_counter() - t0
+
+    @torch.no_grad()
+    def read(self, images: list[torch.Tensor], charset: Charset) -> list[str]:
+        self.model.eval()
+        out: list[str] = []
+        for b in range(0, len(images), 128):
+            chunk = images[b : b + 128]
+            if self.dtrb:
+                logits = self.model(torch.stack(chunk))
+                preds = greedy_decode(logits, charset)
+            else:
+                x, widths = pad_batch(chunk)
+                logits = self.model(x.float().div_(255).sub_(0.5).div_(0.5))
+                preds = greedy_decode(logits, charset, self.model.output_length(widths))
+            out += [p.text for p in preds]
+        self.model.train()
+        return out
+
+
+def make_sides(rows: list[tuple[Path, str]], charset: Charset) -> list[Side]:
+    """DTRB's way and ours, each with the CPU recipe's network from the same seed."""
+    sides = []
+    for name, dtrb in (("dtrb", True), ("ours", False)):
+        torch.manual_seed(0)  # the same initial weights on both sides
+        model = CRNN(charset.num_classes, channels=CPU_CHANNELS, hidden=128, arch="crnn")
+        step = DtrbStep(model) if dtrb else OurStep(model)
+        sides.append(Side(name, step, model, rows, dtrb))
+    return sides
+
+
+def evaluate(side: Side, dev: dict[str, tuple[list[torch.Tensor], list[str]]], charset: Charset) -> dict[str, Any]:
+    got = {}
+    for name, (images, labels) in dev.items():
+        m = TextMetrics()
+        m.update(side.read(images, charset), labels)
+        r = m.compute()
+        got[name] = {"accuracy": round(r["alnum_accuracy"], 4), "cer": round(r["cer"], 4)}
+    return got
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", type=Path, nargs="+", default=DEFAULT_DATA, help="training gt.txt folders")
+    ap.add_argument("--dev", type=Path, nargs="+", default=DEV, help="gt.txt folders read after each stretch")
+    ap.add_argument("--steps", type=int, default=600, help="training steps per side (default 600)")
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--eval-every", type=int, default=150)
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args(argv)
+    missing = [str(d) for d in args.data + args.dev if not (d / "gt.txt").is_file()]
+    if missing:
+        ap.error(f"no gt.txt in {', '.join(missing)}: give word-crop folders with --data/--dev")
+    charset = Charset.from_spec("alnum36")
+    rows = words(args.data, charset, 10**9, seed=0)
+    sides = make_sides(rows, charset)
+    dev_rows = {d.name: words([d], charset, 10**9, seed=0) for d in args.dev}
+    dev = {n: ([dtrb_image(p) for p, _ in r], [t for _, t in r]) for n, r in dev_rows.items()}
+    dev_ours = {n: ([our_image(p) for p, _ in r], [t for _, t in r]) for n, r in dev_rows.items()}
+    rng = np.random.default_rng(1)
+    order: list[int] = []
+    curve: list[dict[str, Any]] = []
+    print(f"{len(rows)} training words; batches of {args.batch}; torch {torch.__version__}, "
+          f"{torch.get_num_threads()} threads, {platform.machine()}")  # fmt: skip
+    for step in range(1, args.steps + 1):
+        if len(order) < args.batch:
+            order += rng.permutation(len(rows)).tolist()
+        idx, order = order[: args.batch], order[args.batch :]
+        labels = [rows[i][1] for i in idx]
+        for side in sides:
+            side.train(side.batch(idx, labels, charset))
+        if step % args.eval_every == 0 or step == args.steps:
+            row = {"step": step, "images": step * args.batch}
+            for side in sides:
+                row[side.name] = evaluate(side, dev if side.dtrb else dev_ours, charset)
+                row[side.name]["images_per_s"] = round(step * args.batch / side.spent, 1)
+            curve.append(row)
+            print(f"step {step:>5} ({step * args.batch:,} images): " + "; ".join(
+                f"{s.name} " + ", ".join(f"{n} {row[s.name][n]['accuracy']:.1%} (CER {row[s.name][n]['cer']:.3f})" for n in dev)
+                + f", {row[s.name]['images_per_s']} img/s" for s in sides), flush=True)  # fmt: skip
+    if args.json:
+        args.json.write_text(json.dumps({
+            "training_words": len(rows), "batch": args.batch, "steps": args.steps, "torch": torch.__version__,
+            "threads": torch.get_num_threads(), "curve": curve,
+        }, indent=2) + "\n")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
