@@ -9,9 +9,11 @@ differs: DTRB's 100 x 32 resize without keeping the ratio, float input, Adadelta
 over all 26 frames; ours: each word at its own ratio, uint8 in, channels-last, CTC over
 each word's own frames, AdamW). Here both train our CPU recipe's network
 (``configs/crnn_en_cpu.yaml``, 2.1 M parameters: DTRB's 8.4 M VGG net would take hours on
-two cores) from one seed, on one shuffled sequence of batches of the real training crops
-(IIIT5K + IC15 train, no augmentation on either side), and each reads IC13-857 and
-SVT-647 with its own preprocessing and greedy decoding. The sides step alternately, so a
+two cores) from one seed, on one shuffled sequence of the real training crops (IIIT5K +
+IC15 train, no augmentation on either side): every 8 batches both sides have trained on
+the same words, DTRB's in random batches, ours re-dealt by width as our trainer's
+bucketing does; at those points each reads IC13-857 and SVT-647 with its own
+preprocessing and greedy decoding. The sides step alternately, so a
 slower second of a shared machine hits both.
 """
 
@@ -50,6 +52,7 @@ from crnn.model import CRNN  # noqa: E402
 
 DEV = [DATA / "ic13_857", DATA / "svt_647"]
 SPEC = ImageSpec(height=32, max_width=100)
+WINDOW = 8  # batches whose words our side re-deals by width
 
 
 def dtrb_image(path: Path) -> torch.Tensor:
@@ -99,6 +102,19 @@ class Side:
         return out
 
 
+def window(order: list[int], rng: np.random.Generator, n: int, batch: int, ours: list[torch.Tensor]) -> list[tuple[list[int], list[int]]]:
+    """The next ``WINDOW`` batches of words: DTRB's in random order, ours the same words
+    sorted by width and cut into batches (``BucketBatchSampler``'s rule), in random order.
+    At the end of each window both sides have trained on the same images."""
+    while len(order) < WINDOW * batch:
+        order += rng.permutation(n).tolist()
+    words_, order[:] = order[: WINDOW * batch], order[WINDOW * batch :]
+    dtrb = [words_[b : b + batch] for b in range(0, len(words_), batch)]
+    by_width = sorted(words_, key=lambda i: ours[i].shape[-1])
+    mine = [by_width[b : b + batch] for b in range(0, len(by_width), batch)]
+    return list(zip(dtrb, [mine[i] for i in rng.permutation(len(mine))]))
+
+
 def make_sides(rows: list[tuple[Path, str]], charset: Charset) -> list[Side]:
     """DTRB's way and ours, each with the CPU recipe's network from the same seed."""
     sides = []
@@ -140,17 +156,17 @@ def main(argv: list[str] | None = None) -> int:
     dev_ours = {n: ([our_image(p) for p, _ in r], [t for _, t in r]) for n, r in dev_rows.items()}
     rng = np.random.default_rng(1)
     order: list[int] = []
+    plan: list[tuple[list[int], list[int]]] = []  # per step: DTRB's batch, our batch
     curve: list[dict[str, Any]] = []
     print(f"{len(rows)} training words; batches of {args.batch}; torch {torch.__version__}, "
           f"{torch.get_num_threads()} threads, {platform.machine()}")  # fmt: skip
     for step in range(1, args.steps + 1):
-        if len(order) < args.batch:
-            order += rng.permutation(len(rows)).tolist()
-        idx, order = order[: args.batch], order[args.batch :]
-        labels = [rows[i][1] for i in idx]
-        for side in sides:
-            side.train(side.batch(idx, labels, charset))
-        if step % args.eval_every == 0 or step == args.steps:
+        if not plan:
+            plan = window(order, rng, len(rows), args.batch, sides[1].images)
+        dtrb_idx, our_idx = plan.pop(0)
+        for side, idx in zip(sides, (dtrb_idx, our_idx)):
+            side.train(side.batch(idx, [rows[i][1] for i in idx], charset))
+        if (step % args.eval_every == 0 and not plan) or step == args.steps:
             row = {"step": step, "images": step * args.batch}
             for side in sides:
                 row[side.name] = evaluate(side, dev if side.dtrb else dev_ours, charset)

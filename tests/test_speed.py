@@ -301,10 +301,17 @@ def test_learn_vs_dtrb_starts_both_ways_alike_and_writes_the_curve(tmp_path):
     a, b = dtrb.model.state_dict(), ours.model.state_dict()
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     out = tmp_path / "learn.json"
-    argv = ["--data", str(train), "--dev", str(dev), "--steps", "3", "--eval-every", "2", "--batch", "4"]
+    # A window: the same words on both sides, ours in batches of similar widths.
+    plan = lv.window([], np.random.default_rng(0), len(ours.images), 3, ours.images)
+    assert len(plan) == lv.WINDOW
+    assert sorted(i for d, _ in plan for i in d) == sorted(i for _, o in plan for i in o)
+    widths = [[ours.images[i].shape[-1] for i in o] for _, o in plan]
+    assert sorted(widths) == sorted(sorted(w) for w in widths)  # batches cut from one sort
+    assert max(max(w) - min(w) for w in widths) < max(map(max, widths)) - min(map(min, widths))
+    argv = ["--data", str(train), "--dev", str(dev), "--steps", "16", "--eval-every", "8", "--batch", "2"]
     assert lv.main([*argv, "--json", str(out)]) == 0
     curve = json.loads(out.read_text())["curve"]
-    assert [(r["step"], r["images"]) for r in curve] == [(2, 8), (3, 12)]
+    assert [(r["step"], r["images"]) for r in curve] == [(8, 16), (16, 32)]
     for row in curve:
         for side in ("dtrb", "ours"):
             assert 0 <= row[side]["dev"]["accuracy"] <= 1 and row[side]["dev"]["cer"] >= 0
