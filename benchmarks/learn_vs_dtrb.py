@@ -2,7 +2,7 @@
 the same words from the same initial weights, read the dev sets after every
 ``--eval-every`` steps: accuracy after the same number of images, and images/s of that run.
 
-    python benchmarks/learn_vs_dtrb.py --steps 600 --json docs/bench/learn_vs_dtrb.json
+    python benchmarks/learn_vs_dtrb.py --steps 1400 --eval-every 200 --json docs/bench/learn_vs_dtrb.json
 
 ``benchmarks/step_vs_dtrb.py`` times the two ways of training (its docstring lists what
 differs: DTRB's 100 x 32 resize without keeping the ratio, float input, Adadelta, CTC
@@ -32,7 +32,6 @@ if __package__ in (None, ""):
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-from PIL import Image  # noqa: E402
 
 from benchmarks.step_vs_dtrb import (  # noqa: E402
     CPU_CHANNELS,
@@ -40,28 +39,20 @@ from benchmarks.step_vs_dtrb import (  # noqa: E402
     DEFAULT_DATA,
     DtrbStep,
     OurStep,
+    dtrb_image,
+    our_image,
     targets,
     words,
 )
+from crnn.backends.torch import normalize  # noqa: E402
 from crnn.charset import Charset  # noqa: E402
 from crnn.ctc.decode import greedy_decode  # noqa: E402
-from crnn.data.image import ImageSpec, preprocess_array  # noqa: E402
 from crnn.data.transforms import pad_batch  # noqa: E402
 from crnn.metrics import TextMetrics  # noqa: E402
 from crnn.model import CRNN  # noqa: E402
 
 DEV = [DATA / "ic13_857", DATA / "svt_647"]
-SPEC = ImageSpec(height=32, max_width=100)
 WINDOW = 8  # batches whose words our side re-deals by width
-
-
-def dtrb_image(path: Path) -> torch.Tensor:
-    im = np.asarray(Image.open(path).convert("L").resize((100, 32), Image.BICUBIC), np.float32)
-    return torch.from_numpy(im[None]).div_(255).sub_(0.5).div_(0.5)
-
-
-def our_image(path: Path) -> torch.Tensor:
-    return torch.from_numpy(preprocess_array(path, SPEC, inference=False))
 
 
 class Side:
@@ -95,19 +86,19 @@ class Side:
                 preds = greedy_decode(logits, charset)
             else:
                 x, widths = pad_batch(chunk)
-                logits = self.model(x.float().div_(255).sub_(0.5).div_(0.5))
+                logits = self.model(normalize(x))  # as the trainer's Uint8Model
                 preds = greedy_decode(logits, charset, self.model.output_length(widths))
             out += [p.text for p in preds]
         self.model.train()
         return out
 
 
-def window(order: list[int], rng: np.random.Generator, n: int, batch: int, ours: list[torch.Tensor]) -> list[tuple[list[int], list[int]]]:
+def window(order: list[int], rng: np.random.Generator, batch: int, ours: list[torch.Tensor]) -> list[tuple[list[int], list[int]]]:
     """The next ``WINDOW`` batches of words: DTRB's in random order, ours the same words
     sorted by width and cut into batches (``BucketBatchSampler``'s rule), in random order.
     At the end of each window both sides have trained on the same images."""
     while len(order) < WINDOW * batch:
-        order += rng.permutation(n).tolist()
+        order += rng.permutation(len(ours)).tolist()
     words_, order[:] = order[: WINDOW * batch], order[WINDOW * batch :]
     dtrb = [words_[b : b + batch] for b in range(0, len(words_), batch)]
     by_width = sorted(words_, key=lambda i: ours[i].shape[-1])
@@ -140,11 +131,13 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", type=Path, nargs="+", default=DEFAULT_DATA, help="training gt.txt folders")
     ap.add_argument("--dev", type=Path, nargs="+", default=DEV, help="gt.txt folders read after each stretch")
-    ap.add_argument("--steps", type=int, default=600, help="training steps per side (default 600)")
+    ap.add_argument("--steps", type=int, default=1400, help="training steps per side (default 1400)")
     ap.add_argument("--batch", type=int, default=64)
-    ap.add_argument("--eval-every", type=int, default=150)
+    ap.add_argument("--eval-every", type=int, default=200, help=f"steps, a multiple of {WINDOW} (default 200)")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
+    if args.eval_every <= 0 or args.eval_every % WINDOW:
+        ap.error(f"--eval-every {args.eval_every}: give a multiple of {WINDOW} (both sides have seen the same words only at the end of each {WINDOW} batches)")
     missing = [str(d) for d in args.data + args.dev if not (d / "gt.txt").is_file()]
     if missing:
         ap.error(f"no gt.txt in {', '.join(missing)}: give word-crop folders with --data/--dev")
@@ -162,11 +155,11 @@ def main(argv: list[str] | None = None) -> int:
           f"{torch.get_num_threads()} threads, {platform.machine()}")  # fmt: skip
     for step in range(1, args.steps + 1):
         if not plan:
-            plan = window(order, rng, len(rows), args.batch, sides[1].images)
+            plan = window(order, rng, args.batch, sides[1].images)
         dtrb_idx, our_idx = plan.pop(0)
         for side, idx in zip(sides, (dtrb_idx, our_idx)):
             side.train(side.batch(idx, [rows[i][1] for i in idx], charset))
-        if (step % args.eval_every == 0 and not plan) or step == args.steps:
+        if step % args.eval_every == 0 or step == args.steps:
             row = {"step": step, "images": step * args.batch}
             for side in sides:
                 row[side.name] = evaluate(side, dev if side.dtrb else dev_ours, charset)

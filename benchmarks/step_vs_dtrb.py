@@ -57,6 +57,7 @@ DEFAULT_DATA = [DATA / "iiit5k_train", DATA / "ic15_train"]
 BATCH = 192
 DTRB_CHANNELS = (64, 128, 256, 256, 512, 512, 512)
 CPU_CHANNELS = (32, 64, 128, 128, 256, 256, 256)
+OUR_SPEC = ImageSpec(height=32, max_width=100)
 
 
 def words(folders: list[Path], charset: Charset, count: int, seed: int) -> list[tuple[Path, str]]:
@@ -83,23 +84,28 @@ def targets(labels: list[str], charset: Charset) -> tuple[torch.Tensor, torch.Te
     return out, lengths
 
 
+def dtrb_image(path: Path) -> torch.Tensor:
+    """DTRB's input: squashed to 100 x 32 (bicubic, ratio not kept), float in [-1, 1]."""
+    im = np.asarray(Image.open(path).convert("L").resize((100, 32), Image.BICUBIC), np.float32)
+    return torch.from_numpy(im[None]).div_(255).sub_(0.5).div_(0.5)
+
+
+def our_image(path: Path) -> torch.Tensor:
+    """Ours, as training reads it: uint8, the ratio kept, the width capped at 100 px."""
+    return torch.from_numpy(preprocess_array(path, OUR_SPEC, inference=False))
+
+
 def dtrb_batches(rows: list[tuple[Path, str]], charset: Charset) -> list[tuple[Any, ...]]:
     out = []
     for b in range(0, len(rows), BATCH):
         chunk = rows[b : b + BATCH]
-        imgs = [
-            np.asarray(Image.open(p).convert("L").resize((100, 32), Image.BICUBIC), np.float32)
-            for p, _ in chunk
-        ]
-        x = torch.from_numpy(np.stack(imgs)[:, None]).div_(255).sub_(0.5).div_(0.5)
+        x = torch.stack([dtrb_image(p) for p, _ in chunk])
         out.append((x, *targets([t for _, t in chunk], charset)))
     return out
 
 
 def our_batches(rows: list[tuple[Path, str]], charset: Charset) -> list[tuple[Any, ...]]:
-    spec = ImageSpec(height=32, max_width=100)
-    # As training reads them: the ratio kept, the width capped at 100 px.
-    imgs = [torch.from_numpy(preprocess_array(p, spec, inference=False)) for p, _ in rows]
+    imgs = [our_image(p) for p, _ in rows]
     order = np.argsort([im.shape[-1] for im in imgs], kind="stable")  # the same words, by width
     out = []
     for b in range(0, len(rows), BATCH):

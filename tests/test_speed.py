@@ -302,7 +302,7 @@ def test_learn_vs_dtrb_starts_both_ways_alike_and_writes_the_curve(tmp_path):
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     out = tmp_path / "learn.json"
     # A window: the same words on both sides, ours in batches of similar widths.
-    plan = lv.window([], np.random.default_rng(0), len(ours.images), 3, ours.images)
+    plan = lv.window([], np.random.default_rng(0), 3, ours.images)
     assert len(plan) == lv.WINDOW
     assert sorted(i for d, _ in plan for i in d) == sorted(i for _, o in plan for i in o)
     widths = [[ours.images[i].shape[-1] for i in o] for _, o in plan]
