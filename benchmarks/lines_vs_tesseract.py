@@ -2,6 +2,10 @@
 
     python benchmarks/lines_vs_tesseract.py --model runs/crnn_line_en_cpu/best.pt
     python benchmarks/lines_vs_tesseract.py --model line --count 1000 --json docs/bench/lines_vs_tesseract.json
+    python benchmarks/lines_vs_tesseract.py --model old.onnx new.onnx --no-tesseract   # two of ours
+
+Several ``--model`` files are read on the same lines in the same run (a retrained model
+against the one it would replace); ``--no-tesseract`` leaves Tesseract out.
 
 The lines come from the generator with the settings of ``configs/crnn_line_en.yaml``
 (1-12 words and numbers, up to 80 characters, printed-text effects on) and a seed that
@@ -64,21 +68,22 @@ def tesseract(path: Path, scale: int) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", required=True, help="a checkpoint, release or .onnx file, or 'line'")
+    ap.add_argument("--model", required=True, nargs="+",
+                    help="checkpoints, release or .onnx files, or 'line' (each read on the same lines)")
     ap.add_argument("--count", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=20261122)
     ap.add_argument("--config", default=str(ROOT / "configs" / "crnn_line_en.yaml"))
     ap.add_argument("--json", type=Path)
     ap.add_argument("--keep", type=Path, help="keep the rendered lines and gt.txt here")
+    ap.add_argument("--no-tesseract", action="store_true", help="read with our model(s) only")
     args = ap.parse_args()
-    if shutil.which("tesseract") is None:
+    if not args.no_tesseract and shutil.which("tesseract") is None:
         sys.exit("tesseract not found: apt install tesseract-ocr tesseract-ocr-eng")
     from crnn.inference import Recognizer
 
     cfg = load_config(args.config, [])
     charset = Charset.from_spec(cfg.data.charset)
     gen = SynthGenerator(charset, cfg.data.synth, seed=args.seed, height=cfg.data.height)
-    rec = Recognizer.bundled("line") if args.model == "line" else Recognizer.from_checkpoint(args.model)
     tmp = Path(tempfile.mkdtemp()) if args.keep is None else args.keep
     (tmp / "images").mkdir(parents=True, exist_ok=True)
     paths, labels = [], []
@@ -89,17 +94,20 @@ def main() -> None:
         paths.append(p)
         labels.append(clean(text))
     (tmp / "gt.txt").write_text("".join(f"images/{p.name}\t{t}\n" for p, t in zip(paths, labels)))
-    t0 = time.perf_counter()
-    ours = [clean(r.text) for r in rec.predict([str(p) for p in paths])]
-    ours_s = time.perf_counter() - t0
-    tess: dict[int, list[str]] = {}
-    tess_s: dict[int, float] = {}
-    for scale in (1, 3):
+    readers: dict[str, list[str]] = {}
+    seconds: dict[str, float] = {}
+    for model in args.model:
+        name = "crnn-ocr" if len(args.model) == 1 else f"crnn-ocr {Path(model).name}"
+        t0 = time.perf_counter()
+        rec = Recognizer.bundled("line") if model == "line" else Recognizer.from_checkpoint(model)
+        readers[name] = [clean(r.text) for r in rec.predict([str(p) for p in paths])]
+        seconds[name] = time.perf_counter() - t0
+    for scale in () if args.no_tesseract else (1, 3):
+        name = "Tesseract 5 (as is)" if scale == 1 else f"Tesseract 5 ({scale}x larger)"
         t0 = time.perf_counter()
         with ThreadPoolExecutor(2) as ex:
-            tess[scale] = list(ex.map(lambda p, s=scale: tesseract(p, s), paths))
-        tess_s[scale] = time.perf_counter() - t0
-    readers = {"crnn-ocr": ours, "Tesseract 5 (as is)": tess[1], "Tesseract 5 (3x larger)": tess[3]}
+            readers[name] = list(ex.map(lambda p, s=scale: tesseract(p, s), paths))
+        seconds[name] = time.perf_counter() - t0
     table: dict[str, dict[str, dict[str, float]]] = {}
     for name, reads in readers.items():
         sums: dict[str, list[int]] = {}
@@ -115,20 +123,20 @@ def main() -> None:
         table[name] = {b: {"cer": v[0] / max(v[1], 1), "line_acc": v[2] / v[3], "lines": v[3]}
                        for b, v in sums.items()}  # fmt: skip
     order = [bucket(lo) for lo, _ in BUCKETS] + ["all"]
-    print(f"# {args.count} lines, seed {args.seed}, {platform.machine()}; model {args.model}; "
-          f"{subprocess.run(['tesseract', '--version'], capture_output=True, text=True).stdout.splitlines()[0]}")  # fmt: skip
-    counts = table["crnn-ocr"]
+    tess_version = "" if args.no_tesseract else "; " + subprocess.run(
+        ["tesseract", "--version"], capture_output=True, text=True).stdout.splitlines()[0]  # fmt: skip
+    print(f"# {args.count} lines, seed {args.seed}, {platform.machine()}; model {' '.join(args.model)}{tess_version}")
+    counts = next(iter(table.values()))
     print("| CER (line accuracy) | " + " | ".join(f"{b} chars ({int(counts[b]['lines']) if b in counts else 0})" for b in order) + " |")
     print("|---|" + "---:|" * len(order))
     for name, rows in table.items():
         cells = [f"{rows[b]['cer']:.3f} ({rows[b]['line_acc']:.0%})" if b in rows else "-" for b in order]
         print(f"| {name} | " + " | ".join(cells) + " |")
-    print(f"\nseconds for {args.count} lines: crnn-ocr {ours_s:.1f} (one process), "
-          f"Tesseract {tess_s[1]:.1f} / {tess_s[3]:.1f} (2 processes at a time)")
+    print(f"\nseconds for {args.count} lines (crnn-ocr: one process, model loading included; "
+          "Tesseract: 2 processes at a time): " + ", ".join(f"{k} {v:.1f}" for k, v in seconds.items()))
     if args.json:
         args.json.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()},
-                                         "seconds": {"crnn-ocr": ours_s, "tesseract": tess_s},
-                                         "table": table}, indent=1))  # fmt: skip
+                                         "seconds": seconds, "table": table}, indent=1))  # fmt: skip
 
 
 if __name__ == "__main__":
