@@ -96,8 +96,12 @@ def main() -> None:
     (tmp / "gt.txt").write_text("".join(f"images/{p.name}\t{t}\n" for p, t in zip(paths, labels)))
     readers: dict[str, list[str]] = {}
     seconds: dict[str, float] = {}
-    for model in args.model:
-        name = "crnn-ocr" if len(args.model) == 1 else f"crnn-ocr {Path(model).name}"
+    # A row per model, named by its file; by the path as given where two files share a
+    # name (runs/a/best.pt, runs/b/best.pt), so that no row overwrites another.
+    short = [Path(m).name for m in args.model]
+    names = short if len(set(short)) == len(short) else args.model
+    for model, label in zip(args.model, names):
+        name = "crnn-ocr" if len(args.model) == 1 else f"crnn-ocr {label}"
         t0 = time.perf_counter()
         rec = Recognizer.bundled("line") if model == "line" else Recognizer.from_checkpoint(model)
         readers[name] = [clean(r.text) for r in rec.predict([str(p) for p in paths])]

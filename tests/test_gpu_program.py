@@ -48,7 +48,9 @@ def test_stage2_dry_run_trains_in_chunks_then_evaluates_releases_and_exports(tmp
         assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
         if "stage2 done" in r.stdout:
             break
-        step = int(re.search(r"stage2: step (\d+) of \d+", r.stdout).group(1))
+        m = re.search(r"stage2: step (\d+) of \d+", r.stdout)
+        assert m, f"neither done nor a step count:\n{r.stdout[-2000:]}"
+        step = int(m.group(1))
         assert step > done_steps, f"a chunk did not advance the run (step {step}):\n{r.stdout[-2000:]}"
         done_steps = step
     assert "stage2 done" in r.stdout
