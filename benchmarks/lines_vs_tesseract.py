@@ -39,6 +39,7 @@ import editdistance  # noqa: E402
 from PIL import Image  # noqa: E402
 
 from crnn.charset import Charset  # noqa: E402
+from crnn.checkpoint.format import CheckpointError  # noqa: E402
 from crnn.config import load_config  # noqa: E402
 from crnn.data.synth import SynthGenerator  # noqa: E402
 from crnn.report import length_bucket  # noqa: E402
@@ -81,6 +82,11 @@ def main() -> None:
         sys.exit("tesseract not found: apt install tesseract-ocr tesseract-ocr-eng")
     from crnn.inference import Recognizer
 
+    # Every model is loaded before any line is drawn: a wrong path fails at once.
+    try:
+        recs = [Recognizer.bundled("line") if m == "line" else Recognizer.from_checkpoint(m) for m in args.model]
+    except (CheckpointError, FileNotFoundError) as e:
+        sys.exit(f"--model: {e}")
     cfg = load_config(args.config, [])
     charset = Charset.from_spec(cfg.data.charset)
     gen = SynthGenerator(charset, cfg.data.synth, seed=args.seed, height=cfg.data.height)
@@ -100,10 +106,9 @@ def main() -> None:
     # name (runs/a/best.pt, runs/b/best.pt), so that no row overwrites another.
     short = [Path(m).name for m in args.model]
     names = short if len(set(short)) == len(short) else args.model
-    for model, label in zip(args.model, names):
+    for rec, label in zip(recs, names):
         name = "crnn-ocr" if len(args.model) == 1 else f"crnn-ocr {label}"
         t0 = time.perf_counter()
-        rec = Recognizer.bundled("line") if model == "line" else Recognizer.from_checkpoint(model)
         readers[name] = [clean(r.text) for r in rec.predict([str(p) for p in paths])]
         seconds[name] = time.perf_counter() - t0
     for scale in () if args.no_tesseract else (1, 3):
@@ -136,7 +141,7 @@ def main() -> None:
     for name, rows in table.items():
         cells = [f"{rows[b]['cer']:.3f} ({rows[b]['line_acc']:.0%})" if b in rows else "-" for b in order]
         print(f"| {name} | " + " | ".join(cells) + " |")
-    print(f"\nseconds for {args.count} lines (crnn-ocr: one process, model loading included; "
+    print(f"\nseconds for {args.count} lines (crnn-ocr: one process, model loaded; "
           "Tesseract: 2 processes at a time): " + ", ".join(f"{k} {v:.1f}" for k, v in seconds.items()))
     if args.json:
         args.json.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()},
