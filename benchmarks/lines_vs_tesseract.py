@@ -35,8 +35,8 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import editdistance  # noqa: E402
 from PIL import Image  # noqa: E402
+from rapidfuzz.distance import Levenshtein  # noqa: E402
 
 from crnn.charset import Charset  # noqa: E402
 from crnn.checkpoint.format import CheckpointError  # noqa: E402
@@ -123,7 +123,7 @@ def main() -> None:
         for label, read in zip(labels, reads):
             b = bucket(len(label))
             s = sums.setdefault(b, [0, 0, 0, 0])
-            s[0] += editdistance.eval(read, label)
+            s[0] += Levenshtein.distance(read, label)
             s[1] += len(label)
             s[2] += read == label
             s[3] += 1

@@ -78,6 +78,7 @@ class Charset:
     name: str = ""
     bidi: bool | None = None
     _index: dict[str, int] = field(init=False, repr=False, compare=False)
+    _width_fold: dict[int, str] | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         chars = unicodedata.normalize("NFC", self.chars)
@@ -105,6 +106,16 @@ class Charset:
         for i, c in enumerate(chars, start=1):
             index.setdefault(c, i)
         object.__setattr__(self, "_index", index)
+        # Full-width forms (U+FF01-FF5E, the ideographic space) the charset lacks read as
+        # the ASCII they stand for when the charset has that: "２０２３年" is "2023年"
+        # to a zh5529 model, as in every Chinese OCR dictionary. Forms the charset lists
+        # itself (zh5529's "，" "（" "！") stay as they are.
+        fold = {
+            c: a
+            for c, a in [(chr(0xFF01 + i), chr(0x21 + i)) for i in range(94)] + [("\u3000", " ")]
+            if c not in index and (a in index or (self.case_fold and a.lower() in index))
+        }
+        object.__setattr__(self, "_width_fold", str.maketrans(fold) if fold else None)
 
     # ---- construction -------------------------------------------------------------
 
@@ -165,8 +176,11 @@ class Charset:
         return len(self.chars)
 
     def normalize(self, text: str) -> str:
-        """The form a label is compared and encoded in (NFC; lower-cased if folding)."""
+        """The form a label is compared and encoded in: NFC, full-width forms the
+        charset lacks as their ASCII, lower-cased if folding case."""
         text = unicodedata.normalize("NFC", text)
+        if self._width_fold is not None:
+            text = text.translate(self._width_fold)
         return text.lower() if self.case_fold else text
 
     def unknown_chars(self, text: str) -> list[str]:

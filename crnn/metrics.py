@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import re
 
-import editdistance
 import torch
+from rapidfuzz.distance import Levenshtein
 
 _NON_ALNUM = re.compile(r"[^0-9a-z]")
 
@@ -66,7 +66,7 @@ class TextMetrics:
         raw_labels = raw_labels if raw_labels is not None else labels
         s = self.sums
         for p, gt, raw in zip(preds, labels, raw_labels):
-            ed = editdistance.eval(p, gt)
+            ed = Levenshtein.distance(p, gt)
             s["count"] += 1
             s["correct"] += p == gt
             s["correct_alnum"] += alnum_normalize(p) == alnum_normalize(raw)

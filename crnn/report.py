@@ -8,7 +8,6 @@ Also the picture the trainer logs to TensorBoard (:func:`render_prediction_grid`
 from __future__ import annotations
 
 import csv
-import difflib
 import heapq
 import itertools
 from collections import Counter
@@ -17,9 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import editdistance
 import numpy as np
 from PIL import Image, ImageDraw
+from rapidfuzz.distance import Levenshtein
 
 # Label-length buckets of the breakdown (characters).
 LENGTH_BUCKETS = ((1, 3), (4, 6), (7, 10), (11, 20), (21, 10**9))
@@ -62,7 +61,7 @@ class ErrorCollector:
             self.by_length[(length_bucket(len(label)), ok)] += 1
             if ok:
                 continue
-            ed = editdistance.eval(text, label)
+            ed = Levenshtein.distance(text, label)
             self._count_confusions(label, text)
             rec = ErrorRecord(
                 (ed / max(len(label), len(text), 1), pred.confidence), src, label, text,
@@ -77,12 +76,15 @@ class ErrorCollector:
                     heapq.heappop(self._worst)[0].image = None
 
     def _count_confusions(self, label: str, text: str) -> None:
-        for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, label, text, autojunk=False).get_opcodes():
-            if op == "replace" and i2 - i1 == j2 - j1:
-                self.confusions.update(zip(label[i1:i2], text[j1:j2]))
-            elif op in ("replace", "delete", "insert"):
-                self.confusions.update((c, "") for c in label[i1:i2])
-                self.confusions.update(("", c) for c in text[j1:j2])
+        # A minimal edit script (Levenshtein's): difflib's matching blocks imply more edits
+        # than the distance on some pairs ("cbbbae" -> "abbae" lost the c->a confusion).
+        for op in Levenshtein.editops(label, text):
+            if op.tag == "replace":
+                self.confusions[(label[op.src_pos], text[op.dest_pos])] += 1
+            elif op.tag == "delete":
+                self.confusions[(label[op.src_pos], "")] += 1
+            else:
+                self.confusions[("", text[op.dest_pos])] += 1
 
     def worst(self) -> list[ErrorRecord]:
         return sorted((r for r, _ in self._worst), reverse=True)

@@ -91,13 +91,13 @@ def test_bundled_line_model_reads_printed_lines_whole():
     """Three printed lines in fonts it trained on, 228-348 px wide: read to within a
     character each, spaces and punctuation included; the word model cannot (no spaces,
     no capitals), and --model line is what picks this one."""
-    import editdistance
+    from rapidfuzz.distance import Levenshtein
 
     line = inference.Recognizer.bundled("line", device="cpu")
     assert line.charset.name == "ascii95" and " " in line.charset.chars
     rows = _lines()
     preds = line.predict([p for p, _ in rows])
-    edits = [editdistance.eval(p.text, label) for p, (_, label) in zip(preds, rows)]
+    edits = [Levenshtein.distance(p.text, label) for p, (_, label) in zip(preds, rows)]
     assert max(edits) <= 1, [(p.text, label) for p, (_, label) in zip(preds, rows)]
     word = inference.Recognizer.bundled("word", device="cpu")
     assert all(" " not in p.text for p in word.predict([p for p, _ in rows]))
@@ -136,13 +136,13 @@ def test_bundled_chinese_model_reads_printed_lines_in_a_font_it_never_saw():
     """Four 32 px Chinese lines (219-317 px, the size the Chinese CRNN projects train
     on) drawn in WenQuanYi Micro Hei, which its training held out: within a character
     each; the release holds chineseocr's 5,530 classes, `|` twice; the .onnx twin agrees."""
-    import editdistance
+    from rapidfuzz.distance import Levenshtein
 
     zh = inference.Recognizer.bundled("zh", device="cpu")
     assert zh.charset.num_classes == 5530
     rows = _zh_lines()
     preds = zh.predict([p for p, _ in rows])
-    edits = [editdistance.eval(p.text, label) for p, (_, label) in zip(preds, rows)]
+    edits = [Levenshtein.distance(p.text, label) for p, (_, label) in zip(preds, rows)]
     assert max(edits) <= 1 and sum(edits) <= 2, [(p.text, t) for p, (_, t) in zip(preds, rows)]
     onnx = inference.default_checkpoint(model="zh")
     if onnx.suffix == ".onnx":

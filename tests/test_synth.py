@@ -428,3 +428,121 @@ def test_warm_up_caches_every_glyph_render_needs(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setattr(GlyphCache, "_render", no_new_glyphs)
     for i in range(300):
         gen.render(i)
+
+
+# ---- glyph style and photograph effects (each checked for what it does) ----------------
+
+
+def _bar(h: int = 40, w: int = 40) -> Image.Image:
+    ink = np.zeros((h, w), np.uint8)
+    ink[5:35, 18:22] = 255  # a vertical stroke
+    return Image.fromarray(ink)
+
+
+def test_slant_leans_the_top_of_a_stroke_right_and_keeps_the_baseline() -> None:
+    bar = _bar()
+    out = np.asarray(fx.warp(bar, fx.shear(12.0), bar.size), dtype=np.float32)
+    xs = np.arange(out.shape[1])
+    top = (out[8] * xs).sum() / out[8].sum()
+    bottom = (out[32] * xs).sum() / out[32].sum()
+    assert top - bottom > 4.0, (top, bottom)  # tan(12 deg) * 24 px ~ 5 px
+    left = np.asarray(fx.warp(bar, fx.shear(-12.0), bar.size), dtype=np.float32)
+    assert (left[8] * xs).sum() / left[8].sum() < (left[32] * xs).sum() / left[32].sum() - 4.0
+
+
+def test_bleed_grows_or_thins_strokes_and_never_erases_them() -> None:
+    bar = _bar()
+    area = int((np.asarray(bar) > 127).sum())
+    areas = [int((np.asarray(fx.bleed(random.Random(s), bar, 1.0)) > 127).sum()) for s in range(30)]
+    assert min(areas) > 0, "a stroke is never erased"
+    assert max(areas) > area * 1.15 and min(areas) < area * 0.9, (area, min(areas), max(areas))
+
+
+def test_uneven_light_darkens_part_of_the_image_smoothly() -> None:
+    flat = Image.new("L", (120, 32), 200)
+    out = np.asarray(fx.uneven_light(random.Random(3), flat, 0.6), dtype=np.float32)
+    assert out.max() <= 200.5 and out.min() < 170, (out.min(), out.max())
+    assert np.abs(np.diff(out, axis=1)).max() < 6, "a smooth fall-off, not noise"
+
+
+def test_motion_blur_smears_a_dot_along_a_line_and_keeps_its_ink() -> None:
+    dot = np.zeros((31, 31), np.uint8)
+    dot[15, 15] = 255
+    out = np.asarray(fx.motion_blur(random.Random(1), Image.fromarray(dot), 6.0), dtype=np.float32)
+    lit = np.argwhere(out > 0)
+    assert len(lit) >= 2 and out.max() < 255
+    assert abs(out.sum() - 255) < 8, "the blur moves ink, it does not add or remove it"
+    # All lit pixels lie on one line through the dot (rank-1 spread).
+    centred = lit - lit.mean(0)
+    s = np.linalg.svd(centred.astype(float), compute_uv=False)
+    assert s[-1] < 0.35 * s[0] + 1e-6
+
+
+def test_defocus_spreads_a_dot_into_a_disc() -> None:
+    dot = np.zeros((21, 21), np.uint8)
+    dot[10, 10] = 255
+    out = np.asarray(fx.defocus(random.Random(0), Image.fromarray(dot), 2.0), dtype=np.float32)
+    assert out[10, 10] < 255 and (out > 0).sum() >= 9
+    assert abs(out.sum() - 255) < 12
+    assert out[10, 11] == pytest.approx(out[11, 10], abs=2) == pytest.approx(out[10, 9], abs=2)
+
+
+def test_resample_keeps_the_size_and_loses_fine_detail() -> None:
+    stripes = np.zeros((32, 64), np.uint8)
+    stripes[:, ::2] = 255  # one-pixel stripes: the finest detail there is
+    out = np.asarray(fx.resample(random.Random(5), Image.fromarray(stripes), 0.35))
+    assert out.shape == stripes.shape
+    assert np.abs(np.diff(out.astype(int), axis=1)).mean() < 200
+
+
+def test_char_jitter_moves_each_character_on_its_own() -> None:
+    from crnn.data.synth.layout import compose
+
+    charset = Charset.from_spec("alnum36")
+    gen = SynthGenerator(charset, effects_off(SynthConfig()), seed=0, height=32)
+    font = next(f for f in gen.fonts if set("abcd") <= f.chars)
+    cache = GlyphCache()
+    plain = compose(cache, font, 32, "aaaa", 0.0, 0.1)
+    moved = compose(cache, font, 32, "aaaa", 0.0, 0.1, sizes=[28, 32, 36, 32], shifts=[-3, 0, 2, 4])
+    tops = [b[1] for b in moved.glyph_boxes]
+    heights = [b[3] - b[1] for b in moved.glyph_boxes]
+    assert len({b[1] for b in plain.glyph_boxes}) == 1
+    assert tops[3] - tops[1] == 4 and heights[0] < heights[1] < heights[2]
+
+
+def test_full_width_text_is_drawn_full_width_and_labelled_in_ascii(tmp_path: Path) -> None:
+    # A font that maps the full-width digits to its digit glyphs, as CJK fonts draw them.
+    font = TTFont(str(bundled_font_dir() / "dejavu" / "DejaVuSans.ttf"))
+    for table in font["cmap"].tables:
+        if table.isUnicode():
+            for d in range(10):
+                table.cmap[0xFF10 + d] = table.cmap[0x30 + d]
+    font.save(str(tmp_path / "Wide.ttf"))
+    charset = Charset.from_spec("alnum36")
+    cfg = dataclasses.replace(effects_off(SynthConfig()), p_fullwidth=1.0, p_word=0.0, p_number=1.0,
+                              p_date=0.0, p_price=0.0, p_code=0.0, p_random=0.0, p_line=0.0)  # fmt: skip
+    gen = SynthGenerator(charset, cfg, seed=0, height=32, font_paths=[tmp_path / "Wide.ttf"])
+    wide = 0
+    for i in range(20):
+        _, label, meta = gen.render_with_meta(i)
+        assert label == charset.normalize(meta.text) and all(c in charset for c in label)
+        wide += any("\uff10" <= c <= "\uff19" for c in meta.text)
+    assert wide >= 15
+
+
+def test_sentences_read_like_printed_chinese() -> None:
+    from crnn.data.synth.text import TextSampler, bundled_chinese_words
+
+    charset = Charset.from_spec("zh5529")
+    cfg = SynthConfig(p_sentence=1.0, p_word=0.0, p_number=0.0, p_date=0.0, p_price=0.0,
+                      p_code=0.0, p_random=0.0, p_line=0.0, min_length=1, max_length=30)  # fmt: skip
+    sampler = TextSampler(charset.chars, cfg, charset.normalize, bundled_chinese_words())
+    r = random.Random(0)
+    texts = [sampler.sample(r) for _ in range(400)]
+    assert all(1 <= len(t) <= 30 and not charset.unknown_chars(t) for t in texts)
+    assert sum(len(t) > 20 for t in texts) > 80, "long lines, not only words"
+    joined = "".join(texts)
+    for marks in ("，", "。", "“”", "《》", "（）"):
+        assert all(m in joined for m in marks), marks
+    assert sum(any(c.isascii() and c.isalnum() for c in t) for t in texts) > 60, "digits and Latin"
+    assert any("年" in t and any(c.isdigit() for c in t) for t in texts), "dates"

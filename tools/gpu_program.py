@@ -9,7 +9,7 @@
     tools/gpu_program.py stage1 --dry-run --out /tmp/x   # the same on the CPU, tiny
 
 prepare writes (git-ignored, carried to the GPU machine with the device tool's carry):
-``.whl/`` (lmdb and editdistance wheels for the GPU machine's Python 3.12, which lacks
+``.whl/`` (lmdb and rapidfuzz wheels for the GPU machine's Python 3.12, which lacks
 them) and ``gpu_data/`` (the real word crops as LMDBs re-encoded at training height 32,
 with held-out validation splits, and the IC13-857 / SVT-647 test sets), checked to fit
 the 64 MiB working-tree limit.
@@ -43,8 +43,8 @@ DATA = ROOT / "gpu_data"
 RUN = ROOT / "runs" / "gpu_en"
 REAL = ROOT.parent / "shared" / "data" / "real"
 TREE_LIMIT_MIB = 64
-# The GPU machine's interpreter (device README: Python 3.12, no lmdb/editdistance).
-WHEEL_SPECS = ("lmdb==1.7.3", "editdistance==0.8.1")
+# The GPU machine's interpreter (device README: Python 3.12, no lmdb/rapidfuzz).
+WHEEL_SPECS = ("lmdb==1.7.3", "rapidfuzz==3.14.6")
 TINY = ["model.channels=[8,16,16,32,32,32,32]", "model.hidden=16"]
 
 
@@ -99,9 +99,9 @@ class Progress(dict):  # type: ignore[type-arg]
 
 
 def install_wheels() -> None:
-    """Make lmdb and editdistance importable on a machine without them (and without the
+    """Make lmdb and rapidfuzz importable on a machine without them (and without the
     internet): install the carried wheels into /tmp/site and put that on PYTHONPATH."""
-    missing = [m for m in ("lmdb", "editdistance") if not _importable(m)]
+    missing = [m for m in ("lmdb", "rapidfuzz") if not _importable(m)]
     if not missing:
         return
     wheels = sorted(str(p) for p in WHEELS.glob("*.whl"))

@@ -30,6 +30,12 @@ def release_checkpoint(
     if fp16:
         sd = {k: v.half() if v.is_floating_point() else v for k, v in sd.items()}
     calibration = ckpt.get("calibration")  # the confidence temperature, if fitted
+    config = ckpt.get("config")
+    synth = (
+        config["data"].get("synth")
+        if isinstance(config, dict) and isinstance(config.get("data"), dict)
+        else earlier.get("synth")
+    )
     return {
         **bundle.header(sd),
         **({"calibration": dict(calibration)} if calibration else {}),
@@ -40,6 +46,9 @@ def release_checkpoint(
                 k: float(v) for k, v in ckpt.get("metrics", earlier.get("metrics", {})).items()
             },
             "crnn_ocr_version": __version__,
+            # The generator settings the model learnt from (plain types): fine-tuning
+            # replays them (train.replay), benchmarks read its training fonts off them.
+            **({"synth": synth} if synth is not None else {}),
         },
     }
 

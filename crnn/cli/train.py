@@ -28,6 +28,8 @@ from crnn.config import (
 )
 from crnn.data import usable_cores
 from crnn.data.errors import DataError
+from crnn.data.synth.fonts import FontError
+from crnn.data.synth.words import CorpusError
 from crnn.engine.distributed import env_rank
 from crnn.engine.guards import TrainingError
 from crnn.engine.launch import (
@@ -226,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_FAILURE
     except (
         ConfigError, CheckpointError, LaunchError, DataError, FileNotFoundError,
-        RunDirectoryBusy, CharsetFileError,
+        RunDirectoryBusy, CharsetFileError, FontError, CorpusError,
     ) as e:
         log.error("%s", e)
         record_rank_error(e)  # a launched rank: let the launcher say why it stopped

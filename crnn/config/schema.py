@@ -156,6 +156,11 @@ class TrainConfig:
     time_budget_min: float = 0.0
     # Initialise weights from a checkpoint (fine-tuning); the charset may differ.
     init_from: str = ""
+    # Fine-tuning that does not forget: this share of every batch comes from the
+    # synthetic generator, as configured when the init_from model learnt to read, and the
+    # run also validates on that generator's lines ("general"). "auto" = 0.5 when
+    # init_from is set and data.train is your own data; 0 = off (crnn/engine/replay.py).
+    replay: Union[float, Literal["auto"]] = "auto"  # noqa: UP007
     # A new run's classifier starts at the training data's class frequencies (blank
     # included), which wide charsets otherwise spend hundreds of steps learning
     # (crnn/engine/prior.py): true, false, or "auto" = more than 1,000 classes.
@@ -236,6 +241,12 @@ class Config:
             raise ConfigError(
                 f"train.ema_decay={self.train.ema_decay}: expected 0 (off) or a decay in "
                 "(0, 1), e.g. 0.999"
+            )
+        rp = self.train.replay
+        if rp != "auto" and not (isinstance(rp, (int, float)) and 0.0 <= rp < 1.0):
+            raise ConfigError(
+                f"train.replay={rp!r}: expected 'auto' or the generator's share of each "
+                "batch in [0, 1), e.g. 0.5 (0: off)"
             )
         if self.train.time_budget_min < 0:
             raise ConfigError(

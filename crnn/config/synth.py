@@ -22,7 +22,12 @@ class SynthConfig:
     # Extra folders of .ttf/.otf fonts and .ttc/.otc collections (searched recursively)
     # on top of the bundled ones.
     font_dirs: list[str] = field(default_factory=list)
-    # Use the fonts in crnn/assets/fonts; false = only font_dirs.
+    # Named font sets, found wherever the system installed them (crnn/data/synth/fontsets.py;
+    # `crnn-fonts SET` lists what is installed and installs the rest): "zh" = the CJK faces
+    # of Debian's fonts-noto-cjk(-extra), fonts-wqy-*, fonts-lxgw-wenkai,
+    # fonts-droid-fallback, fonts-babelstone-han and fonts-hanazono.
+    font_sets: list[str] = field(default_factory=list)
+    # Use the fonts in crnn/assets/fonts; false = only font_dirs and font_sets.
     bundled_fonts: bool = True
     # Font files left out, as name patterns (e.g. ["wqy-microhei.ttc*"]: a face of a
     # collection is named file.ttc#N): fonts held out for a test.
@@ -49,6 +54,12 @@ class SynthConfig:
     # Phrases: words run together without spaces, as Chinese is written, with CJK
     # punctuation between some and a number or date now and then (min..max_length).
     p_phrase: float = 0.0
+    # Sentences as Chinese is printed: clauses of words with CJK punctuation, quotes and
+    # brackets, numbers with units, dates, Latin words, min..max_length characters.
+    p_sentence: float = 0.0
+    # Share of texts whose digits and Latin letters (or all ASCII) are drawn in full-width
+    # forms (２０２３, ＡＢＣ); their labels are ASCII (the charset folds them).
+    p_fullwidth: float = 0.0
     # A line holds 2..line_max_words words and numbers (and at most max_length characters).
     line_max_words: int = 5
     # Case of dictionary words (only matters for case-sensitive charsets).
@@ -79,6 +90,20 @@ class SynthConfig:
     p_weight: float = 0.0
     # Outlined (hollow) letters, as on signs: only a ring around the ink is drawn.
     p_outline: float = 0.0
+    # Glyph style: faces the fonts do not have (off unless set; docs/synth.md). Slant: a
+    # shear of up to max_slant degrees either way (oblique and hand-slanted faces).
+    p_slant: float = 0.0
+    max_slant: float = 12.0
+    # Per-character jitter: each character's size moves by up to max_char_scale (a
+    # fraction) and its baseline by up to max_char_shift of the font size (hand-set or
+    # handwritten-looking type, uneven printing).
+    p_char_jitter: float = 0.0
+    max_char_scale: float = 0.12
+    max_char_shift: float = 0.06
+    # Ink bleed or erosion: the ink blurred (up to max_bleed px at the output height)
+    # and cut again at a random level: strokes grown with rounded ends, or thinned and worn.
+    p_bleed: float = 0.0
+    max_bleed: float = 1.0
     # Colour and contrast: |text - background| >= min_contrast (fraction of 255).
     min_contrast: float = 0.3
     p_light_text: float = 0.25  # light text on a dark background
@@ -107,6 +132,18 @@ class SynthConfig:
     p_jpeg: float = 0.2
     jpeg_quality_min: int = 20
     jpeg_quality_max: int = 70
+    # Photograph effects (off unless set): light falling off across the image (by up to
+    # max_light_falloff of its brightness), motion blur (up to max_motion_blur px long),
+    # defocus (a disc of up to max_defocus px radius), low resolution (shrunk to
+    # resample_min..0.85 of its size and brought back).
+    p_uneven_light: float = 0.0
+    max_light_falloff: float = 0.6
+    p_motion_blur: float = 0.0
+    max_motion_blur: float = 4.0
+    p_defocus: float = 0.0
+    max_defocus: float = 2.0
+    p_resample: float = 0.0
+    resample_min: float = 0.35
     # Crop margin on each side, as a fraction of the text height; tight crops cut to
     # the ink with at most pad_min.
     pad_min: float = 0.02
@@ -124,7 +161,8 @@ class SynthConfig:
             v = getattr(cfg, f.name)
             if f.name.startswith("p_") and not 0.0 <= v <= 1.0:
                 raise bad(f.name, v, "a probability in [0, 1]")
-        weights = ("p_word", "p_number", "p_date", "p_price", "p_code", "p_random", "p_phrase", "p_line")
+        weights = ("p_word", "p_number", "p_date", "p_price", "p_code", "p_random", "p_phrase",
+                   "p_sentence", "p_line")  # fmt: skip
         if sum(getattr(cfg, k) for k in weights[:-1]) + (cfg.p_corpus if cfg.corpus else 0) <= 0:
             raise ConfigError(
                 "data.synth text weights p_word, p_number, p_date, p_price, p_code, p_random are "
@@ -179,10 +217,22 @@ class SynthConfig:
             "max_noise",
             "max_stretch",
             "pad_min",
+            "max_slant",
+            "max_char_scale",
+            "max_char_shift",
+            "max_bleed",
+            "max_motion_blur",
+            "max_defocus",
         ):
             if getattr(cfg, key) < 0:
                 raise bad(key, getattr(cfg, key), "a value >= 0")
         if cfg.max_stretch >= 1:
             raise bad("max_stretch", cfg.max_stretch, "a fraction < 1")
+        if cfg.max_slant >= 45:
+            raise bad("max_slant", cfg.max_slant, "degrees < 45")
+        if not 0.0 <= cfg.max_light_falloff < 1.0:
+            raise bad("max_light_falloff", cfg.max_light_falloff, "a fraction in [0, 1)")
+        if not 0.05 <= cfg.resample_min <= 0.85:
+            raise bad("resample_min", cfg.resample_min, "a scale in [0.05, 0.85]")
         if cfg.spacing_min <= -0.5:
             raise bad("spacing_min", cfg.spacing_min, "a fraction of the font size > -0.5")

@@ -6,8 +6,8 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-import editdistance
 import numpy as np
+from rapidfuzz.distance import Levenshtein
 
 from crnn.charset import Charset
 
@@ -97,6 +97,6 @@ class Lexicon:
             diff = hist - q
             bound = np.maximum(np.clip(diff, 0, None).sum(1), np.clip(-diff, 0, None).sum(1))
             for i in np.flatnonzero(bound <= max_edits).tolist():
-                if editdistance.eval(text, words[i]) <= max_edits:
+                if Levenshtein.distance(text, words[i], score_cutoff=max_edits) <= max_edits:
                     out.append(words[i])
         return sorted(out)

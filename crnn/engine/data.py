@@ -91,10 +91,23 @@ class TrainData:
             )  # fmt: skip
 
 
-def synth_generator(cfg: Config, charset: Charset, spec: ImageSpec, seed: int) -> Any:
+def synth_generator(
+    cfg: Config, charset: Charset, spec: ImageSpec, seed: int, synth: Any = None
+) -> Any:
+    """The generator of ``synth`` (a ``SynthConfig``; default ``cfg.data.synth``)."""
     from crnn.data.synth import SynthGenerator
 
-    return SynthGenerator(charset, cfg.data.synth, seed=seed, height=spec.height, rgb=spec.rgb)
+    synth = cfg.data.synth if synth is None else synth
+    return SynthGenerator(charset, synth, seed=seed, height=spec.height, rgb=spec.rgb)
+
+
+@dataclass(frozen=True)
+class Replay:
+    """Fine-tuning replay (``crnn.engine.replay``): the generator's share of each batch
+    and the settings it draws with."""
+
+    share: float
+    synth: Any  # SynthConfig
 
 
 def _train_part(
@@ -104,10 +117,12 @@ def _train_part(
     spec: ImageSpec,
     output_length: OutputLength,
     augment: TrainAugment | None,
+    synth: Any = None,
 ) -> Dataset:
-    """The on-the-fly generator for ``"synth"``, else the samples of the given paths."""
+    """The on-the-fly generator for ``"synth"`` (drawing with ``synth``, default
+    ``cfg.data.synth``), else the samples of the given paths."""
     if entry == "synth":
-        gen = synth_generator(cfg, charset, spec, cfg.train.seed)
+        gen = synth_generator(cfg, charset, spec, cfg.train.seed, synth)
         if num_workers(cfg.data.num_workers) > 0:
             # Draw every glyph once here so forked workers start with a warm cache.
             gen.warm_up()
@@ -166,20 +181,32 @@ def build_train_data(
     spec: ImageSpec,
     output_length: OutputLength,
     pin_memory: bool = False,
+    replay: Replay | None = None,
 ) -> TrainData:
     """``data.train`` (default: the synthetic generator) for this rank.
 
     Finite datasets are pooled and bucketed by width; the generator, alone or mixed
-    with datasets at ``data.train_ratios``, is endless."""
+    with datasets at ``data.train_ratios``, is endless. With ``replay``, the generator
+    (drawing with ``replay.synth``) gives ``replay.share`` of every batch and the data
+    the rest (pooled, or at its own ``data.train_ratios``)."""
     tc = cfg.train
     augment = TrainAugment(cfg.data.augment) if cfg.data.augment.enabled else None
     common = {"world_size": info.world_size, "rank": info.rank, "accum_steps": tc.accum_steps}
-    train = cfg.data.train or ["synth"]
+    train: list[Any] = list(cfg.data.train or ["synth"])
+    ratios = list(cfg.data.train_ratios)
+    synth_cfg = None
+    if replay is not None and replay.share > 0:
+        if ratios:
+            ratios = [replay.share] + [(1 - replay.share) * r / sum(ratios) for r in ratios]
+        else:
+            train, ratios = [train if len(train) > 1 else train[0]], [replay.share, 1 - replay.share]
+        train = ["synth", *train]
+        synth_cfg = replay.synth
     sampler: TrainSampler
     sort_window = 0
-    if cfg.data.train_ratios or train == ["synth"]:
-        ratios = cfg.data.train_ratios or [1.0]
-        parts = [_train_part(cfg, e, charset, spec, output_length, augment) for e in train]
+    if ratios or train == ["synth"]:
+        ratios = ratios or [1.0]
+        parts = [_train_part(cfg, e, charset, spec, output_length, augment, synth_cfg) for e in train]
         ds: Dataset = MixedDataset(parts)
         sampler = MixedBatchSampler(
             [None if entry == "synth" else len(p) for entry, p in zip(train, parts)],
@@ -235,16 +262,21 @@ def build_val_sets(
     spec: ImageSpec,
     output_length: OutputLength,
     pin_memory: bool = False,
+    replay: Replay | None = None,
 ) -> list[tuple[str, DataLoader]]:
-    """``(name, loader)`` per ``data.val`` entry, or the fixed synthetic set."""
+    """``(name, loader)`` per ``data.val`` entry, or the fixed synthetic set; with
+    ``replay``, also a fixed set of the replayed generator's lines, named ``general``."""
     tc = cfg.train
     eval_bs = max(1, tc.batch_size // (info.world_size * tc.accum_steps)) * 2
     nw = num_workers(cfg.data.num_workers)
     shard = {"world_size": info.world_size, "rank": info.rank, "pin_memory": pin_memory}
+    replaying = replay is not None and replay.share > 0
     if not cfg.data.val:
-        gen = synth_generator(cfg, charset, spec, SYNTH_VAL_SEED)
-        vds = SynthDataset(gen, charset, spec, output_length, length=cfg.data.synth.val_size)
-        return [("synth_val", make_eval_loader(vds, eval_bs, nw, **shard))]
+        synth = replay.synth if replaying else cfg.data.synth  # type: ignore[union-attr]
+        gen = synth_generator(cfg, charset, spec, SYNTH_VAL_SEED, synth)
+        vds = SynthDataset(gen, charset, spec, output_length, length=synth.val_size)
+        name = "general" if replaying else "synth_val"
+        return [(name, make_eval_loader(vds, eval_bs, nw, **shard))]
     out = []
     for path in cfg.data.val:
         rds = RecognitionDataset(
@@ -252,6 +284,10 @@ def build_val_sets(
         )
         name = Path(path).name or str(path)
         out.append((name, make_eval_loader(rds, eval_bs, nw, widths=rds.widths, **shard)))
+    if replaying:
+        gen = synth_generator(cfg, charset, spec, SYNTH_VAL_SEED, replay.synth)  # type: ignore[union-attr]
+        vds = SynthDataset(gen, charset, spec, output_length, length=replay.synth.val_size)
+        out.append(("general", make_eval_loader(vds, eval_bs, nw, **shard)))
     return out
 
 

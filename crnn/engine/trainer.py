@@ -28,13 +28,19 @@ from tqdm.contrib.logging import logging_redirect_tqdm
 
 from crnn.backends.torch import TorchBackend
 from crnn.charset import Charset
-from crnn.checkpoint import ModelBundle
+from crnn.checkpoint import ModelBundle, load_checkpoint
 from crnn.config import Config
 from crnn.data.image import ImageSpec
-from crnn.engine import prior
+from crnn.engine import prior, replay
 from crnn.engine import state as st
 from crnn.engine.budget import TimeBudget
-from crnn.engine.data import build_train_data, build_val_sets, placeholder_batch, to_device
+from crnn.engine.data import (
+    Replay,
+    build_train_data,
+    build_val_sets,
+    placeholder_batch,
+    to_device,
+)
 from crnn.engine.distributed import DistInfo, all_reduce_sum, any_rank, sync_buffers
 from crnn.engine.guards import RunGuards
 from crnn.engine.logging import (
@@ -111,7 +117,9 @@ class Trainer:
         self.state = st.TrainState(tc.best_metric)
         lengths = lambda w: int(self.model.output_length(w))  # noqa: E731 (width -> frames)
         common = (cfg, info, self.charset, self.spec, lengths, self.device.type == "cuda")
-        self.data, self.val_sets = build_train_data(*common), build_val_sets(*common)
+        self.replay = self._replay()
+        self.data = build_train_data(*common, replay=self.replay)
+        self.val_sets = build_val_sets(*common, replay=self.replay)
         if ckpt is None and not tc.init_from:  # a new run
             prior.apply(self.model, self.data.dataset, lengths, cfg)
         self.ema = st.WeightAverage.create(self.model, tc.ema_decay, ckpt)
@@ -126,6 +134,20 @@ class Trainer:
         self.grad_norm = torch.zeros(())
         self.meter = TrainMeter(info, self.device, self.device_ids)
         self.guards = RunGuards(cfg, self.scaler.is_enabled(), lengths(self.spec.max_width))
+
+    def _replay(self) -> Replay | None:
+        """Fine-tuning replay (``train.replay``), or None."""
+        share = replay.share(self.cfg)
+        if share <= 0:
+            return None
+        init = load_checkpoint(self.cfg.train.init_from)
+        synth = replay.synth_config(self.cfg, init)
+        log.info(
+            "fine-tuning keeps the model's general reading: %.0f %% of every batch comes from "
+            "the synthetic generator it learnt from, and validation adds its lines as "
+            "'general' (train.replay; 0 turns this off)", 100 * share,
+        )  # fmt: skip
+        return Replay(share, synth)
 
     # ---- checkpoints ----------------------------------------------------------------
 

@@ -354,3 +354,97 @@ def _pixel(c: np.ndarray) -> int | tuple[int, ...]:
     """A colour for ``Image.new``: an int for one channel, a tuple for RGB."""
     v = [min(255, max(0, int(x + 0.5))) for x in c]
     return v[0] if len(v) == 1 else tuple(v)
+
+
+# ---- glyph style: faces the fonts do not have -----------------------------------------
+
+
+def shear(degrees: float) -> np.ndarray:
+    """3x3 horizontal shear: a slanted (oblique) face, the top leaning right for a
+    positive angle, the baseline fixed."""
+    return np.array([[1.0, -math.tan(math.radians(degrees)), 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]])
+
+
+def bleed(r: random.Random, alpha: Image.Image, max_sigma: float) -> Image.Image:
+    """Ink bleed or erosion: the mask blurred by a sigma of up to ``max_sigma`` px and
+    cut again at a random level. A low cut grows the strokes and rounds their ends (ink
+    spread on paper, a rounded face); a high one thins them and eats their tips (a worn
+    print, a light face)."""
+    sigma = r.uniform(0.35, max(0.35, max_sigma))
+    soft = np.asarray(alpha.filter(ImageFilter.GaussianBlur(sigma)), dtype=np.float32)
+    level = r.uniform(0.2, 0.8) * float(soft.max() or 1.0)
+    # A ramp of about a pixel around the cut keeps the edges anti-aliased.
+    ramp = max(12.0, 0.25 * level)
+    out = np.clip((soft - level) * (255.0 / ramp) + 127.5, 0, 255)
+    return Image.fromarray(out.astype(np.uint8), "L")
+
+
+# ---- photograph effects ---------------------------------------------------------------
+
+
+def uneven_light(r: random.Random, img: Image.Image, strength: float) -> Image.Image:
+    """Light that falls off across the image (a lamp, a shadow, a phone's vignette):
+    the image multiplied by a smooth field from ``1 - strength`` to 1, a linear ramp or a
+    spot centred at a random point."""
+    w, h = img.size
+    ys = np.linspace(-0.5, 0.5, h, dtype=np.float32)[:, None] * (h / max(w, h))
+    xs = np.linspace(-0.5, 0.5, w, dtype=np.float32)[None, :] * (w / max(w, h))
+    if r.random() < 0.5:
+        a = r.uniform(0, 2 * math.pi)
+        f = xs * math.cos(a) + ys * math.sin(a)
+    else:
+        cx, cy = r.uniform(-0.6, 0.6), r.uniform(-0.6, 0.6)
+        f = -np.sqrt((xs - cx * xs.max() * 2) ** 2 + (ys - cy * ys.max() * 2) ** 2)
+    f = (f - f.min()) / (float(f.max() - f.min()) or 1.0)
+    gain = 1.0 - strength * r.uniform(0.4, 1.0) * (1.0 - f)
+    arr = np.asarray(img, dtype=np.float32)
+    arr = arr * (gain[:, :, None] if arr.ndim == 3 else gain)
+    return Image.fromarray(np.clip(arr + 0.5, 0, 255).astype(np.uint8), img.mode)
+
+
+def motion_blur(r: random.Random, img: Image.Image, max_len: float) -> Image.Image:
+    """A straight-line blur of 2..``max_len`` px in a random direction (a moving camera):
+    the mean of the image shifted along the line."""
+    length = r.uniform(2.0, max(2.0, max_len))
+    a = r.uniform(0, math.pi)
+    n = max(2, int(round(length)))
+    arr = np.asarray(img, dtype=np.float32)
+    pad = int(math.ceil(length / 2)) + 1
+    padded = np.pad(arr, [(pad, pad), (pad, pad)] + ([(0, 0)] if arr.ndim == 3 else []), mode="edge")
+    h, w = arr.shape[:2]
+    acc = np.zeros_like(arr)
+    for t in np.linspace(-length / 2, length / 2, n):
+        dx, dy = int(round(t * math.cos(a))), int(round(t * math.sin(a)))
+        acc += padded[pad + dy : pad + dy + h, pad + dx : pad + dx + w]
+    return Image.fromarray(np.clip(acc / n + 0.5, 0, 255).astype(np.uint8), img.mode)
+
+
+_DISK = {}
+
+
+def defocus(r: random.Random, img: Image.Image, max_radius: float) -> Image.Image:
+    """An out-of-focus blur: a disc kernel of radius 1..``max_radius`` px (a lens's
+    blur is a disc, flatter than a Gaussian: strokes smear into each other)."""
+    radius = r.uniform(1.0, max(1.0, max_radius))
+    k = 5 if radius <= 2.0 else None
+    if k is not None:
+        key = round(radius * 4)
+        kern = _DISK.get(key)
+        if kern is None:
+            y, x = np.mgrid[-2:3, -2:3].astype(np.float32)
+            d = np.clip(radius + 0.5 - np.sqrt(x * x + y * y), 0.0, 1.0)
+            kern = _DISK[key] = tuple(float(v) for v in (d / d.sum()).ravel())
+        return img.filter(ImageFilter.Kernel((5, 5), kern, scale=1.0))
+    # Larger discs: a box blur of the same width is close enough and cheaper.
+    return img.filter(ImageFilter.BoxBlur(radius * 0.8))
+
+
+def resample(r: random.Random, img: Image.Image, min_scale: float) -> Image.Image:
+    """Low resolution: the image shrunk to ``min_scale``..0.85 of its size and brought
+    back (a far-away sign, a small crop of a photo), with a random filter each way."""
+    w, h = img.size
+    s = r.uniform(min_scale, 0.85)
+    small = (max(1, round(w * s)), max(4, round(h * s)))
+    down = r.choice((Image.BILINEAR, Image.BOX, Image.NEAREST, Image.LANCZOS))
+    up = r.choice((Image.BILINEAR, Image.BICUBIC, Image.NEAREST))
+    return img.resize(small, down).resize((w, h), up)

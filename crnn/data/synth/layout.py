@@ -4,6 +4,7 @@ line box and glyph boxes that geometric effects transform."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,7 +21,14 @@ CANVAS_MARGIN = 2
 
 
 def compose(
-    cache: GlyphCache, font: FontInfo, size: int, text: str, spacing: float, pad: float
+    cache: GlyphCache,
+    font: FontInfo,
+    size: int,
+    text: str,
+    spacing: float,
+    pad: float,
+    sizes: Sequence[int] | None = None,
+    shifts: Sequence[float] | None = None,
 ) -> Layout:
     """Place the text's cached glyphs (from ``cache``) on a canvas.
 
@@ -28,14 +36,22 @@ def compose(
         spacing: extra advance after each character, in pixels.
         pad: the largest crop margin, as a fraction of the text height; the canvas
             gets that much room around the text, so a plain crop stays inside it.
+        sizes: each character's own pixel size (per-character jitter); default ``size``.
+            The line box stays that of ``size``.
+        shifts: each character's baseline offset in pixels (down is positive).
     """
     lb = cache.line_box(font.path, size, font.chars)
     text_h = float(lb.bottom - lb.top)
     pen = 0.0
     placed: list[tuple[int, int, np.ndarray]] = []
-    for g in cache.glyphs(font.path, size, text):
+    if sizes is None:
+        glyphs = cache.glyphs(font.path, size, text)
+    else:
+        glyphs = [cache.glyph(font.path, s, c) for s, c in zip(sizes, text, strict=True)]
+    for i, g in enumerate(glyphs):
         if g.mask is not None:
-            placed.append((int(round(pen)) + g.dx, g.dy, g.mask))
+            dy = g.dy if shifts is None else g.dy + int(round(shifts[i]))
+            placed.append((int(round(pen)) + g.dx, dy, g.mask))
         pen += g.advance + spacing
     end = max(pen - spacing, 1.0)
     # Plain Python min/max: faster than numpy on a handful of glyphs.

@@ -44,6 +44,7 @@ from crnn.data.synth.fonts import (
     find_font_files,
     load_fonts,
 )
+from crnn.data.synth.fontsets import resolve_font_set
 from crnn.data.synth.layout import EDGE_POINTS, compose, compose_shaped
 from crnn.data.synth.scripts import shaped_chars, warn_if_unshaped
 from crnn.data.synth.text import BUNDLED_WORD_LISTS, TextSampler, drawable_alphabet
@@ -56,6 +57,13 @@ EFFECT_PROBABILITIES = (
     "p_stretch",
     "p_weight",
     "p_outline",
+    "p_slant",
+    "p_char_jitter",
+    "p_bleed",
+    "p_uneven_light",
+    "p_motion_blur",
+    "p_defocus",
+    "p_resample",
     "p_light_text",
     "p_color",
     "p_gradient_bg",
@@ -104,6 +112,51 @@ def effects_off(cfg: SynthConfig) -> SynthConfig:
     return dataclasses.replace(
         cfg, font_dirs=list(cfg.font_dirs), **{name: 0.0 for name in EFFECT_PROBABILITIES}
     )
+
+
+def configured_fonts(cfg: SynthConfig) -> list[str]:
+    """The font files (``file.ttc#N`` for a collection's face) that ``cfg`` names: the
+    bundled fonts, ``font_dirs`` and ``font_sets``, less ``exclude_fonts``.
+
+    Raises:
+        FontError: no font at all, a folder that does not exist, or a font set none of
+            whose faces is installed (one line naming the command that installs them).
+    """
+    dirs: list[str | Path] = [bundled_font_dir()] if cfg.bundled_fonts else []
+    dirs += list(cfg.font_dirs)
+    if not dirs and not cfg.font_sets:
+        raise FontError(
+            "no fonts: data.synth.bundled_fonts is false and data.synth.font_dirs and "
+            "font_sets are empty. Name a font folder (--fonts DIR) or keep the bundled fonts."
+        )
+    paths = [str(p) for p in find_font_files(dirs)] if dirs else []
+    for name in cfg.font_sets:
+        found = resolve_font_set(name)
+        if not found.faces:
+            raise FontError(
+                f"data.synth.font_sets: no face of font set {name!r} is installed. Install "
+                f"them with `crnn-fonts --install {name}` (runs `"
+                f"{found.install_command(found.all_packages())}`), or name a folder of "
+                "fonts with data.synth.font_dirs"
+            )
+        if found.missing:
+            _say_missing(name, found.install_command(), len(found.missing), len(found.faces))
+        paths += found.paths
+    if cfg.exclude_fonts:
+        paths = [
+            p for p in paths
+            if not any(fnmatch.fnmatch(Path(p).name, g) for g in cfg.exclude_fonts)
+        ]  # fmt: skip
+    return list(dict.fromkeys(paths))
+
+
+@functools.cache
+def _say_missing(name: str, command: str, missing: int, found: int) -> None:
+    # Once per process: every generator of a run (train, validation) would repeat it.
+    log.warning(
+        "font set %r: %d of its faces are not installed; training uses the other %d. "
+        "Install them with: %s", name, missing, found, command,
+    )  # fmt: skip
 
 
 def validate_synth_config(cfg: SynthConfig) -> None:
@@ -160,26 +213,21 @@ class SynthGenerator:
             raise ValueError(f"height={height}: expected at least 8 pixels")
         self.charset = charset
         # A copy: later edits to the caller's config must not change the stream.
-        self.cfg = dataclasses.replace(cfg, font_dirs=list(cfg.font_dirs))
+        self.cfg = dataclasses.replace(
+            cfg, font_dirs=list(cfg.font_dirs), font_sets=list(cfg.font_sets)
+        )
         self.seed = int(seed)
         self.height = int(height)
         self.rgb = bool(rgb)
 
         if font_paths is None:
-            dirs: list[str | Path] = [bundled_font_dir()] if cfg.bundled_fonts else []
-            dirs += list(cfg.font_dirs)
-            if not dirs:
-                raise FontError(
-                    "no fonts: data.synth.bundled_fonts is false and data.synth.font_dirs is "
-                    "empty. Name a font folder (--fonts DIR) or keep the bundled fonts."
-                )
-            font_paths = find_font_files(dirs)
-            if cfg.exclude_fonts:
-                font_paths = [
-                    p for p in font_paths
-                    if not any(fnmatch.fnmatch(Path(str(p)).name, g) for g in cfg.exclude_fonts)
-                ]  # fmt: skip
+            font_paths = configured_fonts(cfg)
         candidates = drawable_alphabet(charset.chars, bool(charset.case_fold))
+        if cfg.p_fullwidth > 0:
+            # Full-width forms of the charset's ASCII, drawn under ASCII labels.
+            candidates += [
+                chr(ord(c) - 0x21 + 0xFF01) for c in charset.chars if "!" <= c <= "~"
+            ]
         fonts = load_fonts(font_paths, candidates)
         if not fonts:
             raise FontError(
@@ -331,10 +379,17 @@ class SynthGenerator:
             hi = min(cfg.spacing_max, self._max_spacing)
             spacing = size * r.uniform(min(cfg.spacing_min, hi), hi)
             applied.append("spacing")
+        sizes = shifts = None
+        if cfg.p_char_jitter > 0 and r.random() < cfg.p_char_jitter:
+            # Sizes stay on the glyph cache's grid: one or more steps either way.
+            k = max(1, round(size * cfg.max_char_scale / _SIZE_STEP))
+            sizes = [max(8, size + _SIZE_STEP * r.randint(-k, k)) for _ in text]
+            shifts = [r.uniform(-1.0, 1.0) * cfg.max_char_shift * size for _ in text]
+            applied.append("char_jitter")
         if self._shaped and not self._shaped.isdisjoint(text):
             lay = compose_shaped(_glyph_cache(), font, size, text, max(pads))
         else:
-            lay = compose(_glyph_cache(), font, size, text, spacing, max(pads))
+            lay = compose(_glyph_cache(), font, size, text, spacing, max(pads), sizes, shifts)
         canvas, text_h = lay.canvas, lay.text_h
 
         # ---- geometry: curvature on the canvas, the rest as one matrix ----
@@ -347,8 +402,12 @@ class SynthGenerator:
         if r.random() < cfg.p_curve:
             bend = fx.Curve(canvas.width, r.uniform(-1.0, 1.0) * cfg.max_curve * text_h)
             applied.append("curve")
+        if cfg.p_slant > 0 and r.random() < cfg.p_slant:
+            h = fx.shear(r.uniform(-cfg.max_slant, cfg.max_slant))
+            applied.append("slant")
         if r.random() < cfg.p_rotate:
-            h = fx.rotation(r.uniform(-cfg.max_rotate, cfg.max_rotate))
+            rot = fx.rotation(r.uniform(-cfg.max_rotate, cfg.max_rotate))
+            h = rot if h is None else rot @ h
             applied.append("rotate")
         perspective = r.random() < cfg.p_perspective
         if perspective:
@@ -405,13 +464,19 @@ class SynthGenerator:
         if r.random() < cfg.p_weight:
             alpha = fx.stroke_weight(r, alpha)
             applied.append("weight")
-        # Drawn only when asked for, so configs without outlines keep their images.
+        # Drawn only when asked for, so configs without them keep their images.
+        if cfg.p_bleed > 0 and r.random() < cfg.p_bleed:
+            alpha = fx.bleed(r, alpha, cfg.max_bleed)
+            applied.append("bleed")
         if cfg.p_outline > 0 and r.random() < cfg.p_outline:
             alpha = fx.outline(r, alpha)
             applied.append("outline")
 
         # ---- colour and background ----
         img = fx.paint(r, alpha, cfg, self.rgb, _tiles(), applied)
+        if cfg.p_uneven_light > 0 and r.random() < cfg.p_uneven_light:
+            img = fx.uneven_light(r, img, cfg.max_light_falloff)
+            applied.append("uneven_light")
 
         # ---- degradations ----
         if r.random() < cfg.p_blur:
@@ -421,6 +486,12 @@ class SynthGenerator:
             radius = (math.sqrt(12.0 * sigma * sigma + 1.0) - 1.0) / 2.0
             img = img.filter(ImageFilter.BoxBlur(radius))
             applied.append("blur")
+        if cfg.p_defocus > 0 and r.random() < cfg.p_defocus:
+            img = fx.defocus(r, img, cfg.max_defocus)
+            applied.append("defocus")
+        if cfg.p_motion_blur > 0 and r.random() < cfg.p_motion_blur:
+            img = fx.motion_blur(r, img, cfg.max_motion_blur)
+            applied.append("motion_blur")
         if r.random() < cfg.p_noise:
             std = r.uniform(0.2, 1.0) * cfg.max_noise * 255.0
             noise = fx.window(_tiles().noise, out_h, out_w, r) * std
@@ -428,6 +499,9 @@ class SynthGenerator:
             arr = arr + (noise[:, :, None] if self.rgb else noise)
             img = Image.fromarray(np.clip(arr, 0, 255).astype(np.uint8), img.mode)
             applied.append("noise")
+        if cfg.p_resample > 0 and r.random() < cfg.p_resample:
+            img = fx.resample(r, img, cfg.resample_min)
+            applied.append("resample")
         if r.random() < cfg.p_jpeg:
             img = fx.jpeg(img, r.randint(cfg.jpeg_quality_min, cfg.jpeg_quality_max))
             applied.append("jpeg")

@@ -56,6 +56,20 @@ _UNITS = (
 )
 _WRAPS = (("(", ")"), ('"', '"'), ("'", "'"), ("[", "]"), ("<", ">"), ("*", "*"), ("{", "}"))
 _TRAILING = ".,;:!?.,"
+# Chinese lines: what numbers count, how dates are written, quotes and brackets, and the
+# punctuation between clauses and at the end of a sentence.
+_ZH_UNITS = (
+    "元 年 月 日 号 个 人 次 米 公里 千克 吨 万 亿 % 点 分 秒 岁 页 章 条 家 件 位 名 台 辆 "
+    "平方米 公斤 小时 分钟 天 周 倍 度 毫升 克 户 所 项 批 层 室 路 元/斤"
+).split()
+_ZH_QUOTES = (("“", "”"), ("「", "」"), ("《", "》"), ("（", "）"), ("【", "】"), ("『", "』"),
+              ("‘", "’"), ("〔", "〕"), ('"', '"'), ("(", ")"))  # fmt: skip
+_ZH_CLAUSE = "，，，，、、；：—…"
+_ZH_END = "。。。！？…；"
+_ZH_HALF = {"，": ",", "。": ".", "：": ":", "；": ";", "？": "?", "！": "!", "（": "(", "）": ")"}
+_ACRONYMS = ("GDP", "CPU", "APP", "AI", "5G", "USB", "PDF", "WiFi", "Wi-Fi", "iPhone", "CEO",
+             "NBA", "WTO", "DNA", "PM2.5", "LED", "GPS", "VIP", "ID", "OK", "PPT", "Excel",
+             "Python", "Linux", "HTTP", "IT", "KTV", "ATM", "3D", "4K", "No.", "CT", "IPO")  # fmt: skip
 _UPPER = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 _LOWER = "abcdefghijklmnopqrstuvwxyz"
 _DIGITS = "0123456789"
@@ -94,6 +108,16 @@ class TextSampler:
         self._words: WordList | None = None
         # CJK punctuation the charset holds, for phrases (clauses and quotes).
         self.cjk_punct = "".join(c for c in "，。、；：？！" if c in self.allowed)
+        # Full-width forms of the charset's ASCII that may be drawn (the charset reads
+        # them as ASCII): only when the fonts draw them and p_fullwidth asks for them.
+        self.p_fullwidth = float(getattr(cfg, "p_fullwidth", 0.0))
+        self.fullwidth = {
+            c: chr(ord(c) - 0x21 + 0xFF01)
+            for c in self.alphabet
+            if "!" <= c <= "~" and chr(ord(c) - 0x21 + 0xFF01) in self.allowed
+        }
+        self.random_chars = "".join(c for c in self.random_chars if not "\uff01" <= c <= "\uff5e")
+        self.punct = "".join(c for c in self.random_chars if not c.isalnum())
         self.corpus: Corpus | None = None
         if cfg.corpus:
             self.corpus = load_corpus(cfg.corpus, self.allowed, max(1, cfg.min_length))
@@ -114,6 +138,7 @@ class TextSampler:
             (cfg.p_random, self._random),
             (cfg.p_line if self.has_space else 0.0, self._line),
             (getattr(cfg, "p_phrase", 0.0), self._phrase),
+            (getattr(cfg, "p_sentence", 0.0), self._sentence),
         ]
         sources = [(w, f) for w, f in sources if w > 0]
         total = sum(w for w, _ in sources)
@@ -126,6 +151,7 @@ class TextSampler:
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state["_words"] = None  # reloaded (and cached) in each process
+        state["_en_words"] = None
         return state
 
     @property
@@ -157,9 +183,20 @@ class TextSampler:
                     source = f
                     break
             text = self._clean(source(r))
+            if self.fullwidth and r.random() < self.p_fullwidth:
+                text = self._to_fullwidth(r, text)
             if self._fits(text):
                 return text
         return self._random(r)
+
+    def _to_fullwidth(self, r: random.Random, text: str) -> str:
+        """Digits and Latin letters (or every ASCII character) in full-width forms, as
+        Chinese typesetting often writes them ("２０２３年", "ＡＢＣ公司")."""
+        alnum_only = r.random() < 0.7
+        fw = self.fullwidth
+        return "".join(
+            fw.get(c, c) if (c.isalnum() or not alnum_only) and c.isascii() else c for c in text
+        )
 
     def _clean(self, text: str) -> str:
         allowed = self.allowed
@@ -325,6 +362,90 @@ class TextSampler:
             if self.cjk_punct and r.random() < 0.12 and len(out) < target - 1:
                 out += r.choice(self.cjk_punct)
         return out[: self.cfg.max_length]
+
+    def _zh_number(self, r: random.Random) -> str:
+        u = r.random()
+        if u < 0.45:
+            n = self._digits(r, min(1 + int(r.expovariate(0.45)), 9))
+        elif u < 0.65:
+            n = f"{self._digits(r, r.randint(1, 4))}.{self._digits(r, r.randint(1, 2))}"
+        elif u < 0.75:
+            n = f"{r.randrange(1000, 10 ** r.randint(4, 8)):,}"
+        else:
+            n = str(r.randrange(1, 100))
+        return n + r.choice(_ZH_UNITS) if r.random() < 0.75 else n
+
+    def _zh_date(self, r: random.Random) -> str:
+        d = datetime.date(1950, 1, 1) + datetime.timedelta(days=r.randrange(32000))
+        hm = f"{r.randrange(24)}:{r.randrange(60):02d}"
+        return r.choice((
+            f"{d.year}年{d.month}月{d.day}日", f"{d.month}月{d.day}日", f"{d.year}年{d.month}月",
+            f"{d.year}年", f"{d.year}-{d.month:02d}-{d.day:02d}", f"{d.year}.{d.month}.{d.day}",
+            f"{d.year}/{d.month:02d}/{d.day:02d}", hm, f"{r.choice(('上午', '下午', '晚上'))}{hm}",
+            f"{d.month}月{d.day}日{hm}", f"{d.year}年第{r.randint(1, 4)}季度",
+        ))  # fmt: skip
+
+    def _latin(self, r: random.Random) -> str:
+        u = r.random()
+        if u < 0.4:
+            return r.choice(_ACRONYMS)
+        if u < 0.55:
+            return "".join(r.choice(_UPPER) for _ in range(r.randint(2, 4)))
+        if u < 0.65:
+            return self._code(r)
+        word = self._english.draw(r) if self._english else r.choice(_ACRONYMS)
+        return word.capitalize() if r.random() < 0.3 else word
+
+    @property
+    def _english(self) -> WordList:
+        if getattr(self, "_en_words", None) is None:
+            self._en_words = load_words(bundled_word_list(), self.allowed, self.word_power)
+        return self._en_words
+
+    def _sentence(self, r: random.Random) -> str:
+        """Lines as Chinese text is printed: words in clauses (，、；：— between them),
+        quotes and brackets (“”「」《》（）...), numbers with units, dates and times, Latin
+        words and acronyms, and sometimes half-width punctuation; the end of a sentence
+        (。！？…) or a line broken mid-sentence. min_length..max_length characters."""
+        words = self.words
+        if not words:
+            return self._random(r)
+        target = r.randint(max(1, self.cfg.min_length), self.cfg.max_length)
+        half = r.random() < 0.12  # ASCII punctuation in a Chinese line
+        out = ""
+        while len(out) < target:
+            u = r.random()
+            if u < 0.72:
+                piece = words.draw(r)
+            elif u < 0.80:
+                piece = self._zh_number(r)
+            elif u < 0.84:
+                piece = self._zh_date(r)
+            elif u < 0.90:
+                piece = self._latin(r)
+                if out and r.random() < 0.3:
+                    piece = " " + piece + " "
+            else:
+                left, right = r.choice(_ZH_QUOTES)
+                inner = "".join(words.draw(r) for _ in range(r.randint(1, 3)))
+                piece = left + inner + right
+            piece = self._clean_piece(piece)
+            if not piece or len(out) + len(piece) > target and out:
+                break
+            out += piece
+            if r.random() < 0.14 and len(out) < target - 1:
+                out += r.choice(_ZH_CLAUSE)
+        if len(out) < self.cfg.max_length and r.random() < 0.45:
+            out += r.choice(_ZH_END)
+        if half:
+            out = "".join(_ZH_HALF.get(c, c) for c in out)
+        return out[: self.cfg.max_length]
+
+    def _clean_piece(self, piece: str) -> str:
+        allowed = self.allowed
+        if all(c in allowed for c in piece):
+            return piece
+        return "".join(c for c in piece if c in allowed)
 
     def _line(self, r: random.Random) -> str:
         tokens: list[str] = []
