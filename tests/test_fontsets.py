@@ -14,8 +14,7 @@ from crnn.charset import Charset
 from crnn.cli.fonts import main as fonts_main
 from crnn.cli.train import main as train_main
 from crnn.config import SynthConfig
-from crnn.data.synth import FontError, SynthGenerator, bundled_font_dir
-from crnn.data.synth import fontsets
+from crnn.data.synth import FontError, SynthGenerator, bundled_font_dir, fontsets
 from crnn.data.synth.fontsets import SetFace, resolve_font_set
 from crnn.data.synth.render import configured_fonts
 

@@ -23,15 +23,24 @@ log = logging.getLogger(__name__)
 AUTO_SHARE = 0.5
 
 
-def share(cfg: Config) -> float:
+def share(cfg: Config, init_ckpt: dict[str, Any] | None = None) -> float:
     """The share of each global batch drawn from the generator (0: no replay).
 
     ``"auto"``: :data:`AUTO_SHARE` for a fine-tune (``train.init_from``) on data that does
-    not already hold the generator, else 0."""
+    not already hold the generator, from a checkpoint that records the generator it
+    learnt from (``init_ckpt``, when given, is checked for that); else 0."""
     setting = cfg.train.replay
     if setting == "auto":
         own_data = bool(cfg.data.train) and "synth" not in cfg.data.train
-        return AUTO_SHARE if cfg.train.init_from and own_data else 0.0
+        if not (cfg.train.init_from and own_data):
+            return 0.0
+        if init_ckpt is not None and recorded_synth(init_ckpt) is None:
+            log.info(
+                "train.init_from records no generator settings, so fine-tuning does not mix "
+                "the generator in (train.replay=0.5 mixes this run's data.synth in)"
+            )
+            return 0.0
+        return AUTO_SHARE
     if "synth" in (cfg.data.train or ["synth"]) and float(setting) > 0:
         raise ConfigError(
             f"train.replay={setting} mixes the generator into data that already holds it "
@@ -41,17 +50,22 @@ def share(cfg: Config) -> float:
     return float(setting)
 
 
+def recorded_synth(ckpt: dict[str, Any]) -> SynthConfig | None:
+    """The generator settings a checkpoint learnt from: its run config's ``data.synth``,
+    or a release file's ``release.synth``; None when it records neither."""
+    if isinstance(ckpt.get("config"), dict) and isinstance(ckpt["config"].get("data"), dict):
+        return config_from_dict({"data": ckpt["config"]["data"]}).data.synth
+    synth = ckpt.get("release", {}).get("synth")
+    if isinstance(synth, dict):
+        return config_from_dict({"data": {"synth": synth}}).data.synth
+    return None
+
+
 def synth_config(cfg: Config, init_ckpt: dict[str, Any] | None) -> SynthConfig:
-    """The generator settings the init checkpoint learnt from (its run config's
-    ``data.synth``, or a release file's ``release.synth``); the run's own
-    ``data.synth`` when it records none."""
-    if init_ckpt is not None:
-        if isinstance(init_ckpt.get("config"), dict) and "data" in init_ckpt["config"]:
-            return config_from_dict({"data": init_ckpt["config"]["data"]}).data.synth
-        synth = init_ckpt.get("release", {}).get("synth")
-        if isinstance(synth, dict):
-            return config_from_dict({"data": {"synth": synth}}).data.synth
-    log.info(
-        "train.init_from records no generator settings: replay draws with this run's data.synth"
-    )
-    return cfg.data.synth
+    """The generator settings the init checkpoint learnt from (:func:`recorded_synth`);
+    the run's own ``data.synth`` when it records none."""
+    found = recorded_synth(init_ckpt) if init_ckpt is not None else None
+    if found is None:
+        log.info("train.init_from records no generator settings: replay draws with data.synth")
+        return cfg.data.synth
+    return found

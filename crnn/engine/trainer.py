@@ -137,10 +137,12 @@ class Trainer:
 
     def _replay(self) -> Replay | None:
         """Fine-tuning replay (``train.replay``), or None."""
-        share = replay.share(self.cfg)
-        if share <= 0:
+        if replay.share(self.cfg) <= 0:
             return None
         init = load_checkpoint(self.cfg.train.init_from)
+        share = replay.share(self.cfg, init)
+        if share <= 0:
+            return None
         synth = replay.synth_config(self.cfg, init)
         log.info(
             "fine-tuning keeps the model's general reading: %.0f %% of every batch comes from "

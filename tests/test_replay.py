@@ -1,0 +1,86 @@
+"""Fine-tuning that keeps general reading (train.replay): the generator the model learnt
+from fills a share of every batch, and validation adds its lines as 'general'."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from crnn.charset import Charset
+from crnn.checkpoint.release import release_checkpoint
+from crnn.config import ConfigError, config_from_dict, load_config
+from crnn.engine import replay
+from crnn.engine.distributed import DistInfo
+from crnn.engine.trainer import Trainer
+from crnn.io import atomic_save
+from tests.ckpt_helpers import native_checkpoint, tiny_model
+
+
+def _cfg(overrides: list[str]):
+    return load_config(None, overrides)
+
+
+def test_auto_replays_half_of_each_batch_only_when_fine_tuning_on_own_data(tmp_path) -> None:
+    own = [f'data.train=["{tmp_path}"]']
+    assert replay.share(_cfg([*own, "train.init_from=x.pt"])) == 0.5
+    assert replay.share(_cfg(own)) == 0.0  # a run from scratch
+    assert replay.share(_cfg(["train.init_from=x.pt"])) == 0.0  # already on the generator
+    assert replay.share(_cfg([*own, "train.init_from=x.pt", "train.replay=0"])) == 0.0
+    assert replay.share(_cfg([*own, "train.init_from=x.pt", "train.replay=0.25"])) == 0.25
+    with pytest.raises(ConfigError, match="already holds it"):
+        replay.share(_cfg(["train.init_from=x.pt", "train.replay=0.3"]))
+    with pytest.raises(ConfigError, match="train.replay"):
+        _cfg(["train.replay=1.5"])
+
+
+def test_replay_draws_with_the_generator_the_model_learnt_from() -> None:
+    run = _cfg([])
+    trained = _cfg(["data.synth.p_number=0.77", "data.synth.max_length=9"]).to_dict()
+    assert replay.synth_config(run, {"config": trained}).p_number == 0.77
+    # A release file carries the same settings as release.synth.
+    model, cs = tiny_model(), Charset.from_spec("alnum36")
+    rel = release_checkpoint({**native_checkpoint(model, cs), "config": trained})
+    assert rel["release"]["synth"]["max_length"] == 9
+    assert replay.synth_config(run, rel).max_length == 9
+    # Re-releasing a release keeps them; a file without them falls back to the run's own.
+    assert release_checkpoint(rel)["release"]["synth"]["max_length"] == 9
+    assert replay.synth_config(run, native_checkpoint(model, cs)) is run.data.synth
+    # "auto" replays only what the model records: a model that says nothing is not mixed
+    # with this run's generator (it may not draw the model's script at all).
+    own = _cfg(['data.train=["x"]', "train.init_from=x.pt"])
+    assert replay.share(own, rel) == 0.5
+    assert replay.share(own, native_checkpoint(model, cs)) == 0.0
+
+
+def test_a_fine_tune_mixes_the_generator_into_every_batch_and_validates_on_it(
+    tiny_overrides, tmp_path, caplog
+) -> None:
+    cs = Charset.from_spec("alnum36")
+    trained = config_from_dict({"data": {"synth": {"p_number": 1.0, "p_word": 0.0, "p_code": 0.0,
+                                                   "p_date": 0.0, "p_price": 0.0, "p_random": 0.0,
+                                                   "p_line": 0.0}}}).to_dict()  # fmt: skip
+    src = atomic_save({**native_checkpoint(tiny_model(), cs), "config": trained}, tmp_path / "base.pt")
+    cfg = load_config(None, [*tiny_overrides, f"train.init_from={src}"])
+    with caplog.at_level(logging.INFO, logger="crnn"):
+        t = Trainer(cfg, DistInfo())
+    assert "50 % of every batch comes from the synthetic generator" in caplog.text
+    assert t.data.sampler.counts == [4, 4]
+    assert [name for name, _ in t.val_sets][-1] == "general"
+    # The generator half is drawn with the checkpoint's settings: numbers only.
+    batch = next(iter(t.data.loader))
+    labels = [s["label"] for s in batch] if isinstance(batch, list) else batch["labels"]
+    digits = [lab for lab in labels if lab.isdigit()]
+    assert len(digits) >= 3, labels
+    with caplog.at_level(logging.INFO, logger="crnn"):
+        t.fit()
+    assert t.state.step == 6 and "general" in caplog.text
+
+
+def test_replay_off_trains_on_the_own_data_alone(tiny_overrides, tmp_path) -> None:
+    cs = Charset.from_spec("alnum36")
+    src = atomic_save(native_checkpoint(tiny_model(), cs), tmp_path / "base.pt")
+    cfg = load_config(None, [*tiny_overrides, f"train.init_from={src}", "train.replay=0"])
+    t = Trainer(cfg, DistInfo())
+    assert [name for name, _ in t.val_sets] == [n for n, _ in t.val_sets if n != "general"]
+    assert not hasattr(t.data.sampler, "counts") or t.data.sampler.counts != [4, 4]
