@@ -31,6 +31,8 @@ class EvalResult:
     # The summed counts behind ``metrics`` (add several to combine datasets).
     sums: TextMetrics = field(default_factory=TextMetrics)
     bad_images: int = 0
+    # What was said of the first unreadable images (this rank's, at most 20).
+    bad_examples: list[str] = field(default_factory=list)
     # The first batch seen by this rank, for image grids: images, widths, labels, preds.
     examples: dict[str, Any] = field(default_factory=dict)
 
@@ -89,10 +91,12 @@ def evaluate(
     metrics = TextMetrics()
     examples: dict[str, Any] = {}
     bad = 0
+    bad_examples: list[str] = []
     n = 0
     t0 = time.perf_counter()
     for batch in loader:
         bad += len(batch["errors"])
+        bad_examples.extend(batch["errors"][: max(0, 20 - len(bad_examples))])
         if batch["images"] is None:
             continue
         logits = backend(batch["images"])
@@ -125,4 +129,4 @@ def evaluate(
     n_all, bad_all, secs = total[-3:].tolist()
     # Ranks run concurrently: throughput is all images over the mean rank time.
     ips = n_all / max(secs / world_size, 1e-9)
-    return EvalResult(merged.compute(), ips, merged, int(bad_all), examples)
+    return EvalResult(merged.compute(), ips, merged, int(bad_all), bad_examples, examples)

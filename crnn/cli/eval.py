@@ -167,7 +167,11 @@ def evaluate_path(backend: Any, path: str, args: argparse.Namespace, lexicon: An
     res = evaluate(backend, loader, beam_width=args.beam, lexicon=lexicon,
                    max_edits=args.max_edits, observe=observe)  # fmt: skip
     if res.bad_images:
-        log.warning("%s: %d images could not be read and were left out", path, res.bad_images)
+        log.warning("%s: %d images could not be read and were left out:", path, res.bad_images)
+        for msg in res.bad_examples:
+            log.warning("  %s", msg)
+        if res.bad_images > len(res.bad_examples):
+            log.warning("  ... and %d more", res.bad_images - len(res.bad_examples))
     name = Path(path).name or path
     if args.errors:
         out = Path(args.errors) / name
@@ -214,7 +218,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1), encoding="utf-8")
         log.info("wrote %s", args.json)
-    return EXIT_FAILURE if failed or not rows else EXIT_OK
+    # Unreadable images were reported and left out; the exit code says so (as predict's).
+    unreadable = any(r["bad_images"] for r in rows)
+    return EXIT_FAILURE if failed or unreadable or not rows else EXIT_OK
 
 
 if __name__ == "__main__":

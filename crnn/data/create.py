@@ -305,24 +305,33 @@ class _Job:
 
     def __call__(self, path: str) -> tuple[Any, tuple[int, int] | None, str]:
         """``(bytes or pixels, (width, height), "")`` or ``(None, None, why)``."""
-        from PIL import Image
 
         try:
             data = (self.root / path).read_bytes()  # read once, decoded from memory
             if not self.prepared and not self.height:
                 size = check_png(data)  # stored as it is: checking is enough
                 if size is not None:
+                    from crnn.data.image import MAX_PIXELS
+
+                    if size[0] * size[1] > MAX_PIXELS:
+                        return None, None, (
+                            f"image {path!r} has {size[0]} x {size[1]} pixels, more than the "
+                            f"{MAX_PIXELS:,} any tool decodes (crnn.data.image.MAX_PIXELS)"
+                        )
                     return data, size, ""
             if self.prepared:
                 from crnn.data.image import load_image, to_array, to_model_height
 
                 pixels = to_array(to_model_height(load_image(data, not self.grayscale), self.spec()))
                 return pixels, (pixels.shape[2], pixels.shape[1]), ""
-            with Image.open(io.BytesIO(data)) as im:
+            from crnn.data.image import open_image, oriented_size, upright
+
+            with open_image(data) as im:
                 im.load()
                 if self.height:
-                    data, im = _reencode(im, self.height, self.grayscale)
-                return data, im.size, ""
+                    data, im = _reencode(upright(im), self.height, self.grayscale)
+                    return data, im.size, ""
+                return data, oriented_size(im), ""
         except FileNotFoundError:
             return None, None, f"image {path!r} not found"
         except Exception as e:  # noqa: BLE001 -- any decoder failure means a bad image

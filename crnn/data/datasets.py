@@ -10,7 +10,6 @@ the same for the on-the-fly synthetic generator.
 
 from __future__ import annotations
 
-import io
 import logging
 import os
 import random
@@ -34,6 +33,8 @@ from crnn.data.image import (
     fit_width,
     from_array,
     load_image,
+    open_image,
+    oriented_size,
     preprocess_array,
     resize,
     resized_width,
@@ -134,8 +135,8 @@ def _header_sizes(source: Source) -> list[tuple[int, int]]:
     sizes = []
     for i in range(len(source)):
         try:
-            with Image.open(io.BytesIO(source.image_bytes(i))) as im:
-                sizes.append(im.size)
+            with open_image(source.image_bytes(i)) as im:
+                sizes.append(oriented_size(im))
         except Exception:  # noqa: BLE001 -- unreadable images are reported when loaded
             sizes.append((0, 0))
     return sizes

@@ -17,13 +17,65 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from PIL import Image, UnidentifiedImageError
+from PIL import Image, ImageOps, UnidentifiedImageError
 
 ImageSource = Any  # str | os.PathLike | bytes | PIL.Image.Image | np.ndarray | torch.Tensor
+
+# The largest image (width x height) any tool decodes: 120 megapixels, an A3 page
+# scanned at 600 dpi (7,016 x 9,921 = 70 MP) with room to spare. Larger files are
+# reported and skipped before their pixels are decompressed: a 30,000 x 30,000 PNG of a
+# few kilobytes would otherwise take 900 MB (grey) to 3.6 GB (RGBA) of memory.
+MAX_PIXELS = 120_000_000
+# EXIF orientations that swap width and height (rotated by 90 or 270 degrees).
+_TRANSPOSED = (5, 6, 7, 8)
+_ORIENTATION = 0x0112
 
 
 class ImageDecodeError(ValueError):
     """An input that is not a readable image."""
+
+
+def open_image(source: str | os.PathLike[str] | bytes, name: str = "image") -> Image.Image:
+    """Open an encoded image lazily (header only) and refuse one larger than
+    :data:`MAX_PIXELS` before any pixel is decompressed. Raises
+    :class:`ImageDecodeError`; the caller loads the pixels."""
+    try:
+        img = Image.open(io.BytesIO(source) if isinstance(source, (bytes, bytearray)) else source)
+    except Image.DecompressionBombError as e:  # Pillow's own limit, checked at open
+        raise ImageDecodeError(f"{name}: {_too_large(e)}") from None
+    if img.width * img.height > MAX_PIXELS:
+        img.close()
+        raise ImageDecodeError(
+            f"{name}: {img.width} x {img.height} pixels, more than the {MAX_PIXELS:,} any tool "
+            "decodes (crnn.data.image.MAX_PIXELS): a decompression bomb or a huge scan; "
+            "downscale it first"
+        )
+    return img
+
+
+def _too_large(e: Exception) -> str:
+    return f"too many pixels to decode safely ({e})"
+
+
+def oriented_size(img: Image.Image) -> tuple[int, int]:
+    """``(width, height)`` as the image is shown, after its EXIF orientation (a phone
+    photo stored sideways with orientation 6 or 8 is taller than it is wide)."""
+    try:
+        turned = img.getexif().get(_ORIENTATION, 1) in _TRANSPOSED
+    except Exception:  # noqa: BLE001 -- a broken EXIF block: the stored size
+        turned = False
+    return (img.height, img.width) if turned else img.size
+
+
+def upright(img: Image.Image) -> Image.Image:
+    """The image as it is meant to be seen: its EXIF orientation applied (phone photos
+    are stored as the sensor saw them and tagged with how to turn them)."""
+    try:
+        if img.getexif().get(_ORIENTATION, 1) == 1:
+            return img
+        return ImageOps.exif_transpose(img)
+    except Exception:  # noqa: BLE001 -- a broken EXIF block: the pixels as stored
+        return img
 
 
 @dataclass(frozen=True)
@@ -127,15 +179,17 @@ def load_image(source: ImageSource, rgb: bool = False) -> Image.Image:
     name = "image"
     try:
         if isinstance(source, Image.Image):
-            img = source
+            img = upright(source)
         elif isinstance(source, (bytes, bytearray, memoryview)):
             name = f"{len(source)} bytes"
-            img = Image.open(io.BytesIO(source))
+            img = open_image(bytes(source), name)
             img.load()
+            img = upright(img)
         elif isinstance(source, (str, os.PathLike)):
             name = repr(str(source))
-            img = Image.open(source)
+            img = open_image(source, name)
             img.load()
+            img = upright(img)
         elif isinstance(source, np.ndarray) or _is_tensor(source):
             arr = source if isinstance(source, np.ndarray) else source.detach().cpu().numpy()
             if arr.dtype != np.uint8:
@@ -162,17 +216,35 @@ def load_image(source: ImageSource, rgb: bool = False) -> Image.Image:
         raise ImageDecodeError(f"{name}: file not found") from None
     except IsADirectoryError:
         raise ImageDecodeError(f"{name}: is a directory, not an image") from None
-    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as e:
+    except Image.DecompressionBombError as e:
+        raise ImageDecodeError(f"{name}: {_too_large(e)}") from None
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError, EOFError) as e:
         raise ImageDecodeError(f"{name}: not a readable image ({e})") from None
     if img.width < 1 or img.height < 1:
         raise ImageDecodeError(f"{name}: empty image ({img.width}x{img.height})")
     if img.mode != mode:
-        if img.mode in ("RGBA", "LA") or "transparency" in img.info:
-            # Composite transparent text on white rather than on black.
-            bg = Image.new("RGBA", img.size, (255, 255, 255, 255))
-            img = Image.alpha_composite(bg, img.convert("RGBA"))
-        img = img.convert(mode)
+        try:
+            if img.mode in ("RGBA", "LA", "PA") or "transparency" in img.info:
+                # Composite transparent text on white rather than on black.
+                bg = Image.new("RGBA", img.size, (255, 255, 255, 255))
+                img = Image.alpha_composite(bg, img.convert("RGBA"))
+            if img.mode in ("I", "I;16", "I;16B", "I;16L", "F") and mode == "L":
+                img = _wide_to_l(img)
+            img = img.convert(mode)
+        except (ValueError, OSError) as e:
+            raise ImageDecodeError(
+                f"{name}: pixel mode {img.mode!r} cannot be converted to {mode!r} ({e})"
+            ) from None
     return img
+
+
+def _wide_to_l(img: Image.Image) -> Image.Image:
+    """16-bit and float greys (scans, TIFFs) scaled to 0-255 by their own range: Pillow's
+    own conversion clips them to 255 and leaves a white image."""
+    arr = np.asarray(img, dtype=np.float64)
+    lo, hi = float(arr.min()), float(arr.max())
+    scaled = (arr - lo) * (255.0 / (hi - lo)) if hi > lo else np.zeros_like(arr)
+    return Image.fromarray(np.clip(scaled + 0.5, 0, 255).astype(np.uint8), "L")
 
 
 def resize(
