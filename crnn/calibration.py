@@ -115,11 +115,19 @@ class TemperatureFit:
 
     def ece(self, temperature: float = 1.0, bins: int = 15) -> float:
         """Expected calibration error of the confidences at ``temperature``."""
-        conf = self.confidences(temperature)
-        ok = np.array(self.correct, dtype=np.float64)
-        idx = np.minimum((conf * bins).astype(int), bins - 1)
-        return float(sum((idx == b).mean() * abs(ok[idx == b].mean() - conf[idx == b].mean())
-                         for b in range(bins) if (idx == b).any()))  # fmt: skip
+        return expected_calibration_error(self.confidences(temperature), self.correct, bins)
+
+
+def expected_calibration_error(confidences: Any, correct: Any, bins: int = 15) -> float:
+    """Sum over ``bins`` equal-width confidence bins of |accuracy - mean confidence|,
+    weighted by each bin's share of the reads (0 without reads)."""
+    conf = np.asarray(confidences, dtype=np.float64)
+    ok = np.asarray(correct, dtype=np.float64)
+    if conf.size == 0:
+        return 0.0
+    idx = np.minimum((conf * bins).astype(int), bins - 1)
+    return float(sum((idx == b).mean() * abs(ok[idx == b].mean() - conf[idx == b].mean())
+                     for b in range(bins) if (idx == b).any()))  # fmt: skip
 
 
 def scale_logits(logits: Any, temperature: float) -> Any:

@@ -17,8 +17,9 @@ a Python file (``keys.py``)               the string assigned to ``alphabetChine
                                           Sierkinhane's ``alphabets.py``
 ========================================  ==================================================
 
-Text files are UTF-8 (a byte-order mark is allowed) or GB18030/GBK, which is detected
-(``char_std_5990.txt`` is GBK). A character listed twice keeps both classes (imported
+Text files are UTF-8 (a byte-order mark is allowed), or GB18030/GBK, Big5, Shift-JIS or
+EUC-KR: the one in which the file reads as ordinary text is taken (``char_std_5990.txt``
+is GBK), and a file no encoding reads plausibly is refused, naming a line. A character listed twice keeps both classes (imported
 models keep their shape; :class:`crnn.charset.Charset` warns). Every problem is one
 :class:`CharsetFileError` line naming the file, the line and the fix.
 """
@@ -33,9 +34,6 @@ from pathlib import Path
 # assigns several strings and the spec names none (FILE.py#NAME).
 PY_ALPHABET_NAMES = ("alphabetChinese", "alphabet", "alphabets", "characters", "keys")
 SPACE_SUFFIX = "+space"
-# Encodings tried, in order, on a text file: GB18030 is a superset of GBK and GB2312
-# (char_std_5990.txt has six characters that strict GBK lacks).
-_ENCODINGS = ("utf-8", "gb18030")
 
 
 class CharsetFileError(ValueError):
@@ -104,22 +102,97 @@ def read_alphabet(spec: str) -> AlphabetFile:
     return out
 
 
+def _plausible(enc: str, c: str) -> bool:
+    """Whether ``c`` is a character an alphabet in ``enc`` would hold: one of the
+    encoding's common letters, ideographs or punctuation rather than the rare code points
+    a file in another encoding decodes into (Big5 bytes read as GB18030 land in GBK's
+    extension area and among GB2312's kana and Cyrillic rows)."""
+    if c.isascii():
+        return True
+    try:
+        b = c.encode(enc)
+    except UnicodeEncodeError:
+        return False
+    if len(b) != 2:
+        return False
+    lead, code = b[0], int.from_bytes(b, "big")
+    if enc == "gb18030":  # GB2312: punctuation/full-width rows, then the 6,763 hanzi
+        return 0xA1 <= lead <= 0xA3 or 0xB0 <= lead <= 0xF7 and b[1] >= 0xA1
+    if enc == "big5":  # symbols, then the common and less common hanzi
+        return 0xA140 <= code <= 0xA3BF or 0xA440 <= code <= 0xC67E or 0xC940 <= code <= 0xF9D5
+    if enc == "cp932":  # punctuation, kana, JIS level 1 and 2 kanji
+        return 0x8140 <= code <= 0x839F or 0x889F <= code <= 0x9FFC or 0xE040 <= code <= 0xEAA4
+    if enc == "cp949":  # symbols, Hangul syllables, hanja
+        return 0xA1A1 <= code <= 0xA3FE or "\uac00" <= c <= "\ud7a3" or 0xCAA1 <= code <= 0xFDFE
+    return False
+
+
+_EAST_ASIAN = (("gb18030", "GB18030/GBK"), ("big5", "Big5"), ("cp932", "Shift-JIS"), ("cp949", "EUC-KR"))
+
+
 def _decode(path: Path) -> tuple[str, str]:
+    """The file's text and encoding: UTF-8, else the one East Asian encoding (GB18030,
+    Big5, Shift-JIS, EUC-KR) in which at least 95 % of its characters are plausible;
+    anything else is refused, naming the first line that reads wrong."""
     data = path.read_bytes()
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
-    errors = []
-    for enc in _ENCODINGS:
+    try:
+        return data.decode("utf-8"), "utf-8"
+    except UnicodeDecodeError as e:
+        first_bad = e
+    scores = []
+    for enc, _ in _EAST_ASIAN:
         try:
-            return data.decode(enc), enc
-        except UnicodeDecodeError as e:
-            errors.append(e)
-    e = errors[0]
-    line = data[: e.start].count(b"\n") + 1
+            text = data.decode(enc)
+        except UnicodeDecodeError:
+            continue
+        wide = [c for c in text if not c.isascii()]
+        scores.append((sum(_plausible(enc, c) for c in wide) / max(len(wide), 1), enc, text))
+    scores.sort(key=lambda t: -t[0])
+    plausible = {enc: text for sc, enc, text in scores if sc >= 0.95}
+    if len(plausible) > 1 and {"gb18030", "cp949"} <= set(plausible):
+        # Every GB2312 byte pair is also a valid EUC-KR one: Hangul read as GB18030 lands
+        # in GB2312's first 25 rows of hanzi, which hold the characters of pinyin a..r
+        # only (the rows are in pinyin order), while a Chinese alphabet spans them all.
+        korean = plausible["cp949"]
+        hangul = sum("\uac00" <= c <= "\ud7a3" for c in korean)
+        wide = sum(not c.isascii() for c in korean)
+        beyond_r = any(
+            not c.isascii() and len(b := c.encode("gb18030")) == 2 and b[0] > 0xC8
+            for c in plausible["gb18030"]
+        )
+        if hangul >= 0.9 * wide and not beyond_r:
+            if wide < 20:
+                raise CharsetFileError(
+                    f"{path}: too short to tell EUC-KR (Korean: {korean[:20]!r}) from GB18030 "
+                    f"(Chinese: {plausible['gb18030'][:20]!r}); re-save it as UTF-8"
+                )
+            return korean, "cp949"
+        plausible.pop("cp949")
+    if plausible:
+        enc = next(e for _, e, _ in scores if e in plausible)
+        return plausible[enc], enc
+    line = data[: first_bad.start].count(b"\n") + 1
+    readings = []
+    for sc, enc, text in scores[:2]:
+        where = _first_implausible(enc, text)
+        shown = f" (line {where[0]}: {where[1]!r})" if where else ""
+        readings.append(f"as {dict(_EAST_ASIAN)[enc]} {sc:.0%} of it reads as ordinary text{shown}")
+    tried = "; ".join(readings)
     raise CharsetFileError(
-        f"{path}:{line}: neither UTF-8 nor GBK/GB18030 (bytes {data[e.start:e.start + 4]!r}); "
-        f"re-save it as UTF-8, e.g. iconv -f BIG5 -t UTF-8 {path.name} > {path.stem}.utf8{path.suffix}"
+        f"{path}:{line}: not UTF-8 (bytes {data[first_bad.start:first_bad.start + 4]!r}), and "
+        f"no East Asian encoding reads it plausibly{': ' + tried if tried else ''}. Re-save it as "
+        f"UTF-8, e.g. iconv -f BIG5 -t UTF-8 {path.name} > {path.stem}.utf8{path.suffix} (or "
+        "-f SHIFT-JIS, -f EUC-KR, -f GBK: whichever it was written in)"
     )
+
+
+def _first_implausible(enc: str, text: str) -> tuple[int, str] | None:
+    for i, ln in enumerate(text.split("\n"), start=1):
+        if any(not _plausible(enc, c) for c in ln if not c.isspace()):
+            return i, ln.strip()
+    return None
 
 
 def _read_lines(path: Path) -> AlphabetFile:

@@ -11,6 +11,7 @@ the same folder, so that tools (and tests) can find what a killed writer left be
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import os
@@ -54,13 +55,19 @@ def _write_error(path: Path, e: BaseException) -> WriteError | None:
     )
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` runs on this machine: it exists (another user's counts) and
+    is not a zombie (exited, not yet reaped by its parent)."""
+    if pid <= 0:
+        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:  # someone else's process: alive
         return True
+    with contextlib.suppress(OSError), open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     return True
 
 
@@ -75,7 +82,7 @@ def remove_stale_temporaries(path: str | os.PathLike[str]) -> list[Path]:
         return removed
     for tmp in path.parent.glob(f"{glob_escape(prefix)}*"):
         pid = tmp.name[len(prefix) :]
-        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+        if pid.isdigit() and int(pid) != os.getpid() and not pid_alive(int(pid)):
             tmp.unlink(missing_ok=True)
             removed.append(tmp)
     return removed

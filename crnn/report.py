@@ -20,6 +20,8 @@ import numpy as np
 from PIL import Image, ImageDraw
 from rapidfuzz.distance import Levenshtein
 
+from crnn.calibration import expected_calibration_error
+
 # Label-length buckets of the breakdown (characters).
 LENGTH_BUCKETS = ((1, 3), (4, 6), (7, 10), (11, 20), (21, 10**9))
 
@@ -216,18 +218,9 @@ class Calibration:
         self.pairs.extend((float(p.confidence), bool(c)) for p, c in zip(predictions, correct))
 
     def ece(self) -> float:
-        """Sum over bins of |accuracy - mean confidence|, weighted by the bin's share."""
-        if not self.pairs:
-            return 0.0
-        conf = np.array([c for c, _ in self.pairs])
-        ok = np.array([k for _, k in self.pairs], dtype=np.float64)
-        idx = np.minimum((conf * self.bins).astype(int), self.bins - 1)
-        total = 0.0
-        for b in range(self.bins):
-            m = idx == b
-            if m.any():
-                total += m.mean() * abs(ok[m].mean() - conf[m].mean())
-        return float(total)
+        """The expected calibration error of the reads seen (see
+        :func:`crnn.calibration.expected_calibration_error`)."""
+        return expected_calibration_error([c for c, _ in self.pairs], [k for _, k in self.pairs], self.bins)
 
     def accuracy_at_coverage(self) -> dict[str, float]:
         """``{"90%": accuracy of the 90 % most confident reads, ...}``."""

@@ -233,7 +233,7 @@ def test_a_bad_charset_file_names_the_line_and_the_fix(tmp_path):
     with pytest.raises(CharsetFileError, match=r"chars.txt:3: expected one character per line, got 'cd'"):
         Charset.from_spec(str(p))
     p.write_bytes(b"a\n\xff\xfe\xfd\n")
-    with pytest.raises(CharsetFileError, match=r"chars.txt:2: neither UTF-8 nor GBK"):
+    with pytest.raises(CharsetFileError, match=r"chars.txt:2: not UTF-8 .* no East Asian encoding"):
         Charset.from_spec(str(p))
 
 
@@ -243,3 +243,30 @@ def test_paddleocr_dictionary_with_its_space_class(tmp_path):
     assert Charset.from_spec(str(p)).num_classes == 4
     spaced = Charset.from_spec(f"{p}+space")
     assert spaced.chars == "'疗绚 " and spaced.num_classes == 5
+
+
+@pytest.mark.parametrize(
+    ("encoding", "text", "named"),
+    [
+        ("big5", "我們的國家學習電腦開發語言資料庫網路", "big5"),
+        ("cp932", "あいうえおカキクケコ日本語漢字", "cp932"),
+        ("cp949", "".join(chr(0xAC00 + 37 * i) for i in range(60)), "cp949"),
+    ],
+)
+def test_alphabets_in_big5_shift_jis_and_euc_kr_are_read_as_written(tmp_path, encoding, text, named):
+    # All three decode as GB18030 too, into wrong characters: that reading must lose.
+    p = tmp_path / "alphabet.txt"
+    p.write_bytes("\n".join(text).encode(encoding))
+    got = read_alphabet(str(p))
+    assert got.chars == text and got.encoding == named
+
+
+def test_an_alphabet_no_encoding_reads_plausibly_is_refused_naming_a_line(tmp_path):
+    p = tmp_path / "cyrillic.txt"
+    p.write_bytes("\n".join("абвгдежзийкл").encode("cp1251"))
+    with pytest.raises(CharsetFileError, match=r"cyrillic.txt:1: not UTF-8.*iconv"):
+        read_alphabet(str(p))
+    short = tmp_path / "short.txt"
+    short.write_bytes("\n".join("한국어글자").encode("cp949"))
+    with pytest.raises(CharsetFileError, match="too short to tell EUC-KR"):
+        read_alphabet(str(short))

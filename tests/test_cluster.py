@@ -18,7 +18,7 @@ from conftest import ROOT, base_overrides
 
 from crnn.checkpoint import load_checkpoint
 from crnn.config import ConfigError, load_config
-from crnn.engine.distributed import first_host, slurm_env
+from crnn.engine.distributed import expand_hostlist, first_host, slurm_env
 from crnn.engine.launch import Devices, run_training
 from crnn.engine.runlock import LOCK_NAME, RunDirectoryBusy, RunLock
 
@@ -34,6 +34,12 @@ def test_slurm_host_lists_and_variables():
     assert first_host("gpu[03-05,9],cpu1") == "gpu03"
     assert first_host("node17") == "node17"
     assert first_host("a[001-004]-ib,b") == "a001-ib"
+    # Several bracket groups in one name multiply out, as `scontrol show hostnames` does.
+    assert first_host("rack[1-2]-node[01-04]") == "rack1-node01"
+    assert list(expand_hostlist("rack[1-2]-node[01-02],login")) == [
+        "rack1-node01", "rack1-node02", "rack2-node01", "rack2-node02", "login"]
+    assert list(expand_hostlist("gpu[03-05,9],cpu1")) == ["gpu03", "gpu04", "gpu05", "gpu9", "cpu1"]
+    assert list(expand_hostlist("n[8-10]")) == ["n8", "n9", "n10"]
     step = {"SLURM_STEP_NUM_TASKS": "4", "SLURM_PROCID": "3", "SLURM_LOCALID": "1",
             "SLURM_STEP_NODELIST": "gpu[12-13]", "SLURM_JOB_ID": "4242424"}  # fmt: skip
     assert slurm_env(step) == {
@@ -216,3 +222,40 @@ def test_a_bad_charset_file_is_one_message_before_any_rank_starts(word_lmdb, tmp
     assert rc == 2 and "Traceback" not in err
     assert err.count("char_std.txt:22: expected one character per line, got 'uv'") == 1
     assert "starting 2 processes" not in err
+
+
+def test_a_lock_lost_in_every_attempt_is_never_held_without_the_file(tmp_path, monkeypatch):
+    # Other runs keep re-creating the lock between our attempts: we must give up with a
+    # message, not go on (and start a heartbeat) without holding it.
+    real_open = os.open
+
+    def always_taken(path, flags, *a):
+        if str(path).endswith(LOCK_NAME) and flags & os.O_EXCL:
+            raise FileExistsError(path)
+        return real_open(path, flags, *a)
+
+    monkeypatch.setattr(os, "open", always_taken)
+    lock = RunLock(tmp_path)
+    with pytest.raises(RunDirectoryBusy, match="could not take"):
+        lock.acquire()
+    assert lock._thread is None
+
+
+def test_breaking_a_stale_lock_never_deletes_a_peers_new_lock(tmp_path, monkeypatch):
+    stale = tmp_path / LOCK_NAME
+    stale.write_text(json.dumps({"host": os.uname().nodename, "pid": 2**22 + 7, "started": 0}))
+    lock = RunLock(tmp_path)
+    snap = lock._snapshot()
+    assert lock._owner(snap) is None  # judged stale
+    # Meanwhile a peer broke it and created its own, live lock.
+    stale.unlink()
+    peer = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        stale.write_text(json.dumps({"host": os.uname().nodename, "pid": peer.pid, "started": 1}))
+        lock._break(snap)  # our late break must leave the peer's lock alone
+        assert json.loads(stale.read_text())["pid"] == peer.pid
+        with pytest.raises(RunDirectoryBusy, match=f"pid {peer.pid}"):
+            lock.acquire()
+    finally:
+        peer.kill()
+        peer.wait()

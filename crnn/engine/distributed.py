@@ -13,9 +13,11 @@ numbers and are never mixed up.
 from __future__ import annotations
 
 import datetime
+import itertools
 import logging
 import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,20 +45,48 @@ class DistInfo:
         return self.world_size > 1
 
 
-def first_host(nodelist: str) -> str:
-    """The first host of a SLURM host list: ``"gpu[03-05,9],cpu1"`` -> ``"gpu03"``."""
-    head = nodelist.strip()
-    depth = 0
-    for i, c in enumerate(head):  # the first entry: up to a comma outside brackets
+def expand_hostlist(nodelist: str) -> Iterator[str]:
+    """The hosts of a SLURM host list, in order, as ``scontrol show hostnames`` prints them:
+    ``"gpu[03-05,9],cpu1"`` -> gpu03 gpu04 gpu05 gpu9 cpu1; several bracket groups in one
+    name multiply out, ``"rack[1-2]-node[01-02]"`` -> rack1-node01 rack1-node02
+    rack2-node01 rack2-node02 (ranges keep their zero padding)."""
+    for entry in _top_level_entries(nodelist.strip()):
+        parts = re.split(r"(\[[^\]]*\])", entry)
+        choices: list[list[str]] = []
+        for part in parts:
+            if part.startswith("[") and part.endswith("]"):
+                choices.append(list(_expand_ranges(part[1:-1])))
+            elif part:
+                choices.append([part])
+        yield from ("".join(p) for p in itertools.product(*choices))
+
+
+def _top_level_entries(nodelist: str) -> list[str]:
+    out, depth, start = [], 0, 0
+    for i, c in enumerate(nodelist):
         depth += (c == "[") - (c == "]")
         if c == "," and depth == 0:
-            head = head[:i]
-            break
-    if "[" not in head:
-        return head
-    prefix, _, rest = head.partition("[")
-    first = rest.split("]")[0].split(",")[0].split("-")[0]
-    return prefix + first + head.split("]", 1)[1]
+            out.append(nodelist[start:i])
+            start = i + 1
+    out.append(nodelist[start:])
+    return [e for e in out if e]
+
+
+def _expand_ranges(spec: str) -> Iterator[str]:
+    for item in spec.split(","):
+        lo, sep, hi = item.partition("-")
+        if not sep:
+            yield lo
+            continue
+        width = len(lo) if lo.startswith("0") else 0
+        for n in range(int(lo), int(hi) + 1):
+            yield str(n).zfill(width)
+
+
+def first_host(nodelist: str) -> str:
+    """The first host of a SLURM host list: ``"gpu[03-05,9],cpu1"`` -> ``"gpu03"``,
+    ``"rack[1-2]-node[01-04]"`` -> ``"rack1-node01"``."""
+    return next(expand_hostlist(nodelist), nodelist.strip())
 
 
 def slurm_env(environ: dict[str, str] | None = None) -> dict[str, str]:

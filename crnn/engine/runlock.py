@@ -21,26 +21,22 @@ import time
 from pathlib import Path
 from typing import Any
 
+from crnn.io import pid_alive
+
 log = logging.getLogger(__name__)
 
 LOCK_NAME = ".run.lock"
 HEARTBEAT_S = 30.0
 # A lock not touched for this long belongs to a run that is gone.
 STALE_S = 4 * HEARTBEAT_S
+# Tries to create the lock (breaking a stale one in between) before giving up.
+ATTEMPTS = 5
+# A breaker's turn lasts microseconds; one this old was left by a process that died.
+BREAK_STALE_S = 10.0
 
 
 class RunDirectoryBusy(RuntimeError):
     """Another training run is writing to this run directory."""
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class RunLock:
@@ -53,41 +49,85 @@ class RunLock:
         self._thread: threading.Thread | None = None
         self.me = {"host": socket.gethostname(), "pid": os.getpid(), "started": time.time()}
 
-    def _owner(self) -> dict[str, Any] | None:
-        """The current holder, or None when the lock is free or stale."""
+    def _snapshot(self) -> tuple[tuple[int, int, int], str, float] | None:
+        """The lock file as it is now: (device, inode, mtime ns), its text and its age in
+        seconds; None when there is none."""
         try:
-            age = time.time() - self.path.stat().st_mtime
+            st = self.path.stat()
             text = self.path.read_text(encoding="utf-8")
         except OSError:
             return None
+        return (st.st_dev, st.st_ino, st.st_mtime_ns), text, time.time() - st.st_mtime
+
+    def _owner(self, snap: tuple[tuple[int, int, int], str, float] | None = None) -> dict[str, Any] | None:
+        """The holder of the lock as ``snap`` (default: now) shows it, or None when the
+        lock is free or stale."""
+        snap = self._snapshot() if snap is None else snap
+        if snap is None:
+            return None
+        _, text, age = snap
         try:
             owner = json.loads(text)
         except ValueError:
             # Created this instant by another process that has not written it yet.
             return {"host": "?", "pid": "?", "started": time.time()} if age < 5 else None
         if owner.get("host") == self.me["host"]:
-            if owner.get("pid") == self.me["pid"] or not _alive(int(owner.get("pid") or -1)):
+            if owner.get("pid") == self.me["pid"] or not pid_alive(int(owner.get("pid") or -1)):
                 return None
             return owner
         return None if age > STALE_S else owner
 
+    def _break(self, snap: tuple[tuple[int, int, int], str, float]) -> None:
+        """Delete the stale lock ``snap`` showed, and only it: two runs may judge the same
+        lock stale at once, and the slower one must not delete the lock the faster one has
+        created since. Breakers take turns through ``.run.lock.break`` and delete only a
+        file with the same identity and text as the one judged."""
+        breaker = self.path.with_name(self.path.name + ".break")
+        try:
+            fd = os.open(breaker, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            with contextlib.suppress(OSError):  # left by a breaker that died mid-turn
+                if time.time() - breaker.stat().st_mtime > BREAK_STALE_S:
+                    breaker.unlink()
+            return
+        os.close(fd)
+        try:
+            now = self._snapshot()
+            if now is not None and now[:2] == snap[:2]:
+                self.path.unlink()
+        except FileNotFoundError:
+            pass
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                breaker.unlink()
+
     def acquire(self) -> None:
+        """Take the lock, or raise :class:`RunDirectoryBusy` naming who holds it."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        for _ in range(3):
+        for _ in range(ATTEMPTS):
             try:  # O_EXCL: of two runs starting at once, one creates it
                 fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
             except FileExistsError:
-                owner = self._owner()
+                snap = self._snapshot()
+                if snap is None:
+                    continue  # released in between: try again
+                owner = self._owner(snap)
                 if owner is not None:
                     self._busy(owner)
-                with contextlib.suppress(FileNotFoundError):
-                    self.path.unlink()  # stale, or our own from before a resume
+                self._break(snap)  # stale, or our own from before a resume
+                time.sleep(0.01)
                 continue
             with os.fdopen(fd, "w", encoding="utf-8") as f:
                 json.dump(self.me, f)
-            break
-        self._thread = threading.Thread(target=self._beat, name="crnn-run-lock", daemon=True)
-        self._thread.start()
+            self._thread = threading.Thread(target=self._beat, name="crnn-run-lock", daemon=True)
+            self._thread.start()
+            return
+        owner = self._owner() or {"host": "?", "pid": "?", "started": time.time()}
+        raise RunDirectoryBusy(
+            f"could not take {self.path} in {ATTEMPTS} attempts: other runs keep creating it "
+            f"(the last seen: pid {owner.get('pid')} on {owner.get('host')}). Start one run "
+            "per --output-dir"
+        )
 
     def _busy(self, owner: dict[str, Any]) -> None:
         since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(owner.get("started", 0)))

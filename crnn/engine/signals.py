@@ -23,6 +23,8 @@ import threading
 import time
 from typing import Any
 
+from crnn.io import pid_alive
+
 log = logging.getLogger(__name__)
 
 # Seconds without a finished step, after a stop signal and a sibling rank's exit, before
@@ -43,19 +45,6 @@ def sibling_pids(pid: int | None = None) -> set[int]:
             with open(f"/proc/{ppid}/task/{task}/children") as f:
                 out.update(int(p) for p in f.read().split())
     return out - {me}
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie (exited, not yet reaped by the launcher) is gone for our purpose.
-    with contextlib.suppress(OSError), open(f"/proc/{pid}/stat") as f:
-        return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    return True
 
 
 class StopWatchdog:
@@ -92,7 +81,7 @@ class StopWatchdog:
         signalled = time.monotonic()
         while True:
             time.sleep(0.5)
-            gone = sorted(p for p in self.siblings if not _alive(p))
+            gone = sorted(p for p in self.siblings if not pid_alive(p))
             idle = time.monotonic() - max(self.last_beat, signalled)
             if gone and idle >= self.stuck_after_s:
                 why = (
