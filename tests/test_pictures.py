@@ -24,13 +24,19 @@ def no_system_fonts(monkeypatch):
     monkeypatch.setattr(fonts_mod, "system_fonts_for", lambda chars: [])
 
 
+def _tofu(monkeypatch) -> LabelFonts:
+    """Label fonts without any CJK face: Chinese comes out as boxes of missing glyphs."""
+    monkeypatch.setattr(fonts_mod, "_LABEL_CJK", "no-such-font.otf")
+    return LabelFonts(13, [])
+
+
 def _ink(draw_with: LabelFonts, text: str) -> np.ndarray:
     img = Image.new("L", (400, 24), 255)
     draw_with.draw(ImageDraw.Draw(img), (2, 2), text, 0)
     return np.asarray(img)
 
 
-def test_each_piece_of_a_label_is_drawn_with_a_font_that_has_its_glyphs(no_system_fonts):
+def test_each_piece_of_a_label_is_drawn_with_a_font_that_has_its_glyphs(no_system_fonts, monkeypatch):
     fonts = LabelFonts(13, [CJK_DIR])
     runs = fonts.runs("label: 我们的 ok")
     assert "".join(p for p, _ in runs) == "label: 我们的 ok"
@@ -38,24 +44,40 @@ def test_each_piece_of_a_label_is_drawn_with_a_font_that_has_its_glyphs(no_syste
         ink = {c for c in piece if not c.isspace()}
         assert glyph_coverage(path, ink) == ink, (piece, path)
     # Without a CJK font the same label is boxes: the pictures differ.
-    tofu = LabelFonts(13, [])
+    tofu = _tofu(monkeypatch)
     assert not np.array_equal(_ink(fonts, "我们的"), _ink(tofu, "我们的"))
 
 
+def test_a_machine_without_cjk_fonts_still_draws_the_bundled_models_script(no_system_fonts):
+    """A fresh pip install has no CJK font (fontconfig finds none): the package's own
+    label face draws every character of the bundled Chinese model's charset."""
+    from crnn.charset import Charset
+
+    fonts = LabelFonts(13, [])
+    path = fonts.path_for("识别结果：我们的")
+    assert path is not None and path.endswith("crnn-ocr-LabelCJK-Regular.otf")
+    zh = Charset.from_spec("zh5529").chars.replace(" ", "")
+    assert glyph_coverage(path, zh) == frozenset(zh)
+    # Real glyphs, not boxes: each character's picture is its own.
+    inks = [_ink(fonts, c).tobytes() for c in "我们的识别"]
+    assert len(set(inks)) == 5
+
+
 def test_fontconfig_finds_a_system_font_for_a_script_the_bundled_ones_lack():
-    found = fonts_mod.system_fonts_for("中文")
+    # Kana: the bundled label faces (Latin, and the zh5529 characters) have none.
+    found = fonts_mod.system_fonts_for("ひらがな")
     if not found:
-        pytest.skip("no CJK font installed on this machine (apt install fonts-noto-cjk)")
-    assert glyph_coverage(found[0], "中文") == frozenset("中文")
-    assert LabelFonts(13).path_for("label: 中文") in found
+        pytest.skip("no Japanese font installed on this machine (apt install fonts-noto-cjk)")
+    assert glyph_coverage(found[0], "ひらがな") == frozenset("ひらがな")
+    assert LabelFonts(13).path_for("label: ひらがな") in found
 
 
-def test_the_error_sheet_and_the_prediction_grid_draw_chinese(no_system_fonts):
+def test_the_error_sheet_and_the_prediction_grid_draw_chinese(no_system_fonts, monkeypatch):
     from crnn.report import ErrorRecord, error_sheet, render_prediction_grid
 
     images = np.full((2, 1, 32, 96), 220, dtype=np.uint8)
     rec = ErrorRecord((1.0, 0.5), "x", "我们的", "我的", 0.5, 1, images[0])
-    cjk, tofu = LabelFonts(13, [CJK_DIR]), LabelFonts(13, [])
+    cjk, tofu = LabelFonts(13, [CJK_DIR]), _tofu(monkeypatch)
     assert not np.array_equal(np.asarray(error_sheet([rec], fonts=cjk)),
                               np.asarray(error_sheet([rec], fonts=tofu)))  # fmt: skip
     args = (images, [96, 96], ["我们", "的"], ["我们", "他"])

@@ -331,6 +331,14 @@ class GlyphCache:
 # Bundled fonts tried for labels after the preferred ones: wide Latin, Greek, Cyrillic,
 # Arabic and Hebrew coverage.
 _LABEL_FALLBACKS = ("dejavu/DejaVuSans.ttf", "dejavu/DejaVuSansMono-Bold.ttf")
+# Then the bundled models' scripts that DejaVu lacks: Chinese (a subset of Noto Sans CJK
+# SC to the zh5529 charset, crnn/assets/label_fonts; never used for training).
+_LABEL_CJK = "crnn-ocr-LabelCJK-Regular.otf"
+
+
+def label_font_dir() -> Path:
+    """Fonts that draw labels in pictures only (``crnn/assets/label_fonts``)."""
+    return Path(str(resources.files("crnn") / "assets" / "label_fonts"))
 # At most this many characters go into one fontconfig query (its command line).
 _FC_CHARS = 40
 
@@ -370,8 +378,9 @@ class LabelFonts:
     or Hindi never come out as boxes of missing glyphs.
 
     Fonts are tried in this order: ``preferred`` (a configured font, the model's
-    training fonts), the bundled DejaVu faces, then the system fonts fontconfig finds
-    for the characters still missing. A text no font covers completely gets the one
+    training fonts), the bundled DejaVu faces, the bundled CJK label face (the zh5529
+    characters), then the system fonts fontconfig finds for the characters still
+    missing. A text no font covers completely gets the one
     that covers most of it.
 
     Args:
@@ -392,6 +401,7 @@ class LabelFonts:
             elif path.is_file():
                 files.append(str(p))
         files += [str(bundled_font_dir() / f) for f in _LABEL_FALLBACKS]
+        files.append(str(label_font_dir() / _LABEL_CJK))
         self._candidates = list(dict.fromkeys(files))
         self._system_asked: set[str] = set()
         self._loaded: dict[str, ImageFont.FreeTypeFont] = {}
