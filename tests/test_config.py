@@ -80,3 +80,16 @@ def test_dataparallel_with_torch_compile_is_refused_with_the_way_out():
         load_config(None, ["dist.strategy=dp", "train.compile=true"])
     load_config(None, ["dist.strategy=ddp", "train.compile=true"])
     load_config(None, ["dist.strategy=dp", "train.compile=false"])
+
+
+def test_a_bundled_recipe_is_found_by_name_from_anywhere(tmp_path, monkeypatch):
+    """A pip-installed user has no configs/ folder: `--config crnn_zh_cpu` (or the README's
+    `configs/crnn_zh_cpu.yaml`) finds the recipe shipped inside the package."""
+    monkeypatch.chdir(tmp_path)
+    assert load_config("crnn_zh_cpu").data.charset == "zh5529"
+    assert load_config("configs/quickstart.yaml").train.output_dir == "runs/quickstart"
+    with pytest.raises(ConfigError, match="bundled recipes by name .*quickstart"):
+        load_config("no_such_recipe")
+    mine = tmp_path / "quickstart.yaml"  # a file of your own wins over a bundled name
+    mine.write_text("train:\n  max_steps: 7\n", encoding="utf-8")
+    assert load_config("quickstart.yaml").train.max_steps == 7

@@ -26,6 +26,7 @@ from crnn.config import (
     config_from_dict,
     load_config,
 )
+from crnn.config.loading import bundled_configs
 from crnn.data import usable_cores
 from crnn.data.errors import DataError
 from crnn.data.synth.fonts import FontError
@@ -88,7 +89,10 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument(
-        "--config", help="YAML config (see configs/); defaults apply to anything it leaves out"
+        "--config",
+        help="YAML config, or a bundled recipe by name (a pip install has them too: "
+        + ", ".join(bundled_configs())
+        + "); defaults apply to anything it leaves out"
     )
     p.add_argument(
         "--set",

@@ -123,13 +123,37 @@ def apply_overrides(cfg: Config, overrides: list[str]) -> Config:
     return cfg
 
 
+def bundled_configs() -> dict[str, Path]:
+    """The recipes shipped inside the package (``crnn/configs/*.yaml``; the repository's
+    ``configs/`` is the same folder), by name."""
+    from importlib import resources
+
+    folder = Path(str(resources.files("crnn") / "configs"))
+    return {p.stem: p for p in sorted(folder.glob("*.yaml"))} if folder.is_dir() else {}
+
+
+def resolve_config_path(path: str | Path) -> Path:
+    """A config file: the path itself, or a bundled recipe's name (``crnn_zh_cpu``, with
+    or without ``.yaml``), which is how a pip-installed user without the repository's
+    ``configs/`` names one."""
+    p = Path(path)
+    if p.is_file():
+        return p
+    name = p.name[:-5] if p.name.endswith(".yaml") else p.name
+    bundled = bundled_configs()
+    if name in bundled and (len(p.parts) == 1 or p.parent.name == "configs"):
+        return bundled[name]
+    raise ConfigError(
+        f"config file {str(path)!r} not found: give a YAML file, or one of the bundled "
+        f"recipes by name ({', '.join(bundled) or 'none found'})"
+    )
+
+
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> Config:
     """Defaults <- YAML file <- overrides, then :meth:`Config.validate`."""
     cfg = Config()
     if path is not None:
-        path = Path(path)
-        if not path.is_file():
-            raise ConfigError(f"config file {str(path)!r} not found (see configs/ for examples)")
+        path = resolve_config_path(path)
         try:
             data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
         except yaml.YAMLError as e:
