@@ -347,7 +347,7 @@ def seen_rows(spec: str, faces: dict[str, tuple[Face, str | None]]) -> list[str]
     fonts = ckpt.get("release", {}).get("fonts")
     if fonts is None and "config" in ckpt:
         from crnn.config import config_from_dict
-        from crnn.data.synth.render import configured_fonts
+        from crnn.data.synth.fontsets import configured_fonts
 
         fonts = configured_fonts(config_from_dict(ckpt["config"]).data.synth)
     if fonts is None:

@@ -77,7 +77,7 @@ def draw_curves(
 ) -> Image.Image:
     """One panel per entry of ``series`` (``{tag: [(step, value), ...]}``), stacked,
     sharing the step axis. Raises ValueError when no series has a point."""
-    from crnn.data.synth.fonts import LabelFonts
+    from crnn.data.synth.labelfonts import LabelFonts
 
     series = {k: v for k, v in series.items() if v}
     if not series:

@@ -141,8 +141,8 @@ def _show(c: str) -> str:
 
 
 def _fonts(fonts: Any, size: int) -> Any:
-    """``fonts``, or the default :class:`~crnn.data.synth.fonts.LabelFonts`."""
-    from crnn.data.synth.fonts import LabelFonts
+    """``fonts``, or the default :class:`~crnn.data.synth.labelfonts.LabelFonts`."""
+    from crnn.data.synth.labelfonts import LabelFonts
 
     return fonts if fonts is not None else LabelFonts(size)
 

@@ -15,8 +15,7 @@ from crnn.cli.fonts import main as fonts_main
 from crnn.cli.train import main as train_main
 from crnn.config import SynthConfig
 from crnn.data.synth import FontError, SynthGenerator, bundled_font_dir, fontsets
-from crnn.data.synth.fontsets import SetFace, resolve_font_set
-from crnn.data.synth.render import configured_fonts
+from crnn.data.synth.fontsets import SetFace, configured_fonts, resolve_font_set
 
 DEJAVU = bundled_font_dir() / "dejavu"
 

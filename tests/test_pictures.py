@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 from PIL import Image, ImageDraw
 
-import crnn.data.synth.fonts as fonts_mod
-from crnn.data.synth.fonts import LabelFonts, glyph_coverage
+import crnn.data.synth.labelfonts as fonts_mod
+from crnn.data.synth.fonts import glyph_coverage
+from crnn.data.synth.labelfonts import LabelFonts
 from crnn.metrics import TextMetrics
 
 CJK_DIR = Path(__file__).parent / "fixtures" / "fonts" / "cjk"

@@ -131,7 +131,7 @@ def _normalizer(mode: str, charset: Any) -> Any:
 def _label_fonts(args: argparse.Namespace) -> Any:
     """Fonts for the error pictures: --font, then the training fonts the checkpoint's
     config names (a training .pt), then the defaults of ``LabelFonts``."""
-    from crnn.data.synth.fonts import LabelFonts
+    from crnn.data.synth.labelfonts import LabelFonts
 
     preferred = list(args.font)
     if str(args.checkpoint).endswith(".pt") or Path(args.checkpoint).is_dir():

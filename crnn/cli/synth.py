@@ -134,7 +134,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.contact_sheet:
             n = min(count, 64)
-            from crnn.data.synth.fonts import LabelFonts, bundled_font_dir
+            from crnn.data.synth.fonts import bundled_font_dir
+            from crnn.data.synth.labelfonts import LabelFonts
 
             # Labels in the generator's own fonts when the bundled ones lack their glyphs.
             mono = bundled_font_dir() / "dejavu" / "DejaVuSansMono-Bold.ttf"

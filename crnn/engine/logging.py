@@ -66,7 +66,7 @@ class RunLogger:
         """The fonts the prediction grid draws labels with: the run's training fonts
         (``data.synth.font_dirs``) first, so labels in its script have their glyphs."""
         if self._fonts is None:
-            from crnn.data.synth.fonts import LabelFonts
+            from crnn.data.synth.labelfonts import LabelFonts
 
             self._fonts = LabelFonts(13, self._font_dirs)
         return self._fonts
@@ -285,3 +285,16 @@ def announce_run(
         model.arch, n_params / 1e6, model.num_classes, strategy, info.world_size, device,
         tc.batch_size, micro, tc.accum_steps,
     )  # fmt: skip
+
+
+def log_progress(trainer: Any, run_loss: torch.Tensor, run_n: int, bar: Any) -> None:
+    """The trainer's running loss, learning rate, gradient norm and speed: to TensorBoard
+    (rank 0) and the progress bar."""
+    lr = trainer.scheduler.get_last_lr()[0]
+    values = {
+        "train/lr": lr, "train/grad_norm": float(trainer.grad_norm),
+        "train/epoch": float(trainer.state.epoch), "data/bad_images": float(trainer.bad_images.count),
+    }  # fmt: skip
+    loss, ips = trainer.meter.log(run_loss, run_n, values, trainer.state.step, trainer.logger)
+    bar.total = trainer.cfg.train.max_steps  # a time budget may have set it
+    bar.set_postfix(loss=f"{loss:.3f}", lr=f"{lr:.2e}", img_s=f"{ips:.0f}")

@@ -69,3 +69,23 @@ def synth_config(cfg: Config, init_ckpt: dict[str, Any] | None) -> SynthConfig:
         log.info("train.init_from records no generator settings: replay draws with data.synth")
         return cfg.data.synth
     return found
+
+
+def plan(cfg: Config) -> Any:
+    """The run's replay (a ``crnn.engine.data.Replay``: share and generator settings), or
+    None when it does not replay."""
+    if share(cfg) <= 0:
+        return None
+    from crnn.checkpoint import load_checkpoint
+    from crnn.engine.data import Replay
+
+    init = load_checkpoint(cfg.train.init_from)
+    fraction = share(cfg, init)
+    if fraction <= 0:
+        return None
+    log.info(
+        "fine-tuning keeps the model's general reading: %.0f %% of every batch comes from "
+        "the synthetic generator it learnt from, and validation adds its lines as "
+        "'general' (train.replay; 0 turns this off)", 100 * fraction,
+    )  # fmt: skip
+    return Replay(fraction, synth_config(cfg, init))

@@ -28,14 +28,13 @@ from tqdm.contrib.logging import logging_redirect_tqdm
 
 from crnn.backends.torch import TorchBackend
 from crnn.charset import Charset
-from crnn.checkpoint import ModelBundle, load_checkpoint
+from crnn.checkpoint import ModelBundle
 from crnn.config import Config
 from crnn.data.image import ImageSpec
 from crnn.engine import prior, replay
 from crnn.engine import state as st
 from crnn.engine.budget import TimeBudget
 from crnn.engine.data import (
-    Replay,
     build_train_data,
     build_val_sets,
     placeholder_batch,
@@ -49,6 +48,7 @@ from crnn.engine.logging import (
     TrainMeter,
     announce_run,
     format_peaks,
+    log_progress,
     log_validation,
 )
 from crnn.engine.optim import make_optimizer, make_scheduler
@@ -117,9 +117,8 @@ class Trainer:
         self.state = st.TrainState(tc.best_metric)
         lengths = lambda w: int(self.model.output_length(w))  # noqa: E731 (width -> frames)
         common = (cfg, info, self.charset, self.spec, lengths, self.device.type == "cuda")
-        self.replay = self._replay()
-        self.data = build_train_data(*common, replay=self.replay)
-        self.val_sets = build_val_sets(*common, replay=self.replay)
+        rp = self.replay = replay.plan(cfg)
+        self.data, self.val_sets = build_train_data(*common, replay=rp), build_val_sets(*common, replay=rp)
         if ckpt is None and not tc.init_from:  # a new run
             prior.apply(self.model, self.data.dataset, lengths, cfg)
         self.ema = st.WeightAverage.create(self.model, tc.ema_decay, ckpt)
@@ -134,22 +133,6 @@ class Trainer:
         self.grad_norm = torch.zeros(())
         self.meter = TrainMeter(info, self.device, self.device_ids)
         self.guards = RunGuards(cfg, self.scaler.is_enabled(), lengths(self.spec.max_width))
-
-    def _replay(self) -> Replay | None:
-        """Fine-tuning replay (``train.replay``), or None."""
-        if replay.share(self.cfg) <= 0:
-            return None
-        init = load_checkpoint(self.cfg.train.init_from)
-        share = replay.share(self.cfg, init)
-        if share <= 0:
-            return None
-        synth = replay.synth_config(self.cfg, init)
-        log.info(
-            "fine-tuning keeps the model's general reading: %.0f %% of every batch comes from "
-            "the synthetic generator it learnt from, and validation adds its lines as "
-            "'general' (train.replay; 0 turns this off)", 100 * share,
-        )  # fmt: skip
-        return Replay(share, synth)
 
     # ---- checkpoints ----------------------------------------------------------------
 
@@ -268,7 +251,7 @@ class Trainer:
                     bar.update(1)
                     last = state.step >= tc.max_steps
                     if state.step % tc.log_every == 0 or last:
-                        self._log_train(run_loss, run_n, bar)
+                        log_progress(self, run_loss, run_n, bar)
                         run_loss.zero_()
                         run_n = 0
                     if state.step % tc.val_every == 0 or last:
@@ -303,16 +286,6 @@ class Trainer:
             bar.close()
             self.logger.close()
         return FitResult(state.step, interrupted, state.metrics, state.best, self.out)
-
-    def _log_train(self, run_loss: torch.Tensor, run_n: int, bar: tqdm) -> None:
-        lr = self.scheduler.get_last_lr()[0]
-        values = {
-            "train/lr": lr, "train/grad_norm": float(self.grad_norm),
-            "train/epoch": float(self.state.epoch), "data/bad_images": float(self.bad_images.count),
-        }  # fmt: skip
-        loss, ips = self.meter.log(run_loss, run_n, values, self.state.step, self.logger)
-        bar.total = self.cfg.train.max_steps  # a time budget may have set it
-        bar.set_postfix(loss=f"{loss:.3f}", lr=f"{lr:.2e}", img_s=f"{ips:.0f}")
 
     def _validate_and_save(self) -> bool:
         """Validate, save; True when early stopping says the run is over."""

@@ -16,14 +16,19 @@ benchmark's leave-one-style-out rows and the model card's font list).
 
 from __future__ import annotations
 
+import fnmatch
 import functools
+import logging
 import os
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from crnn.data.synth.fonts import COLLECTION_SUFFIXES, FontError
+from crnn.data.synth.fonts import COLLECTION_SUFFIXES, FontError, bundled_font_dir, find_font_files
+
+log = logging.getLogger(__name__)
 
 # Where font packages and users put fonts (Linux, macOS); searched recursively by name.
 FONT_ROOTS = (
@@ -205,3 +210,48 @@ def style_of(path: str, set_name: str = "zh") -> str | None:
             if face_path(face, file) == path:
                 return face.style
     return None
+
+
+def configured_fonts(cfg: Any) -> list[str]:
+    """The font files (``file.ttc#N`` for a collection's face) that ``cfg`` names: the
+    bundled fonts, ``font_dirs`` and ``font_sets``, less ``exclude_fonts``.
+
+    Raises:
+        FontError: no font at all, a folder that does not exist, or a font set none of
+            whose faces is installed (one line naming the command that installs them).
+    """
+    dirs: list[str | Path] = [bundled_font_dir()] if cfg.bundled_fonts else []
+    dirs += list(cfg.font_dirs)
+    if not dirs and not cfg.font_sets:
+        raise FontError(
+            "no fonts: data.synth.bundled_fonts is false and data.synth.font_dirs and "
+            "font_sets are empty. Name a font folder (--fonts DIR) or keep the bundled fonts."
+        )
+    paths = [str(p) for p in find_font_files(dirs)] if dirs else []
+    for name in cfg.font_sets:
+        found = resolve_font_set(name)
+        if not found.faces:
+            raise FontError(
+                f"data.synth.font_sets: no face of font set {name!r} is installed. Install "
+                f"them with `crnn-fonts --install {name}` (runs `"
+                f"{found.install_command(found.all_packages())}`), or name a folder of "
+                "fonts with data.synth.font_dirs"
+            )
+        if found.missing:
+            _say_missing(name, found.install_command(), len(found.missing), len(found.faces))
+        paths += found.paths
+    if cfg.exclude_fonts:
+        paths = [
+            p for p in paths
+            if not any(fnmatch.fnmatch(Path(p).name, g) for g in cfg.exclude_fonts)
+        ]  # fmt: skip
+    return list(dict.fromkeys(paths))
+
+
+@functools.cache
+def _say_missing(name: str, command: str, missing: int, found: int) -> None:
+    # Once per process: every generator of a run (train, validation) would repeat it.
+    log.warning(
+        "font set %r: %d of its faces are not installed; training uses the other %d. "
+        "Install them with: %s", name, missing, found, command,
+    )  # fmt: skip

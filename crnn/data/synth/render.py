@@ -21,7 +21,6 @@ One image, start to end::
 from __future__ import annotations
 
 import dataclasses
-import fnmatch
 import functools
 import logging
 import math
@@ -40,11 +39,9 @@ from crnn.data.synth.fonts import (
     FontError,
     FontInfo,
     GlyphCache,
-    bundled_font_dir,
-    find_font_files,
     load_fonts,
 )
-from crnn.data.synth.fontsets import resolve_font_set
+from crnn.data.synth.fontsets import configured_fonts
 from crnn.data.synth.layout import EDGE_POINTS, compose, compose_shaped
 from crnn.data.synth.scripts import shaped_chars, warn_if_unshaped
 from crnn.data.synth.text import BUNDLED_WORD_LISTS, TextSampler, drawable_alphabet
@@ -112,51 +109,6 @@ def effects_off(cfg: SynthConfig) -> SynthConfig:
     return dataclasses.replace(
         cfg, font_dirs=list(cfg.font_dirs), **{name: 0.0 for name in EFFECT_PROBABILITIES}
     )
-
-
-def configured_fonts(cfg: SynthConfig) -> list[str]:
-    """The font files (``file.ttc#N`` for a collection's face) that ``cfg`` names: the
-    bundled fonts, ``font_dirs`` and ``font_sets``, less ``exclude_fonts``.
-
-    Raises:
-        FontError: no font at all, a folder that does not exist, or a font set none of
-            whose faces is installed (one line naming the command that installs them).
-    """
-    dirs: list[str | Path] = [bundled_font_dir()] if cfg.bundled_fonts else []
-    dirs += list(cfg.font_dirs)
-    if not dirs and not cfg.font_sets:
-        raise FontError(
-            "no fonts: data.synth.bundled_fonts is false and data.synth.font_dirs and "
-            "font_sets are empty. Name a font folder (--fonts DIR) or keep the bundled fonts."
-        )
-    paths = [str(p) for p in find_font_files(dirs)] if dirs else []
-    for name in cfg.font_sets:
-        found = resolve_font_set(name)
-        if not found.faces:
-            raise FontError(
-                f"data.synth.font_sets: no face of font set {name!r} is installed. Install "
-                f"them with `crnn-fonts --install {name}` (runs `"
-                f"{found.install_command(found.all_packages())}`), or name a folder of "
-                "fonts with data.synth.font_dirs"
-            )
-        if found.missing:
-            _say_missing(name, found.install_command(), len(found.missing), len(found.faces))
-        paths += found.paths
-    if cfg.exclude_fonts:
-        paths = [
-            p for p in paths
-            if not any(fnmatch.fnmatch(Path(p).name, g) for g in cfg.exclude_fonts)
-        ]  # fmt: skip
-    return list(dict.fromkeys(paths))
-
-
-@functools.cache
-def _say_missing(name: str, command: str, missing: int, found: int) -> None:
-    # Once per process: every generator of a run (train, validation) would repeat it.
-    log.warning(
-        "font set %r: %d of its faces are not installed; training uses the other %d. "
-        "Install them with: %s", name, missing, found, command,
-    )  # fmt: skip
 
 
 def validate_synth_config(cfg: SynthConfig) -> None:

@@ -8,7 +8,8 @@ from typing import Any
 
 from PIL import Image, ImageDraw
 
-from crnn.data.synth.fonts import LabelFonts, bundled_font_dir
+from crnn.data.synth.fonts import bundled_font_dir
+from crnn.data.synth.labelfonts import LabelFonts
 
 
 def contact_sheet(
