@@ -28,7 +28,7 @@ import os
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -36,6 +36,9 @@ from crnn.backends import Backend, load_backend
 from crnn.calibration import scale_logits
 from crnn.ctc import Lexicon, Prediction, decode, log_softmax_np, sequence_log_probs
 from crnn.data.image import ImageSource, load_image, preprocess_array
+
+if TYPE_CHECKING:
+    from crnn.layout import Page
 
 log = logging.getLogger(__name__)
 
@@ -163,25 +166,32 @@ class Recognizer:
             )  # fmt: skip
         return arr
 
-    def predict_preprocessed(self, images: Sequence[Any]) -> list[Prediction]:
+    def predict_preprocessed(
+        self, images: Sequence[Any], widths: Sequence[int | None] | None = None
+    ) -> list[Prediction]:
         """Predict what :meth:`preprocess` returned: ``(C, H, W)`` uint8 images (arrays
         or tensors), or tuples of rotations of one image (the most probable reading is
-        kept). Images of equal width are batched together unpadded."""
-        flat, owner = [], []
+        kept). Images of equal width are batched together unpadded; ``widths`` (one per
+        image, without rotations) are the real widths of images padded on the right, whose
+        padding is then never decoded."""
+        flat, owner, real = [], [], []
         for i, item in enumerate(images):
             for turn, im in enumerate(item if isinstance(item, tuple) else (item,)):
                 flat.append(im)
                 owner.append((i, ROTATIONS[turn]))
-        scored = self._predict_flat(flat, score=len(flat) > len(images))
+                real.append(im.shape[-1] if widths is None or widths[i] is None else widths[i])
+        scored = self._predict_flat(flat, score=len(flat) > len(images), widths=real)
         best: list[tuple[float, Prediction] | None] = [None] * len(images)
         for (i, turn), (score, pred) in zip(owner, scored):
             if best[i] is None or score > best[i][0]:  # type: ignore[index]
                 best[i] = (score, dataclasses.replace(pred, rotation=turn) if turn else pred)
         return [b[1] for b in best]  # type: ignore[index]
 
-    def _predict_flat(self, images: list[Any], score: bool) -> list[tuple[float, Prediction]]:
+    def _predict_flat(
+        self, images: list[Any], score: bool, widths: list[int] | None = None
+    ) -> list[tuple[float, Prediction]]:
         """Each image's prediction and, with ``score``, the CTC log-probability of its text
-        (else 0)."""
+        (else 0); ``widths``: the images' real widths (the rest is padding)."""
         groups: dict[int, list[int]] = defaultdict(list)
         for i, im in enumerate(images):
             groups[im.shape[-1]].append(i)
@@ -191,9 +201,16 @@ class Recognizer:
                 chunk = idx[k : k + self.batch_size]
                 logits = self.backend(np.stack([np.asarray(images[i]) for i in chunk]))
                 logits = scale_logits(logits, getattr(self.backend, "temperature", 1.0))
+                lengths = None
+                if widths is not None and any(widths[i] < images[i].shape[-1] for i in chunk):
+                    lengths = np.minimum(
+                        np.asarray(self.backend.output_length(np.array([widths[i] for i in chunk]))),
+                        logits.shape[1],
+                    )
                 preds = decode(
                     logits,
                     self.charset,
+                    lengths,
                     beam_width=self.beam_width,
                     lexicon=self.lexicon,
                     max_edits=self.max_edits,
@@ -213,6 +230,84 @@ class Recognizer:
         if isinstance(images, (str, os.PathLike, bytes, Path)) or not isinstance(images, Sequence):
             images = [images]
         return self.predict_preprocessed([self.preprocess(im) for im in images])
+
+
+    # ---- pages ------------------------------------------------------------------------
+
+    def read_pages(
+        self, images: Sequence[ImageSource], layout: str = "auto", errors: str = "raise"
+    ) -> list[Any]:
+        """Each image as a :class:`~crnn.layout.Page`: its text lines found (printed
+        pages, screenshots, slides, receipts; ``crnn.layout.lines``), read at their own
+        widths and put in reading order. ``layout``: ``"page"`` always finds lines,
+        ``"line"`` reads each image whole, ``"auto"`` finds lines in an image that holds
+        several and reads a line or word whole (and one it cannot place whole, with a
+        warning and a ``note``). The lines of all the images are batched together by
+        width. An image that is not readable raises ``ImageDecodeError``, or with
+        ``errors="return"`` is given that error in place of its page."""
+        from crnn.data.image import ImageDecodeError
+        from crnn.layout import Line, Page, decide_layout, find_lines, unrotate_box
+        from crnn.layout.lines import crop
+
+        if layout not in ("auto", "page", "line"):
+            raise ValueError(f"layout={layout!r}: expected 'auto', 'page' or 'line'")
+
+        pages: list[Page] = []
+        jobs: list[tuple[int, Any, list[int]]] = []  # (page, line pixels, box)
+        real: list[int | None] = []  # each line's width before padding
+        for k, image in enumerate(images):
+            try:
+                grey = np.asarray(load_image(image, rgb=False))
+            except ImageDecodeError as e:
+                if errors != "return":
+                    raise
+                pages.append(e)
+                continue
+            h, w = grey.shape
+            choice, note, found = "line", "", None
+            if layout != "line":
+                found = find_lines(grey)
+                choice, note = ("page", "") if layout == "page" else decide_layout(found, h)
+            if note:
+                name = image if isinstance(image, (str, os.PathLike)) else "an image"
+                log.warning("%s: %s", name, note)
+            pages.append(Page([], choice, found.angle if found and choice == "page" else 0.0, note))
+            if choice == "line":  # as predict() reads it, rotations included
+                try:
+                    jobs.append((k, self.preprocess(image), [0, 0, w, h]))
+                except ImageDecodeError as e:
+                    if errors != "return":
+                        raise
+                    pages[k] = e
+                    continue
+                real.append(None)
+                continue
+            for box in found.lines:  # type: ignore[union-attr]
+                pixels = crop(found.page, box, found.char_height, found.line_height)  # type: ignore[union-attr]
+                arr = preprocess_array(pixels, self.spec)
+                real.append(arr.shape[-1])
+                jobs.append((k, _pad_to(arr, PAGE_WIDTH_STEP), unrotate_box(box, found.angle, (w, h))))  # type: ignore[union-attr]
+        preds = self.predict_preprocessed([a for _, a, _ in jobs], real) if jobs else []
+        for (k, _, box), p in zip(jobs, preds):
+            pages[k].lines.append(Line(p.text, p.confidence, box, p.char_confidences, p.rotation))
+        return pages
+
+    def read_page(self, image: ImageSource, layout: str = "auto") -> Page:
+        """One image's :class:`~crnn.layout.Page` (see :meth:`read_pages`)."""
+        return self.read_pages([image], layout)[0]  # type: ignore[no-any-return]
+
+
+# Lines of a page are padded (their last column repeated, as in training batches) to a
+# multiple of this many pixels, so that lines of about the same width share a batch.
+PAGE_WIDTH_STEP = 64
+
+
+def _pad_to(arr: np.ndarray, step: int) -> np.ndarray:
+    w = arr.shape[-1]
+    target = -(-w // step) * step
+    if target == w:
+        return arr
+    return np.concatenate([arr, np.repeat(arr[..., -1:], target - w, axis=-1)], axis=-1)
 
 
 # Release files shipped inside the package (data shipped with it, so reading it by the

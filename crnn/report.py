@@ -232,3 +232,31 @@ class Calibration:
             k = max(1, round(cov * len(ranked)))
             out[f"{cov:.0%}"] = sum(ok for _, ok in ranked[:k]) / k
         return out
+
+
+def draw_page(image: Image.Image, page: Any, fonts: Any = None) -> Image.Image:
+    """A page and its reads side by side, for checking a page reader by looking: the
+    image with each line's box (green, or orange below 0.5 confidence) and numbered,
+    and beside it a white panel with each read written where its line is, in a font
+    that has its glyphs (``fonts``: a ``LabelFonts``; the default finds one)."""
+    from crnn.data.synth.labelfonts import LabelFonts
+
+    img = image.convert("RGB")
+    w, h = img.size
+    out = Image.new("RGB", (2 * w + 8, h), (255, 255, 255))
+    out.paste(img, (0, 0))
+    draw = ImageDraw.Draw(out)
+    draw.rectangle((w, 0, w + 7, h), fill=(200, 200, 200))
+    sizes: dict[int, Any] = {}
+    for i, line in enumerate(page.lines, start=1):
+        x0, y0, x1, y1 = line.box
+        colour = (0, 160, 0) if line.confidence >= 0.5 else (230, 120, 0)
+        draw.rectangle((x0, y0, x1 - 1, y1 - 1), outline=colour, width=2)
+        size = max(10, min(48, int(0.7 * (y1 - y0))))
+        if fonts is None:
+            label = sizes.setdefault(size, LabelFonts(size))
+        else:
+            label = fonts
+        label.draw(draw, (w + 8 + x0, y0), line.text, (20, 20, 20), max_width=max(10, w - x0))
+        draw.text((max(0, x0 - 14), y0), str(i), fill=colour)
+    return out

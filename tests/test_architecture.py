@@ -68,7 +68,8 @@ def _closure(start: str, graph: dict[str, set[str]] = GRAPH) -> set[str]:
 @pytest.mark.parametrize(
     "module",
     ["crnn.inference", "crnn.evaluation", "crnn.export", "crnn.backends", "crnn.checkpoint",
-     "crnn.cli.predict", "crnn.cli.eval", "crnn.cli.export"],
+     "crnn.layout", "crnn.layout.lines", "crnn.layout.page", "crnn.cli.predict", "crnn.cli.eval",
+     "crnn.cli.export"],
 )  # fmt: skip
 def test_inference_side_never_imports_the_training_engine(module):
     engine = sorted(m for m in _closure(module) if m.startswith("crnn.engine"))
@@ -90,6 +91,15 @@ def test_the_library_never_imports_the_cli_tools_or_benchmarks():
 def test_the_model_imports_nothing_of_ours_but_config():
     ours = {d.split(".")[1] for d in GRAPH["crnn.model"]}
     assert ours <= {"config"}, ours
+
+
+def test_the_page_reader_needs_neither_torch_nor_the_engine():
+    """crnn.layout is NumPy and SciPy: a server reading pages with an ONNX model starts
+    without PyTorch."""
+    for name in ("crnn.layout.lines", "crnn.layout.page"):
+        reach = {name, *_closure(name, EAGER)}
+        torchy = sorted(m for m in reach if any(d.split(".")[0] == "torch" for d in _imports(MODULES[m], True)))
+        assert not torchy, f"{name} imports torch through {torchy}"
 
 
 def test_the_onnx_backend_never_imports_torch():

@@ -1,8 +1,14 @@
-"""Read text from word or line images.
+"""Read text from word, line and page images.
 
-Prints one line per image: ``path<TAB>text<TAB>confidence`` (or JSON with --json).
-Folders are searched recursively for images. Unreadable files are reported on stderr,
-the rest are still predicted, and the exit code is then 1.
+Prints one line per text line: ``path<TAB>text<TAB>confidence``. A word or line image is
+one output line; a page (a scan or photo of printed text, a screenshot, a slide, a
+receipt: --layout auto finds its lines) gives one output line per text line, in reading
+order (columns left to right, lines top to bottom). With --json: a list of {path, text
+(the lines joined with newlines), confidence, layout, lines: [{text, confidence, box:
+[x0, y0, x1, y1]}]}, plus char_confidences for an image read as one line. --draw DIR
+writes each image with its line boxes and reads beside them. Folders are searched
+recursively for images. Unreadable files (not an image, truncated, more than 120
+megapixels) are reported on stderr, the rest are still read, and the exit code is then 1.
 
 Decoding is greedy unless --beam N asks for CTC prefix beam search; --lexicon FILE (one
 word per line) snaps each text to the most probable word within --max-edits edits.
@@ -32,6 +38,8 @@ log = logging.getLogger("crnn.predict")
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp", ".gif", ".pgm", ".ppm"}
 # Images decoded and predicted per round: bounds memory on very large folders.
 _CHUNK = 1024
+# Pages whose lines are read in one round (their lines batched together by width).
+_PAGES = 16
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -98,9 +106,23 @@ def build_parser() -> argparse.ArgumentParser:
         "rises as the least confident reads are left out",
     )
     p.add_argument(
+        "--layout",
+        choices=("auto", "line", "page"),
+        default="auto",
+        help="auto (default): find the text lines of an image that holds several (a page) "
+        "and read a line or word image whole; line: read every image whole as one line; "
+        "page: always find lines. An image auto cannot place is read whole, with a warning",
+    )
+    p.add_argument(
+        "--draw",
+        metavar="DIR",
+        help="write each image into DIR with its line boxes and reads drawn beside them "
+        "(DIR/<name>.draw.png)",
+    )
+    p.add_argument(
         "--json",
         action="store_true",
-        help="print a JSON list of {path, text, confidence, char_confidences}",
+        help="print a JSON list of {path, text, confidence, layout, lines} (see above)",
     )
     p.add_argument(
         "--batch-size", type=int, default=64, help="images per forward pass (default 64)"
@@ -183,6 +205,52 @@ def predict_files(rec: Any, files: list[str]) -> Iterator[tuple[str, Any]]:
                 yield f, t if isinstance(t, ImageDecodeError) else next(preds)
 
 
+def read_files(rec: Any, files: list[str], layout: str) -> Iterator[tuple[str, Any]]:
+    """``(path, Page or ImageDecodeError)`` for each file, in order: pages' lines are
+    batched together, a few pages at a time."""
+    if layout == "line":
+        from crnn.layout import Line, Page
+
+        for f, p in predict_files(rec, files):
+            if isinstance(p, Exception):
+                yield f, p
+            else:
+                yield f, Page([Line(p.text, p.confidence, [], p.char_confidences, p.rotation)], "line")
+        return
+    for k in range(0, len(files), _PAGES):
+        chunk = files[k : k + _PAGES]
+        yield from zip(chunk, rec.read_pages(chunk, layout, errors="return"))
+
+
+def page_json(path: str, page: Any, rotate: bool, floor: float | None) -> dict[str, Any]:
+    out = page.to_dict(path)
+    if page.layout == "line" and page.lines:
+        line = page.lines[0]
+        out["char_confidences"] = [round(c, 6) for c in line.char_confidences]
+        if rotate:
+            out["rotation"] = line.rotation
+    if floor is not None:
+        for line, d in zip(page.lines, out["lines"]):
+            d["uncertain"] = line.confidence < floor
+        out["uncertain"] = page.confidence < floor
+    return out
+
+
+def draw(path: str, page: Any, folder: str) -> None:
+    from PIL import Image
+
+    from crnn.data.image import load_image
+    from crnn.report import draw_page
+
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    img = load_image(path, rgb=True)
+    if page.layout == "line" and page.lines and not page.lines[0].box:
+        page.lines[0].box = [0, 0, img.width, img.height]
+    target = out / f"{Path(path).stem}.draw.png"
+    draw_page(Image.Image.copy(img), page).save(target)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     setup_logging(args.verbose)
@@ -196,30 +264,33 @@ def main(argv: list[str] | None = None) -> int:
     results: list[dict[str, object]] = [{"path": p, "error": why} for p, why in errors]
     for path, why in errors:
         print(f"error: {path}: {why}", file=sys.stderr)
-    floor, uncertain = args.min_confidence, 0
-    for f, p in predict_files(rec, files):
-        if isinstance(p, Exception):
-            errors.append((f, str(p)))
-            print(f"error: {p}", file=sys.stderr)
-            results.append({"path": f, "error": str(p)})
-        elif args.json:
-            results.append({
-                "path": f, "text": p.text, "confidence": round(p.confidence, 6),
-                "char_confidences": [round(c, 6) for c in p.char_confidences],
-                **({"rotation": p.rotation} if args.rotate == "auto" else {}),
-                **({"uncertain": p.confidence < floor} if floor is not None else {}),
-            })  # fmt: skip
-        else:
-            turn = f"\t{p.rotation}" if args.rotate == "auto" else ""
-            flag = "" if floor is None else ("\tuncertain" if p.confidence < floor else "\tok")
-            print(f"{f}\t{p.text}\t{p.confidence:.4f}{turn}{flag}", flush=False)
-        uncertain += floor is not None and p.confidence < floor
+    floor, uncertain, drawn, reads = args.min_confidence, 0, 0, 0
+    for f, page in read_files(rec, files, args.layout):
+        if isinstance(page, Exception):
+            errors.append((f, str(page)))
+            print(f"error: {page}", file=sys.stderr)
+            results.append({"path": f, "error": str(page)})
+            continue
+        if args.draw:
+            draw(f, page, args.draw)
+            drawn += 1
+        if args.json:
+            results.append(page_json(f, page, args.rotate == "auto", floor))
+        for line in page.lines:
+            if not args.json:
+                turn = f"\t{line.rotation}" if args.rotate == "auto" else ""
+                flag = "" if floor is None else ("\tuncertain" if line.confidence < floor else "\tok")
+                print(f"{f}\t{line.text}\t{line.confidence:.4f}{turn}{flag}", flush=False)
+            uncertain += floor is not None and line.confidence < floor
+            reads += 1
+    if args.draw:
+        log.info("drew %d images with their lines into %s", drawn, args.draw)
     if args.json:
         json.dump(results, sys.stdout, ensure_ascii=False, indent=1)
         print()
     sys.stdout.flush()
     if floor is not None:
-        log.info("%d of %d reads below --min-confidence %g", uncertain, len(files), floor)
+        log.info("%d of %d reads below --min-confidence %g", uncertain, reads, floor)
     if errors:
         log.warning("%d of %d inputs could not be read", len(errors), n_inputs)
         return EXIT_FAILURE

@@ -1,0 +1,337 @@
+"""Finding the text lines of a printed page, in reading order: pure functions on NumPy
+images (SciPy's ``ndimage`` for the image processing).
+
+One page, start to end::
+
+    grey page        uint8 (H, W)
+    normalise        light text on a dark page turned over; the background (uneven light,
+                     a coloured page) estimated by a grey closing and divided out
+    binarise         Otsu's threshold on the flattened page
+    components       connected ink; the typical character height is their median height;
+                     rules (long thin strokes) and pictures (large blocks) left out
+    deskew           the angle (within +-6 degrees) at which the components' rows are
+                     sharpest; the page is turned by it
+    lines            ink smeared along the line by about a character height, so that
+                     characters, words and CJK punctuation join and column gutters do
+                     not; too-tall blobs (touching lines) split at their thinnest row;
+                     accents and other small marks joined to the line they belong to
+    reading order    recursive XY cut at the widest gap: columns left to right, lines top
+                     to bottom, a heading above columns before them
+
+What it handles: printed pages, scans and photos of pages taken square-on (tilted a few
+degrees, unevenly lit, on a coloured page), screenshots, slides, receipts; one or several
+columns; pictures and rules ignored. What it does not: vertical text, text along curves
+or at large angles, handwriting, text over pictures (a learned scene-text detector is
+the tool for photographs of streets and signs).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import ndimage as ndi
+
+# Line candidates shorter than this share of the typical character height are marks,
+# not lines (joined to a neighbouring line, or dropped).
+_MARK = 0.55
+# A blob taller than this many character heights holds more than one line.
+_TWO_LINES = 2.0
+# Deskew search: angles (degrees) tried, coarse then fine.
+_MAX_SKEW = 6.0
+
+
+@dataclass(frozen=True)
+class LineBox:
+    """A line's box on the (deskewed) page: ``x0, y0, x1, y1`` in pixels, exclusive end."""
+
+    x0: int
+    y0: int
+    x1: int
+    y1: int
+
+    @property
+    def height(self) -> int:
+        return self.y1 - self.y0
+
+    @property
+    def width(self) -> int:
+        return self.x1 - self.x0
+
+
+@dataclass
+class Layout:
+    """What :func:`find_lines` found.
+
+    Attributes:
+        lines: line boxes in reading order, on ``page``.
+        line_height: the median height of the lines' boxes.
+        page: the grey page the boxes refer to (turned by ``angle``; dark text on light).
+        angle: degrees the page was turned (counter-clockwise) to level its lines.
+        char_height: the typical character height in pixels (0 when no text was found).
+        inverted: the page had light text on a dark background and was turned over.
+    """
+
+    lines: list[LineBox]
+    page: np.ndarray
+    angle: float
+    char_height: float
+    inverted: bool
+    line_height: float = 0.0
+
+
+def normalise(grey: np.ndarray) -> tuple[np.ndarray, bool]:
+    """Dark text on an evenly lit white page: the page turned over when it is mostly
+    dark (light text, as on slides), and its background (estimated by a grey closing at
+    about 1/25 of the page's size) divided out. Returns ``(page, inverted)``."""
+    g = grey.astype(np.float32)
+    inverted = float(np.median(g)) < 110.0
+    if inverted:
+        g = 255.0 - g
+    h, w = g.shape
+    # The background at low resolution: cheap, and smooth by construction.
+    step = max(1, int(round(max(h, w) / 600)))
+    small = g[::step, ::step]
+    size = max(3, int(round(max(small.shape) / 25)))
+    bg = ndi.grey_closing(small, size=(size, size))
+    bg = ndi.uniform_filter(bg, size=size)
+    bg = np.repeat(np.repeat(bg, step, axis=0), step, axis=1)[:h, :w]
+    flat = np.clip(g / np.maximum(bg, 1.0) * 255.0, 0, 255)
+    return flat.astype(np.uint8), inverted
+
+
+def otsu(values: np.ndarray) -> float:
+    """Otsu's threshold of uint8 ``values``."""
+    hist = np.bincount(values.ravel(), minlength=256).astype(np.float64)
+    total = hist.sum()
+    if total == 0:
+        return 128.0
+    omega = np.cumsum(hist) / total
+    mu = np.cumsum(hist * np.arange(256)) / total
+    mu_t = mu[-1]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        between = (mu_t * omega - mu) ** 2 / (omega * (1.0 - omega))
+    between[~np.isfinite(between)] = 0
+    return float(np.argmax(between))
+
+
+def binarise(page: np.ndarray) -> np.ndarray:
+    """Ink mask (bool) of a normalised page: Otsu's threshold, kept below 200 so that a
+    page with little ink does not make grain into text."""
+    t = min(otsu(page), 200.0)
+    return page < t
+
+
+def components(ink: np.ndarray) -> tuple[np.ndarray, list[tuple[slice, slice]]]:
+    """Connected ink (8-neighbourhood): the label image and each component's slices."""
+    labels, _ = ndi.label(ink, structure=np.ones((3, 3), bool))
+    return labels, [s for s in ndi.find_objects(labels) if s is not None]
+
+
+def char_height(slices: list[tuple[slice, slice]], page_h: int) -> float:
+    """The typical height of a line's tall characters: a high percentile of the heights
+    of components that look like characters (not specks, not blocks). Latin lowercase
+    without ascenders is about half of it; a CJK character is about all of it."""
+    hs = np.array([s[0].stop - s[0].start for s in slices], dtype=np.float64)
+    ws = np.array([s[1].stop - s[1].start for s in slices], dtype=np.float64)
+    ok = (hs >= 5) & (hs <= page_h / 3) & (ws <= 8 * hs)
+    if not ok.any():
+        return 0.0
+    return float(np.percentile(hs[ok], 80))
+
+
+def estimate_char_height(ink: np.ndarray) -> float:
+    """:func:`char_height` of the page's characters, whole: a CJK character is several
+    components (its strokes and radicals), so they are first joined by a grow of a tenth
+    of a first estimate."""
+    _, slices = components(ink)
+    first = char_height(slices, ink.shape[0])
+    if first <= 0:
+        return 0.0
+    grow = max(1, int(round(0.1 * first)))
+    joined = ndi.maximum_filter(ink.astype(np.uint8), size=2 * grow + 1).astype(bool)
+    _, slices = components(joined)
+    return max(first, char_height(slices, ink.shape[0]) - 2 * grow)
+
+
+def solid_blocks(page: np.ndarray, ch: float) -> np.ndarray:
+    """Solid areas many strokes thick (pictures, filled boxes, photos): dark on the page
+    after an opening a character and a half wide, which removes every stroke of text."""
+    k = max(5, int(round(1.5 * ch)))
+    dark = (page < min(otsu(page), 200.0)).astype(np.uint8)
+    # Min then max filters over a square are separable: O(pixels), not O(pixels * k^2).
+    blocks = ndi.maximum_filter(ndi.minimum_filter(dark, size=k), size=k)
+    return ndi.maximum_filter(blocks, size=k // 2 * 2 + 1).astype(bool)
+
+
+def text_mask(ink: np.ndarray, ch: float) -> np.ndarray:
+    """The ink of text alone: rules (long thin strokes) and pictures (blocks many
+    character heights tall and wide, or dense areas) left out."""
+    labels, slices = components(ink)
+    keep = np.zeros(len(slices) + 1, bool)
+    for i, (sy, sx) in enumerate(slices, start=1):
+        h, w = sy.stop - sy.start, sx.stop - sx.start
+        rule = (w > 8 * ch and h < 0.35 * ch) or (h > 8 * ch and w < 0.35 * ch)
+        block = h > 2.5 * ch and w > 2.5 * ch
+        keep[i] = not (rule or block)
+    return keep[labels]
+
+
+def skew_angle(ink: np.ndarray, ch: float) -> float:
+    """Degrees (counter-clockwise) that level the page's lines: the angle at which the
+    rows of ink are sharpest (sum of squares of the row histogram of ink pixels)."""
+    ys, xs = np.nonzero(ink)
+    if len(ys) < 50:
+        return 0.0
+    if len(ys) > 60_000:  # a sample is enough
+        pick = np.random.default_rng(0).choice(len(ys), 60_000, replace=False)
+        ys, xs = ys[pick], xs[pick]
+    ys = ys.astype(np.float64)
+    xs = xs.astype(np.float64) - xs.mean()
+    bin_h = max(1.0, ch / 4.0)
+
+    def sharpness(deg: float) -> float:
+        yr = ys + xs * math.tan(math.radians(deg))
+        hist = np.bincount(((yr - yr.min()) / bin_h).astype(np.int64))
+        return float((hist.astype(np.float64) ** 2).sum())
+
+    coarse = np.arange(-_MAX_SKEW, _MAX_SKEW + 1e-9, 0.5)
+    best = float(coarse[int(np.argmax([sharpness(a) for a in coarse]))])
+    fine = np.arange(best - 0.5, best + 0.5 + 1e-9, 0.1)
+    best = float(fine[int(np.argmax([sharpness(a) for a in fine]))])
+    return 0.0 if abs(best) < 0.2 else best
+
+
+def line_blobs(text: np.ndarray, ch: float) -> list[LineBox]:
+    """Line candidates: text ink smeared along the line by about a character height
+    (characters and words join, column gutters stay apart), as boxes."""
+    reach = max(3, int(round(0.9 * ch)))
+    smeared = ndi.maximum_filter(text.astype(np.uint8), size=(1, reach)).astype(bool)
+    _, slices = components(smeared)
+    return [LineBox(s[1].start, s[0].start, s[1].stop, s[0].stop) for s in slices]
+
+
+def split_tall(box: LineBox, text: np.ndarray, ch: float) -> list[LineBox]:
+    """A blob holding several touching lines, cut at its thinnest rows."""
+    n = int(round(box.height / (1.2 * ch)))
+    if box.height < _TWO_LINES * ch or n < 2:
+        return [box]
+    rows = text[box.y0 : box.y1, box.x0 : box.x1].sum(axis=1).astype(np.float64)
+    cuts = []
+    for k in range(1, n):
+        centre = int(round(k * box.height / n))
+        lo, hi = max(1, centre - int(0.35 * ch)), min(box.height - 1, centre + int(0.35 * ch))
+        if hi > lo:
+            cuts.append(lo + int(np.argmin(rows[lo:hi])))
+    edges = [0, *sorted(set(cuts)), box.height]
+    return [LineBox(box.x0, box.y0 + a, box.x1, box.y0 + b) for a, b in zip(edges, edges[1:]) if b - a > 2]
+
+
+def attach_marks(boxes: list[LineBox], ch: float) -> list[LineBox]:
+    """Small blobs (accents, dots, CJK punctuation on their own) joined to the line they
+    sit on or beside; marks near no line are dropped."""
+    lines = [b for b in boxes if b.height >= _MARK * ch]
+    marks = [b for b in boxes if b.height < _MARK * ch]
+    grown = [[b.x0, b.y0, b.x1, b.y1] for b in lines]
+    for m in marks:
+        best, best_d = None, 0.8 * ch
+        for i, b in enumerate(lines):
+            if m.x1 < b.x0 - ch or m.x0 > b.x1 + ch:
+                continue
+            d = max(b.y0 - m.y1, m.y0 - b.y1, 0)
+            if d <= best_d:
+                best, best_d = i, d
+        if best is not None:
+            g = grown[best]
+            grown[best] = [min(g[0], m.x0), min(g[1], m.y0), max(g[2], m.x1), max(g[3], m.y1)]
+    return [LineBox(*g) for g in grown]
+
+
+def merge_row_pieces(boxes: list[LineBox], ch: float) -> list[LineBox]:
+    """Pieces of one line that the smear left apart (a wide gap after a CJK comma, a
+    piece a pixel higher than the rest): boxes that share most of their rows and lie
+    less than half a character height apart join."""
+    out = sorted(boxes, key=lambda b: b.x0)
+    merged = True
+    while merged:
+        merged = False
+        for i in range(len(out)):
+            for j in range(i + 1, len(out)):
+                a, b = out[i], out[j]
+                overlap = min(a.y1, b.y1) - max(a.y0, b.y0)
+                if overlap < 0.6 * min(a.height, b.height):
+                    continue
+                if max(a.x0, b.x0) - min(a.x1, b.x1) < 0.5 * ch:
+                    out[i] = LineBox(min(a.x0, b.x0), min(a.y0, b.y0), max(a.x1, b.x1), max(a.y1, b.y1))
+                    del out[j]
+                    merged = True
+                    break
+            if merged:
+                break
+    return out
+
+
+def reading_order(boxes: list[LineBox], ch: float) -> list[LineBox]:
+    """Recursive XY cut at the widest gap: a vertical gap of at least a character height
+    (a column gutter) or a horizontal one; columns left to right, rows top to bottom."""
+    if len(boxes) <= 1:
+        return list(boxes)
+    vx, vcut = _widest_gap([(b.x0, b.x1) for b in boxes])
+    hy, hcut = _widest_gap([(b.y0, b.y1) for b in boxes])
+    if vx >= ch and vx >= 0.8 * hy:
+        left = [b for b in boxes if b.x1 <= vcut]
+        right = [b for b in boxes if b.x1 > vcut]
+    elif hy > 0:
+        left = [b for b in boxes if b.y1 <= hcut]
+        right = [b for b in boxes if b.y1 > hcut]
+    else:  # overlapping boxes everywhere: top to bottom, then left to right
+        return sorted(boxes, key=lambda b: ((b.y0 + b.y1) / 2, b.x0))
+    return reading_order(left, ch) + reading_order(right, ch)
+
+
+def _widest_gap(spans: list[tuple[int, int]]) -> tuple[float, float]:
+    """The widest gap between the union of ``spans`` and where to cut: (width, middle)."""
+    spans = sorted(spans)
+    best, cut = 0.0, 0.0
+    end = spans[0][1]
+    for a, b in spans[1:]:
+        if a - end > best:
+            best, cut = float(a - end), (a + end) / 2.0
+        end = max(end, b)
+    return best, cut
+
+
+def find_lines(grey: np.ndarray) -> Layout:
+    """The text lines of a grey page (uint8 ``(H, W)``), in reading order."""
+    page, inverted = normalise(grey)
+    ink = binarise(page)
+    ch = estimate_char_height(ink)
+    if ch <= 0:
+        return Layout([], page, 0.0, 0.0, inverted)
+    text = text_mask(ink, ch) & ~solid_blocks(255 - grey if inverted else grey, ch)
+    angle = skew_angle(text, ch)
+    if angle:
+        turned = np.clip(ndi.rotate(grey.astype(np.float32), -angle, reshape=False, order=1,
+                                    mode="nearest"), 0, 255).astype(np.uint8)  # fmt: skip
+        page, _ = normalise(turned)
+        ink = binarise(page)
+        text = text_mask(ink, ch) & ~solid_blocks(255 - turned if inverted else turned, ch)
+    boxes: list[LineBox] = []
+    for b in line_blobs(text, ch):
+        boxes.extend(split_tall(b, text, ch))
+    boxes = [b for b in merge_row_pieces(attach_marks(boxes, ch), ch) if b.width >= 0.5 * ch]
+    line_h = float(np.median([b.height for b in boxes])) if boxes else 0.0
+    return Layout(reading_order(boxes, ch), page, angle, ch, inverted, line_h)
+
+
+def crop(page: np.ndarray, box: LineBox, ch: float, line_h: float = 0.0) -> np.ndarray:
+    """The line's pixels as a recognizer trained on whole-line crops expects them: at
+    least ``line_h`` tall (the page's typical line height: a line without descenders or
+    ascenders gets the room they would take) plus a third of a character height above
+    and below, and a sixth of one at the ends (a wide blank margin reads as a quote
+    mark); clipped to the page."""
+    extra = max(0.0, line_h - box.height) / 2.0
+    my, mx = int(round(0.35 * ch + extra)), int(round(0.15 * ch))
+    h, w = page.shape[:2]
+    return page[max(0, box.y0 - my) : min(h, box.y1 + my), max(0, box.x0 - mx) : min(w, box.x1 + mx)]

@@ -1,0 +1,150 @@
+"""Reading a page: its lines found in reading order and read one by one (crnn/layout).
+Pages are drawn here with the bundled fonts and read with the bundled models."""
+
+from __future__ import annotations
+
+import logging
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image, ImageDraw, ImageFilter, ImageFont
+from rapidfuzz.distance import Levenshtein
+
+from crnn.data.synth.fonts import bundled_font_dir
+from crnn.data.synth.labelfonts import label_font_dir
+from crnn.inference import Recognizer
+from crnn.layout import find_lines
+from crnn.layout.lines import LineBox, reading_order
+
+REPO = Path(__file__).resolve().parents[1]
+SERIF = bundled_font_dir() / "liberation" / "LiberationSerif-Regular.ttf"
+SANS_BOLD = bundled_font_dir() / "liberation" / "LiberationSans-Bold.ttf"
+LEFT = ["Reading a page is finding its", "lines first, then reading each", "one at its own width, in order."]
+RIGHT = ["The second column comes after", "the first, top to bottom, and", "its numbers 42 and 3.14 too."]
+
+
+@pytest.fixture(scope="module")
+def line_model() -> Recognizer:
+    return Recognizer.bundled("line")
+
+
+def cer(read: str, truth: str) -> float:
+    return Levenshtein.distance(read, truth) / len(truth)
+
+
+def two_column_page(bg=(250, 250, 247), ink=(20, 20, 20), picture: bool = False) -> Image.Image:
+    font, head = ImageFont.truetype(str(SERIF), 26), ImageFont.truetype(str(SANS_BOLD), 34)
+    img = Image.new("RGB", (1100, 380 if not picture else 560), bg)
+    d = ImageDraw.Draw(img)
+    d.text((40, 20), "A Heading Over Two Columns", font=head, fill=ink)
+    d.line((40, 72, 1060, 72), fill=ink, width=3)  # a rule: not a line of text
+    for i, t in enumerate(LEFT):
+        d.text((40, 100 + 42 * i), t, font=font, fill=ink)
+    for i, t in enumerate(RIGHT):
+        d.text((580, 100 + 42 * i), t, font=font, fill=ink)
+    if picture:  # a photo: textured, so it binarises into many pieces, not one block
+        rng = np.random.default_rng(3)
+        tex = Image.fromarray((rng.random((70, 85, 3)) * 255).astype(np.uint8)).resize((340, 280))
+        img.paste(tex.filter(ImageFilter.GaussianBlur(2)), (120, 260))
+        d.rectangle((640, 300, 980, 520), fill=(40, 140, 80))
+    return img
+
+
+TRUTH = "\n".join(["A Heading Over Two Columns", *LEFT, *RIGHT])
+
+
+def test_two_columns_are_read_column_by_column_under_their_heading(line_model) -> None:
+    page = line_model.read_page(two_column_page())
+    assert page.layout == "page" and len(page.lines) == 7
+    assert cer(page.text, TRUTH) < 0.01, page.text
+    assert page.lines[1].text.startswith("Reading") and page.lines[4].text.startswith("The second")
+
+
+def test_a_tilted_scan_is_levelled_and_read(line_model) -> None:
+    img = two_column_page().convert("L").rotate(3.0, Image.BICUBIC, expand=True, fillcolor=250)
+    img = img.filter(ImageFilter.GaussianBlur(0.6))
+    arr = np.asarray(img, np.float32) + np.random.default_rng(0).normal(0, 6, (img.height, img.width))
+    scan = Image.fromarray(np.clip(arr, 0, 255).astype(np.uint8))
+    found = find_lines(np.asarray(scan))
+    assert abs(found.angle - 3.0) <= 0.3, found.angle
+    page = line_model.read_page(scan)
+    assert cer(page.text, TRUTH) < 0.02, page.text
+    # Boxes are on the input image: the first line's box holds its ink.
+    x0, y0, x1, y1 = page.lines[0].box
+    assert 0 <= x0 < x1 <= scan.width and 0 <= y0 < y1 <= scan.height
+
+
+def test_a_screenshot_with_light_text_on_a_coloured_background(line_model) -> None:
+    img = two_column_page(bg=(24, 60, 110), ink=(240, 240, 220))
+    page = line_model.read_page(img)
+    assert cer(page.text, TRUTH) < 0.02, page.text
+
+
+def test_pictures_and_rules_are_not_read_as_text(line_model) -> None:
+    page = line_model.read_page(two_column_page(picture=True))
+    assert len(page.lines) == 7, page.text
+    assert cer(page.text, TRUTH) < 0.02
+
+
+def test_a_single_word_is_still_read_as_a_word() -> None:
+    rec = Recognizer.bundled("word")
+    page = rec.read_page(REPO / "data" / "samples" / "word_01.png")
+    assert page.layout == "line" and page.text == "homeland"
+    # A large crop of one word (a phone photo of a label) is one line too, read whole.
+    word = Image.open(REPO / "data" / "samples" / "word_01.png")
+    big = word.resize((word.width * 4, word.height * 4), Image.BICUBIC)
+    page = rec.read_page(big)
+    assert page.layout == "line" and page.text == "homeland" and page.lines[0].box == [0, 0, *big.size]
+    assert rec.read_page(REPO / "data" / "samples" / "word_01.png", layout="line").text == "homeland"
+
+
+def test_an_image_that_is_neither_is_read_whole_with_a_warning(line_model, caplog) -> None:
+    rng = np.random.default_rng(1)
+    blobs = Image.fromarray((rng.random((300, 400)) * 255).astype(np.uint8)).filter(ImageFilter.GaussianBlur(12))
+    with caplog.at_level(logging.WARNING, logger="crnn"):
+        page = line_model.read_page(blobs)
+    assert page.layout == "line" and page.note
+    assert "no text lines found: read as one line" in caplog.text
+
+
+def test_a_chinese_page_with_the_chinese_model() -> None:
+    font = ImageFont.truetype(str(label_font_dir() / "crnn-ocr-LabelCJK-Regular.otf"), 30)
+    lines = ["今天早上八点，市图书馆的新馆正式开放。", "请在下午三点之前把会议材料发给同事。", "这条高速公路全长约三百二十公里。"]
+    img = Image.new("L", (760, 200), 245)
+    d = ImageDraw.Draw(img)
+    for i, t in enumerate(lines):
+        d.text((30, 24 + 54 * i), t, font=font, fill=25)
+    page = Recognizer.bundled("zh").read_page(img.rotate(-1.5, Image.BICUBIC, expand=True, fillcolor=245))
+    assert cer(page.text, "\n".join(lines)) < 0.03, page.text
+
+
+def test_reading_order_is_columns_then_rows_with_a_heading_first() -> None:
+    head = LineBox(10, 0, 500, 20)
+    left = [LineBox(10, 40 + 30 * i, 240, 60 + 30 * i) for i in range(3)]
+    right = [LineBox(270, 40 + 30 * i, 500, 60 + 30 * i) for i in range(3)]
+    shuffled = [*right, head, *left]
+    random.Random(0).shuffle(shuffled)
+    assert reading_order(shuffled, ch=20) == [head, *left, *right]
+
+
+def test_predict_prints_a_line_per_text_line_and_draws(tmp_path, capsys, line_model) -> None:
+    from ckpt_helpers import run_main
+
+    from crnn.cli import predict as predict_cli
+
+    two_column_page().save(tmp_path / "page.png")
+    rc, out, err = run_main(predict_cli.main, "--model", "line", tmp_path / "page.png",
+                            "--draw", tmp_path / "drawn", capsys=capsys)  # fmt: skip
+    rows = [r.split("\t") for r in out.strip().splitlines()]
+    assert rc == 0 and len(rows) == 7 and rows[0][1] == "A Heading Over Two Columns"
+    drawn = Image.open(tmp_path / "drawn" / "page.draw.png")
+    assert drawn.width > 2 * 1100 and "drew 1 images" in err
+    rc, out, _ = run_main(predict_cli.main, "--model", "line", "--json", tmp_path / "page.png", capsys=capsys)
+    import json
+
+    (result,) = json.loads(out)
+    assert result["layout"] == "page" and len(result["lines"]) == 7
+    assert set(result["lines"][0]) == {"text", "confidence", "box"}
+    assert result["text"].split("\n")[0] == "A Heading Over Two Columns"
