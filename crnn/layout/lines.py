@@ -213,17 +213,23 @@ def line_blobs(text: np.ndarray, ch: float) -> list[LineBox]:
 
 
 def split_tall(box: LineBox, text: np.ndarray, ch: float) -> list[LineBox]:
-    """A blob holding several touching lines, cut at its thinnest rows."""
+    """A blob holding several touching lines, cut at its thinnest rows (where the ink
+    thins to a quarter of its usual row count or less; a line in a larger size, a
+    heading, has no such row and stays whole)."""
     n = int(round(box.height / (1.2 * ch)))
     if box.height < _TWO_LINES * ch or n < 2:
         return [box]
     rows = text[box.y0 : box.y1, box.x0 : box.x1].sum(axis=1).astype(np.float64)
+    typical = float(np.median(rows[rows > 0])) if (rows > 0).any() else 0.0
     cuts = []
     for k in range(1, n):
         centre = int(round(k * box.height / n))
         lo, hi = max(1, centre - int(0.35 * ch)), min(box.height - 1, centre + int(0.35 * ch))
         if hi > lo:
-            cuts.append(lo + int(np.argmin(rows[lo:hi])))
+            at = lo + int(np.argmin(rows[lo:hi]))
+            # Only where the ink thins out: a heading in a larger size has none such row.
+            if rows[at] <= 0.25 * typical:
+                cuts.append(at)
     edges = [0, *sorted(set(cuts)), box.height]
     return [LineBox(box.x0, box.y0 + a, box.x1, box.y0 + b) for a, b in zip(edges, edges[1:]) if b - a > 2]
 
@@ -326,12 +332,14 @@ def find_lines(grey: np.ndarray) -> Layout:
 
 
 def crop(page: np.ndarray, box: LineBox, ch: float, line_h: float = 0.0) -> np.ndarray:
-    """The line's pixels as a recognizer trained on whole-line crops expects them: at
-    least ``line_h`` tall (the page's typical line height: a line without descenders or
-    ascenders gets the room they would take) plus a third of a character height above
-    and below, and a sixth of one at the ends (a wide blank margin reads as a quote
-    mark); clipped to the page."""
-    extra = max(0.0, line_h - box.height) / 2.0
-    my, mx = int(round(0.35 * ch + extra)), int(round(0.15 * ch))
+    """The line's pixels as a recognizer trained on line crops expects them: half of the
+    room a line without descenders or ascenders lacks against the page's typical line
+    height ``line_h``, plus 0.15 character heights above and below and 0.1 at the ends,
+    clipped to the page. (Measured on pages in faces the bundled models never saw: wider
+    margins cost the English line model 1.3 -> 2.4 % CER and the Chinese one 4.4 ->
+    7.5 %; a wide blank margin at the start reads as a quote mark.)"""
+    extra = max(0.0, line_h - box.height) / 4.0
+    size = max(ch, box.height / 1.4)  # a heading in a larger size gets margins to match
+    my, mx = int(round(0.15 * size + extra)), int(round(0.1 * size))
     h, w = page.shape[:2]
     return page[max(0, box.y0 - my) : min(h, box.y1 + my), max(0, box.x0 - mx) : min(w, box.x1 + mx)]

@@ -1,0 +1,249 @@
+"""Whole pages read by crnn-ocr (its page reader with the bundled line and Chinese
+models), Tesseract 5 (``--psm 3``, ``eng`` / ``chi_sim``) and RapidOCR (PaddleOCR's
+PP-OCRv4 text detector + recognizer), side by side on the same pages.
+
+    python benchmarks/pages_vs_peers.py --json docs/bench/pages_vs_peers.json
+    python benchmarks/pages_vs_peers.py --pages 4 --zh-model runs/crnn_zh_cpu/best.pt
+
+The pages are drawn here, in faces that neither bundled model trained on (English: EB
+Garamond and Carlito, Debian's ``fonts-ebgaramond`` and ``fonts-crosextra-carlito``;
+Chinese: LXGW WenKai, BabelStone Han, WenQuanYi Micro Hei and Hanazono Mincho, which the
+Chinese recipe holds out), with text written for the benchmarks
+(``benchmarks/en_sentences.txt``, ``benchmarks/zh_sentences.txt``): 10-18 lines each, a
+heading, one column or two, sometimes a picture and a rule. Two kinds per language:
+
+* ``clean``: a screenshot, dark or light text on a flat, sometimes coloured background;
+* ``scan``: a page scanned or photographed square-on: tilted up to 3 degrees, unevenly
+  lit, blurred, noisy and JPEG-compressed.
+
+Scores: the page's CER, with the lines in reading order (the read and the truth each
+joined into one string, whitespace removed, NFKC), the share of the truth's lines found
+exactly among the read lines, and seconds per page on this machine's cores (all readers
+in one process per page; Tesseract as a subprocess).
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import platform
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import unicodedata
+from pathlib import Path
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np  # noqa: E402
+from PIL import Image, ImageDraw, ImageFilter, ImageFont  # noqa: E402
+from rapidfuzz.distance import Levenshtein  # noqa: E402
+
+from crnn.data.synth.fontsets import SetFace, locate  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+EN_FACES = (
+    SetFace("EBGaramond12-Regular.otf", "fonts-ebgaramond", "serif"),
+    SetFace("Carlito-Regular.ttf", "fonts-crosextra-carlito", "sans"),
+)
+ZH_FACES = (
+    SetFace("LXGWWenKai-Regular.ttf", "fonts-lxgw-wenkai", "kai"),
+    SetFace("BabelStoneHan.ttf", "fonts-babelstone-han", "song"),
+    SetFace("wqy-microhei.ttc", "fonts-wqy-microhei", "hei", "WenQuanYi Micro Hei"),
+    SetFace("HanaMinA.ttf", "fonts-hanazono", "mincho"),
+)
+
+
+def norm(text: str) -> str:
+    return "".join(unicodedata.normalize("NFKC", text).split())
+
+
+def sentences(lang: str) -> list[str]:
+    path = ROOT / "benchmarks" / ("en_sentences.txt" if lang == "en" else "zh_sentences.txt")
+    return [s.strip() for s in path.read_text(encoding="utf-8").splitlines()
+            if s.strip() and not s.startswith("#")]  # fmt: skip
+
+
+def wrap(text: str, font: ImageFont.FreeTypeFont, width: int, lang: str) -> list[str]:
+    """Lines of at most ``width`` pixels: at spaces for English, anywhere for Chinese."""
+    units = text.split(" ") if lang == "en" else list(text)
+    sep = " " if lang == "en" else ""
+    lines, cur = [], ""
+    for u in units:
+        cand = cur + sep + u if cur else u
+        if font.getlength(cand) <= width or not cur:
+            cur = cand
+        else:
+            lines.append(cur)
+            cur = u
+    if cur:
+        lines.append(cur)
+    return lines
+
+
+def load(face_path: str, size: int) -> ImageFont.FreeTypeFont:
+    file, _, index = face_path.partition("#")
+    return ImageFont.truetype(file, size, index=int(index or 0))
+
+
+def make_page(lang: str, kind: str, face: str, r: random.Random) -> tuple[Image.Image, list[str]]:
+    """A page and its lines in reading order."""
+    size = r.randint(22, 30)
+    font, head = load(face, size), load(face, int(size * 1.5))
+    two_cols = r.random() < 0.5
+    w = 1240
+    margin, gutter = 60, 60
+    col_w = (w - 2 * margin - (gutter if two_cols else 0)) // (2 if two_cols else 1)
+    pool = sentences(lang)
+    start = r.randrange(len(pool))
+    text_lines: list[list[str]] = [[] for _ in range(2 if two_cols else 1)]
+    per_col = r.randint(6, 9) if two_cols else r.randint(10, 16)
+    k = start
+    for col in text_lines:
+        while len(col) < per_col:
+            col.extend(wrap(pool[k % len(pool)], font, col_w, lang))
+            k += 1
+        del col[per_col:]
+    heading = pool[(start + 7) % len(pool)][: 22 if lang == "zh" else 36].strip()
+    lh = int(size * 1.6)
+    top = margin + int(size * 2.6)
+    h = top + per_col * lh + margin + (260 if r.random() < 0.35 else 0)
+    dark_bg = kind == "clean" and r.random() < 0.3
+    if kind == "clean" and r.random() < 0.5:
+        bg = tuple(r.randint(0, 80) for _ in range(3)) if dark_bg else tuple(r.randint(200, 255) for _ in range(3))
+    else:
+        bg = (20, 24, 30) if dark_bg else (250, 250, 248)
+    ink = (235, 235, 225) if dark_bg else tuple(r.randint(0, 60) for _ in range(3))
+    img = Image.new("RGB", (w, h), bg)
+    d = ImageDraw.Draw(img)
+    d.text((margin, margin), heading, font=head, fill=ink)
+    if r.random() < 0.5:
+        d.line((margin, top - int(size * 0.6), w - margin, top - int(size * 0.6)), fill=ink, width=2)
+    for c, col in enumerate(text_lines):
+        x = margin + c * (col_w + gutter)
+        for i, line in enumerate(col):
+            d.text((x, top + i * lh), line, font=font, fill=ink)
+    if h > top + per_col * lh + margin + 10:  # a picture under the text
+        rng = np.random.default_rng(r.randrange(2**32))
+        pic = Image.fromarray((rng.random((40, 90, 3)) * 255).astype(np.uint8)).resize((420, 200))
+        img.paste(pic.filter(ImageFilter.GaussianBlur(3)), (margin, top + per_col * lh + 30))
+    truth = [heading] + [ln for col in text_lines for ln in col]
+    if kind == "scan":
+        img = scan(img, r)
+    return img, truth
+
+
+def scan(img: Image.Image, r: random.Random) -> Image.Image:
+    """A page as a scanner or a phone square-on gives it."""
+    img = img.rotate(r.uniform(-3, 3), Image.BICUBIC, expand=True, fillcolor=(250, 250, 248))
+    w, h = img.size
+    yy, xx = np.mgrid[0:h, 0:w].astype(np.float32)
+    cx, cy = r.uniform(0, w), r.uniform(0, h)
+    light = 1.0 - r.uniform(0.1, 0.35) * np.clip(np.hypot((xx - cx) / w, (yy - cy) / h), 0, 1)
+    arr = np.asarray(img, np.float32) * light[:, :, None]
+    img = Image.fromarray(np.clip(arr, 0, 255).astype(np.uint8)).filter(ImageFilter.GaussianBlur(r.uniform(0.4, 1.0)))
+    arr = np.asarray(img, np.float32) + np.random.default_rng(r.randrange(2**32)).normal(0, r.uniform(3, 8), (h, w, 1))
+    buf = io.BytesIO()
+    Image.fromarray(np.clip(arr, 0, 255).astype(np.uint8)).save(buf, "JPEG", quality=r.randint(50, 85))
+    return Image.open(io.BytesIO(buf.getvalue())).convert("RGB")
+
+
+def score(read_lines: list[str], truth: list[str]) -> tuple[int, int, int]:
+    """(edits, characters, truth lines found exactly) for one page."""
+    got = norm("".join(read_lines))
+    want = norm("".join(truth))
+    found = {norm(x) for x in read_lines}
+    return Levenshtein.distance(got, want), len(want), sum(norm(t) in found for t in truth)
+
+
+def tesseract(path: Path, lang: str) -> list[str]:
+    out = subprocess.run(["tesseract", str(path), "-", "-l", "eng" if lang == "en" else "chi_sim",
+                          "--psm", "3"], capture_output=True, text=True, check=False).stdout  # fmt: skip
+    return [ln for ln in out.splitlines() if ln.strip()]
+
+
+def rapidocr() -> object | None:
+    try:
+        from rapidocr_onnxruntime import RapidOCR
+    except ImportError:
+        return None
+    return RapidOCR()
+
+
+def rapid_read(engine: object, img: Image.Image) -> list[str]:
+    result, _ = engine(np.asarray(img)[:, :, ::-1].copy())  # type: ignore[operator]
+    return [text for _, text, _ in (result or [])]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--pages", type=int, default=6, help="pages per language and kind (default 6)")
+    ap.add_argument("--seed", type=int, default=20261125)
+    ap.add_argument("--en-model", default="line", help="'line' (bundled) or a checkpoint/.onnx")
+    ap.add_argument("--zh-model", default="zh", help="'zh' (bundled) or a checkpoint/.onnx")
+    ap.add_argument("--no-tesseract", action="store_true")
+    ap.add_argument("--no-rapidocr", action="store_true")
+    ap.add_argument("--json", type=Path)
+    ap.add_argument("--keep", type=Path, help="keep the pages and their truth here")
+    args = ap.parse_args()
+    from crnn.inference import Recognizer
+
+    def model(spec: str) -> Recognizer:
+        return Recognizer.bundled(spec) if spec in ("line", "zh", "word") else Recognizer.from_checkpoint(spec)
+
+    ours = {"en": model(args.en_model), "zh": model(args.zh_model)}
+    faces = {lang: [locate(f) for f in fs] for lang, fs in (("en", EN_FACES), ("zh", ZH_FACES))}
+    missing = sorted({f.package for fs in (EN_FACES, ZH_FACES) for f in fs if locate(f) is None})
+    if missing:
+        sys.exit(f"fonts missing for the pages: apt-get install {' '.join(missing)}")
+    tmp = Path(tempfile.mkdtemp()) if args.keep is None else args.keep
+    tmp.mkdir(parents=True, exist_ok=True)
+    readers = ["crnn-ocr"]
+    if not args.no_tesseract and shutil.which("tesseract"):
+        readers.append("tesseract --psm 3")
+    engine = None if args.no_rapidocr else rapidocr()
+    if engine is not None:
+        readers.append("RapidOCR PP-OCRv4 det+rec")
+    rows = []
+    for lang in ("en", "zh"):
+        for kind in ("clean", "scan"):
+            r = random.Random(f"{args.seed}:{lang}:{kind}")
+            pages = []
+            for i in range(args.pages):
+                face = faces[lang][i % len(faces[lang])]
+                img, truth = make_page(lang, kind, face, r)  # type: ignore[arg-type]
+                path = tmp / f"{lang}_{kind}_{i:02d}.png"
+                img.save(path)
+                path.with_suffix(".txt").write_text("\n".join(truth) + "\n", encoding="utf-8")
+                pages.append((path, img, truth))
+            for reader in readers:
+                edits = chars = exact = lines = 0
+                t0 = time.perf_counter()
+                for path, img, truth in pages:
+                    if reader == "crnn-ocr":
+                        read = [ln.text for ln in ours[lang].read_page(img, layout="page").lines]
+                    elif reader.startswith("tesseract"):
+                        read = tesseract(path, lang)
+                    else:
+                        read = rapid_read(engine, img)
+                    e, c, x = score(read, truth)
+                    edits, chars, exact, lines = edits + e, chars + c, exact + x, lines + len(truth)
+                secs = (time.perf_counter() - t0) / len(pages)
+                rows.append({"lang": lang, "kind": kind, "reader": reader, "cer": edits / chars,
+                             "lines_exact": exact / lines, "s_per_page": secs, "pages": len(pages)})  # fmt: skip
+                print(f"{lang} {kind:<5} {reader:<28} CER {edits / chars:7.2%}  lines exact "
+                      f"{exact / lines:6.1%}  {secs:6.2f} s/page", flush=True)  # fmt: skip
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        meta = {"command": " ".join(sys.argv), "machine": platform.processor() or platform.machine(),
+                "seed": args.seed, "pages": args.pages}  # fmt: skip
+        args.json.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
