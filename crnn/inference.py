@@ -246,51 +246,51 @@ class Recognizer:
         width. An image that is not readable raises ``ImageDecodeError``, or with
         ``errors="return"`` is given that error in place of its page."""
         from crnn.data.image import ImageDecodeError
-        from crnn.layout import Line, Page, decide_layout, find_lines, unrotate_box
-        from crnn.layout.lines import crop
+        from crnn.layout import Line
 
-        if layout not in ("auto", "page", "line"):
-            raise ValueError(f"layout={layout!r}: expected 'auto', 'page' or 'line'")
-
-        pages: list[Page] = []
-        jobs: list[tuple[int, Any, list[int]]] = []  # (page, line pixels, box)
-        real: list[int | None] = []  # each line's width before padding
+        pages: list[Any] = []
+        jobs: list[tuple[int, Any, int | None, list[int]]] = []  # (page, pixels, width, box)
         for k, image in enumerate(images):
             try:
-                grey = np.asarray(load_image(image, rgb=False))
+                page, lines = self.plan_page(image, layout)
             except ImageDecodeError as e:
                 if errors != "return":
                     raise
                 pages.append(e)
                 continue
-            h, w = grey.shape
-            choice, note, found = "line", "", None
-            if layout != "line":
-                found = find_lines(grey)
-                choice, note = ("page", "") if layout == "page" else decide_layout(found, h)
-            if note:
-                name = image if isinstance(image, (str, os.PathLike)) else "an image"
-                log.warning("%s: %s", name, note)
-            pages.append(Page([], choice, found.angle if found and choice == "page" else 0.0, note))
-            if choice == "line":  # as predict() reads it, rotations included
-                try:
-                    jobs.append((k, self.preprocess(image), [0, 0, w, h]))
-                except ImageDecodeError as e:
-                    if errors != "return":
-                        raise
-                    pages[k] = e
-                    continue
-                real.append(None)
-                continue
-            for box in found.lines:  # type: ignore[union-attr]
-                pixels = crop(found.page, box, found.char_height, found.line_height)  # type: ignore[union-attr]
-                arr = preprocess_array(pixels, self.spec)
-                real.append(arr.shape[-1])
-                jobs.append((k, _pad_to(arr, PAGE_WIDTH_STEP), unrotate_box(box, found.angle, (w, h))))  # type: ignore[union-attr]
-        preds = self.predict_preprocessed([a for _, a, _ in jobs], real) if jobs else []
-        for (k, _, box), p in zip(jobs, preds):
+            pages.append(page)
+            jobs.extend((k, *job) for job in lines)
+        preds = self.predict_preprocessed([j[1] for j in jobs], [j[2] for j in jobs]) if jobs else []
+        for (k, _, _, box), p in zip(jobs, preds):
             pages[k].lines.append(Line(p.text, p.confidence, box, p.char_confidences, p.rotation))
         return pages
+
+    def plan_page(self, image: ImageSource, layout: str = "auto") -> tuple[Page, list[tuple[Any, int | None, list[int]]]]:
+        """How :meth:`read_pages` reads one image: its :class:`~crnn.layout.Page` (no lines
+        read yet) and, per line to read, ``(pixels, real width, box)``: the preprocessed
+        line padded to a multiple of :data:`PAGE_WIDTH_STEP` px (width None: an image
+        read whole, as :meth:`preprocess` gives it). Raises ``ImageDecodeError``."""
+        from crnn.layout import Page, decide_layout, find_lines, unrotate_box
+        from crnn.layout.lines import crop
+
+        if layout not in ("auto", "page", "line"):
+            raise ValueError(f"layout={layout!r}: expected 'auto', 'page' or 'line'")
+        grey = np.asarray(load_image(image, rgb=False))
+        h, w = grey.shape
+        choice, note, found = "line", "", None
+        if layout != "line":
+            found = find_lines(grey)
+            choice, note = ("page", "") if layout == "page" else decide_layout(found, h)
+        if note:
+            name = image if isinstance(image, (str, os.PathLike)) else "an image"
+            log.warning("%s: %s", name, note)
+        if choice == "line" or found is None:  # as predict() reads it, rotations included
+            return Page([], "line", 0.0, note), [(self.preprocess(image), None, [0, 0, w, h])]
+        lines = []
+        for box in found.lines:
+            arr = preprocess_array(crop(found.page, box, found.char_height, found.line_height), self.spec)
+            lines.append((_pad_to(arr, PAGE_WIDTH_STEP), arr.shape[-1], unrotate_box(box, found.angle, (w, h))))
+        return Page([], "page", found.angle, note), lines
 
     def read_page(self, image: ImageSource, layout: str = "auto") -> Page:
         """One image's :class:`~crnn.layout.Page` (see :meth:`read_pages`)."""

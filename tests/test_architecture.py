@@ -69,7 +69,7 @@ def _closure(start: str, graph: dict[str, set[str]] = GRAPH) -> set[str]:
     "module",
     ["crnn.inference", "crnn.evaluation", "crnn.export", "crnn.backends", "crnn.checkpoint",
      "crnn.layout", "crnn.layout.lines", "crnn.layout.page", "crnn.cli.predict", "crnn.cli.eval",
-     "crnn.cli.export"],
+     "crnn.cli.export", "crnn.serve.app", "crnn.serve.batcher", "crnn.cli.serve"],
 )  # fmt: skip
 def test_inference_side_never_imports_the_training_engine(module):
     engine = sorted(m for m in _closure(module) if m.startswith("crnn.engine"))
@@ -94,9 +94,9 @@ def test_the_model_imports_nothing_of_ours_but_config():
 
 
 def test_the_page_reader_needs_neither_torch_nor_the_engine():
-    """crnn.layout is NumPy and SciPy: a server reading pages with an ONNX model starts
-    without PyTorch."""
-    for name in ("crnn.layout.lines", "crnn.layout.page"):
+    """crnn.layout is NumPy and SciPy, and crnn.serve adds FastAPI: a server reading pages
+    with an ONNX model starts without PyTorch."""
+    for name in ("crnn.layout.lines", "crnn.layout.page", "crnn.serve.app", "crnn.serve.batcher"):
         reach = {name, *_closure(name, EAGER)}
         torchy = sorted(m for m in reach if any(d.split(".")[0] == "torch" for d in _imports(MODULES[m], True)))
         assert not torchy, f"{name} imports torch through {torchy}"

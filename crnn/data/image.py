@@ -43,6 +43,12 @@ def open_image(source: str | os.PathLike[str] | bytes, name: str = "image") -> I
         img = Image.open(io.BytesIO(source) if isinstance(source, (bytes, bytearray)) else source)
     except Image.DecompressionBombError as e:  # Pillow's own limit, checked at open
         raise ImageDecodeError(f"{name}: {_too_large(e)}") from None
+    except FileNotFoundError:
+        raise ImageDecodeError(f"{name}: file not found") from None
+    except UnidentifiedImageError:
+        raise ImageDecodeError(f"{name}: not a readable image (no image format Pillow reads)") from None
+    except (OSError, SyntaxError, ValueError, EOFError) as e:
+        raise ImageDecodeError(f"{name}: not a readable image ({e})") from None
     if img.width * img.height > MAX_PIXELS:
         img.close()
         raise ImageDecodeError(
@@ -54,7 +60,8 @@ def open_image(source: str | os.PathLike[str] | bytes, name: str = "image") -> I
 
 
 def _too_large(e: Exception) -> str:
-    return f"too many pixels to decode safely ({e})"
+    return (f"too many pixels to decode safely ({e}); the limit of any tool is {MAX_PIXELS:,} "
+            "pixels (crnn.data.image.MAX_PIXELS): a decompression bomb or a huge scan")
 
 
 def oriented_size(img: Image.Image) -> tuple[int, int]:
@@ -218,7 +225,9 @@ def load_image(source: ImageSource, rgb: bool = False) -> Image.Image:
         raise ImageDecodeError(f"{name}: is a directory, not an image") from None
     except Image.DecompressionBombError as e:
         raise ImageDecodeError(f"{name}: {_too_large(e)}") from None
-    except (UnidentifiedImageError, OSError, SyntaxError, ValueError, EOFError) as e:
+    except UnidentifiedImageError:
+        raise ImageDecodeError(f"{name}: not a readable image (no image format Pillow reads)") from None
+    except (OSError, SyntaxError, ValueError, EOFError) as e:
         raise ImageDecodeError(f"{name}: not a readable image ({e})") from None
     if img.width < 1 or img.height < 1:
         raise ImageDecodeError(f"{name}: empty image ({img.width}x{img.height})")

@@ -1,0 +1,73 @@
+"""``crnn-serve`` / ``tools/serve.py``: serve a model over HTTP, with a web page.
+
+    crnn-serve --model zh                       # http://127.0.0.1:8000/
+    crnn-serve -c runs/exp/best.pt --port 9000 --max-batch 64 --max-wait-ms 10
+    curl -F file=@word.png -F file=@line.png http://127.0.0.1:8000/v1/recognize
+
+Needs the serve extra: pip install 'crnn-ocr[serve]' (FastAPI, uvicorn, python-multipart).
+Images of concurrent requests are batched through the model (--max-batch, --max-wait-ms);
+every per-file problem is answered as that file's error and the rest are read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from crnn.cli import EXIT_OK, EXIT_USAGE, setup_logging
+
+log = logging.getLogger("crnn.serve")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from crnn.serve.app import Limits
+
+    d = Limits()
+    p = argparse.ArgumentParser(prog="crnn-serve", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    p.add_argument("-c", "--checkpoint", help="a checkpoint, release or .onnx file (default: --model)")
+    p.add_argument("--model", choices=("word", "line", "zh"), default="word",
+                   help="without -c, the bundled model to serve (default word)")  # fmt: skip
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    p.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: cuda if available)")
+    p.add_argument("--max-batch", type=int, default=32, help="most images per forward pass (1: no batching)")
+    p.add_argument("--max-wait-ms", type=float, default=5.0,
+                   help="how long an image waits for others to share its batch (default 5)")  # fmt: skip
+    p.add_argument("--max-file-bytes", type=int, default=d.max_file_bytes, help=f"largest upload per image (default {d.max_file_bytes:,})")
+    p.add_argument("--max-request-bytes", type=int, default=d.max_request_bytes, help=f"largest request body (default {d.max_request_bytes:,})")
+    p.add_argument("--max-files", type=int, default=d.max_files, help=f"most images per request (default {d.max_files})")
+    p.add_argument("--max-pixels", type=int, default=d.max_pixels, help=f"largest image, width x height (default {d.max_pixels:,})")
+    p.add_argument("--timeout-s", type=float, default=d.timeout_s, help=f"longest a request may take (default {d.timeout_s:g})")
+    p.add_argument("-v", "--verbose", action="store_true")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    setup_logging(args.verbose)
+    try:
+        import uvicorn
+
+        from crnn.serve.app import Limits, create_app
+    except ImportError as e:
+        log.error("crnn-serve needs the serve extra (%s): pip install 'crnn-ocr[serve]'", e.name)
+        return EXIT_USAGE
+    from crnn.inference import Recognizer, default_checkpoint, prefers_onnx
+
+    try:
+        path = args.checkpoint or default_checkpoint(prefers_onnx(args.device), args.model)
+        rec = Recognizer.from_checkpoint(path, device=args.device)
+        limits = Limits(args.max_file_bytes, args.max_request_bytes, args.max_files, args.max_pixels, args.timeout_s)
+        app = create_app(rec, limits, args.max_batch, args.max_wait_ms, name=str(path))
+    except (FileNotFoundError, RuntimeError, ValueError) as e:
+        log.error("%s", e)
+        return EXIT_USAGE
+    log.info("web page and API at http://%s:%d/ (Ctrl-C stops)", args.host, args.port)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,299 @@
+"""The HTTP API and the web page of ``crnn-serve`` (FastAPI), over a Recognizer.
+
+    GET  /             a web page: pick, drop or paste images, see their text
+    GET  /healthz      {"status": "ok"}
+    GET  /v1/model     what is served: charset size, input height, version, device
+    POST /v1/recognize multipart form: one or more ``file`` fields, and the options
+                       ``beam`` (0 = greedy), ``min_confidence``, ``layout`` (auto|line|page)
+                       -> {"results": [{"filename", "text", "confidence",
+                           "char_confidences", ...}]} in request order
+
+Images of concurrent requests share forward passes (:class:`~crnn.serve.batcher.
+MicroBatcher`); decoding, image decoding and line finding run on worker threads, so the
+event loop only moves bytes. Bad input never takes the server down: every per-file
+problem is that file's own error entry, and a request whose files all fail (or that is
+malformed, too large, or too slow) gets a 4xx/5xx answer ``{"error": ...}`` naming the
+file and the limit. Logs say what was served, never the images.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from dataclasses import asdict, dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from fastapi import FastAPI, Request
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse
+
+from crnn.calibration import scale_logits
+from crnn.ctc import decode
+from crnn.data.image import MAX_PIXELS, ImageDecodeError, open_image
+from crnn.serve.batcher import MicroBatcher
+
+log = logging.getLogger("crnn.serve")
+
+STATIC = Path(str(resources.files("crnn") / "serve" / "static"))
+LABEL_FONT = Path(str(resources.files("crnn") / "assets" / "label_fonts" / "crnn-ocr-LabelCJK-Regular.otf"))
+
+
+@dataclass
+class Limits:
+    """What one request may hold (each settable on the command line)."""
+
+    max_file_bytes: int = 20 * 2**20  # one uploaded image
+    max_request_bytes: int = 100 * 2**20  # the whole body
+    max_files: int = 64  # images per request
+    max_pixels: int = 40_000_000  # width x height of one image (at most MAX_PIXELS)
+    timeout_s: float = 60.0  # a request's time from its body read to its answer
+    max_beam: int = 32
+
+    def __post_init__(self) -> None:
+        if self.max_pixels > MAX_PIXELS:
+            raise ValueError(f"max_pixels={self.max_pixels:,}: at most {MAX_PIXELS:,} (crnn.data.image.MAX_PIXELS)")
+
+
+class RequestError(Exception):
+    """A problem with a request or one of its files: an HTTP status and a message."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class BodyLimit:
+    """ASGI middleware: a request body longer than ``limit`` bytes is answered 413 before
+    it is all read (by its Content-Length, or while it streams in)."""
+
+    def __init__(self, app: Any, limit: int) -> None:
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope.get("headers") or []).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.limit:
+            await _send_json(send, 413, {"error": self._message(int(declared))})
+            return
+        seen = 0
+        started = False
+
+        async def counted() -> dict[str, Any]:
+            nonlocal seen
+            msg = await receive()
+            if msg["type"] == "http.request":
+                seen += len(msg.get("body", b""))
+                if seen > self.limit:
+                    raise _TooLarge(seen)
+            return msg
+
+        async def tracking_send(msg: dict[str, Any]) -> None:
+            nonlocal started
+            started = started or msg["type"] == "http.response.start"
+            await send(msg)
+
+        try:
+            await self.app(scope, counted, tracking_send)
+        except _TooLarge as e:
+            if not started:
+                await _send_json(send, 413, {"error": self._message(e.args[0], streamed=True)})
+
+    def _message(self, size: int, streamed: bool = False) -> str:
+        what = "more than" if streamed else ""
+        return (f"request body is {what} {size:,} bytes, over the limit of {self.limit:,} "
+                "(crnn-serve --max-request-bytes); send fewer or smaller images per request").replace("  ", " ")  # fmt: skip
+
+
+class _TooLarge(Exception):
+    pass
+
+
+async def _send_json(send: Any, status: int, body: dict[str, Any]) -> None:
+    import json
+
+    data = json.dumps(body, ensure_ascii=False).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]})  # fmt: skip
+    await send({"type": "http.response.body", "body": data})
+
+
+class Service:
+    """What the routes call: a Recognizer (for its preprocessing and line finding), its
+    backend behind a :class:`MicroBatcher`, and the limits."""
+
+    def __init__(self, recognizer: Any, limits: Limits, batcher: MicroBatcher, info: dict[str, Any]) -> None:
+        self.rec, self.limits, self.batcher, self.info = recognizer, limits, batcher, info
+        self.served = 0
+
+    async def read_file(self, name: str, data: bytes, beam: int, layout: str) -> dict[str, Any]:
+        """One uploaded image's result entry (raises :class:`RequestError` for its error)."""
+        if len(data) > self.limits.max_file_bytes:
+            raise RequestError(413, f"{name}: {len(data):,} bytes, over the limit of "
+                                    f"{self.limits.max_file_bytes:,} per file (--max-file-bytes)")  # fmt: skip
+        if not data:
+            raise RequestError(400, f"{name}: the file is empty")
+        loop = asyncio.get_running_loop()
+        page, jobs = await loop.run_in_executor(None, self._plan, name, data, layout)
+        logits = await asyncio.gather(*(self.batcher.logits(arr) for arr, _, _ in jobs))
+        preds = await loop.run_in_executor(None, self._decode, list(logits), beam)
+        out: dict[str, Any] = {"filename": name}
+        if page.layout == "line":
+            p = preds[0]
+            out.update(text=p.text, confidence=round(p.confidence, 6),
+                       char_confidences=[round(c, 6) for c in p.char_confidences], layout="line")  # fmt: skip
+            if page.note:
+                out["note"] = page.note
+            return out
+        from crnn.layout import Line
+
+        for (_, _, box), p in zip(jobs, preds):
+            page.lines.append(Line(p.text, p.confidence, box, p.char_confidences))
+        out.update(page.to_dict())
+        out["char_confidences"] = [[round(c, 6) for c in ln.char_confidences] for ln in page.lines]
+        return out
+
+    def _plan(self, name: str, data: bytes, layout: str) -> Any:
+        try:
+            with open_image(data, name) as im:
+                if im.width * im.height > self.limits.max_pixels:
+                    raise RequestError(413, f"{name}: {im.width} x {im.height} pixels, over the "
+                                            f"limit of {self.limits.max_pixels:,} (--max-pixels)")  # fmt: skip
+            return self.rec.plan_page(data, layout)
+        except ImageDecodeError as e:
+            status = 413 if "pixels" in str(e) else 415
+            raise RequestError(status, f"{name}: {str(e).removeprefix(f'{name}: ')}") from None
+
+    def _decode(self, logits: list[np.ndarray], beam: int) -> list[Any]:
+        temperature = getattr(self.rec.backend, "temperature", 1.0)
+        out = []
+        for lg in logits:
+            out.extend(decode(scale_logits(lg[None], temperature), self.rec.charset, beam_width=beam))
+        return out
+
+
+def options(form: Any, limits: Limits) -> tuple[int, float | None, str]:
+    """``beam``, ``min_confidence`` and ``layout`` from the form, checked."""
+    try:
+        beam = int(form.get("beam") or 0)
+        floor = form.get("min_confidence")
+        floor = None if floor in (None, "") else float(floor)
+    except ValueError:
+        raise RequestError(400, "beam must be a whole number and min_confidence a number in [0, 1]") from None
+    layout = str(form.get("layout") or "auto")
+    if not 0 <= beam <= limits.max_beam:
+        raise RequestError(400, f"beam={beam}: expected 0 (greedy) to {limits.max_beam}")
+    if floor is not None and not 0.0 <= floor <= 1.0:
+        raise RequestError(400, f"min_confidence={floor}: expected a number in [0, 1]")
+    if layout not in ("auto", "line", "page"):
+        raise RequestError(400, f"layout={layout!r}: expected auto, line or page")
+    return beam, floor, layout
+
+
+def create_app(
+    recognizer: Any,
+    limits: Limits | None = None,
+    max_batch: int = 32,
+    max_wait_ms: float = 5.0,
+    name: str = "",
+) -> Any:
+    """The FastAPI application serving ``recognizer`` (see the module docstring)."""
+    from crnn import __version__
+
+    limits = limits or Limits()
+    batcher = MicroBatcher(recognizer.backend, max_batch=max_batch, max_wait_ms=max_wait_ms)
+    info = {
+        "name": name, "version": __version__,
+        "charset_size": len(recognizer.charset), "num_classes": recognizer.charset.num_classes,
+        "height": recognizer.spec.height, "rgb": recognizer.spec.rgb,
+        "backend": type(recognizer.backend).__name__, "device": str(getattr(recognizer.backend, "device", "cpu")),
+        "max_batch": max_batch, "max_wait_ms": max_wait_ms, "limits": asdict(limits),
+    }  # fmt: skip
+    service = Service(recognizer, limits, batcher, info)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: Any) -> Any:
+        await batcher.start()
+        log.info("serving %s (%s, %d classes) with batches of up to %d", name or "a model",
+                 info["backend"], info["num_classes"], max_batch)  # fmt: skip
+        yield
+        await batcher.stop()
+
+    app = FastAPI(title="crnn-ocr", version=__version__, lifespan=lifespan)
+    app.state.service = service
+
+    @app.get("/healthz")
+    async def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/v1/model")
+    async def model() -> dict[str, Any]:
+        return info
+
+    @app.get("/", response_class=HTMLResponse)
+    async def page() -> Any:
+        return HTMLResponse((STATIC / "index.html").read_text(encoding="utf-8"))
+
+    @app.get("/static/label-cjk.otf")
+    async def font() -> Any:
+        return FileResponse(LABEL_FONT, media_type="font/otf")
+
+    @app.post("/v1/recognize")
+    async def recognize(request: Request) -> Any:
+        t0 = time.perf_counter()
+        try:
+            form = await request.form(max_files=limits.max_files + 1, max_fields=64)
+        except _TooLarge as e:  # raised by BodyLimit while the body streams in
+            return JSONResponse({"error": BodyLimit(None, limits.max_request_bytes)._message(e.args[0], True)}, 413)
+        except Exception as e:  # noqa: BLE001 -- a malformed body
+            return JSONResponse({"error": f"the body is not a readable multipart form ({e})"}, 400)
+        try:
+            beam, floor, layout = options(form, limits)
+            files = form.getlist("file")
+            if not files:
+                raise RequestError(400, "no 'file' field: send images as multipart/form-data fields named 'file'")
+            if len(files) > limits.max_files:
+                raise RequestError(413, f"{len(files)} files, over the limit of {limits.max_files} per request (--max-files)")
+            uploads = [(getattr(f, "filename", None) or f"file {i + 1}", f) for i, f in enumerate(files)]
+            if any(isinstance(f, str) for _, f in uploads):
+                raise RequestError(400, "a 'file' field holds text, not a file: send images as file uploads")
+
+            async def one(n: str, f: Any) -> dict[str, Any]:
+                try:
+                    return await service.read_file(n, await f.read(), beam, layout)
+                except RequestError as e:
+                    return {"filename": n, "error": str(e), "status": e.status}
+                except Exception:  # noqa: BLE001 -- one file's bug must not fail the others
+                    log.exception("reading %s failed", n)
+                    return {"filename": n, "error": f"{n}: the server could not read it (see its log)", "status": 500}
+
+            results = await asyncio.wait_for(asyncio.gather(*(one(n, f) for n, f in uploads)), limits.timeout_s)
+        except RequestError as e:
+            return JSONResponse({"error": str(e)}, e.status)
+        except asyncio.TimeoutError:
+            return JSONResponse({"error": f"the request took over {limits.timeout_s:g} s (--timeout-s)"}, 504)
+        finally:
+            await form.close()
+        if floor is not None:
+            for r in results:
+                if "confidence" in r:
+                    r["uncertain"] = r["confidence"] < floor
+        bad = [r for r in results if "error" in r]
+        ms = 1000 * (time.perf_counter() - t0)
+        service.served += len(results) - len(bad)
+        log.info("served %d file(s), %d error(s), in %.0f ms", len(results), len(bad), ms)
+        if bad and len(bad) == len(results):
+            status = bad[0]["status"] if len({r["status"] for r in bad}) == 1 else 400
+            for r in bad:
+                r.pop("status")
+            return JSONResponse({"error": "; ".join(r["error"] for r in bad), "results": results}, status)
+        for r in bad:
+            r.pop("status")
+        return {"results": results}
+
+    return BodyLimit(app, limits.max_request_bytes)

@@ -1,0 +1,225 @@
+"""crnn-serve: the micro-batcher on its own, then a real server process on localhost
+(answers in request order, limits, bad uploads answered 4xx while good requests keep
+being served), and the web page in a real headless browser (the system's Chromium)."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+httpx = pytest.importorskip("httpx")
+pytest.importorskip("fastapi")
+
+from crnn.serve.batcher import MicroBatcher  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+WORD = REPO / "data" / "samples" / "word_01.png"  # "homeland"
+SAMPLES = {p.name: t for p, t in (
+    (REPO / "data" / "samples" / line.split("\t")[0], line.split("\t")[1].strip())
+    for line in (REPO / "data" / "samples" / "gt.txt").read_text().splitlines() if "\t" in line
+)}  # fmt: skip
+
+
+class CountingBackend:
+    """Logits that say which image they came from: frame t of image i is class i + 1."""
+
+    def __init__(self) -> None:
+        self.calls: list[int] = []
+
+    def __call__(self, images: np.ndarray) -> np.ndarray:
+        self.calls.append(len(images))
+        b, w = images.shape[0], images.shape[-1]
+        out = np.zeros((b, w // 4, 8), np.float32)
+        for j in range(b):
+            out[j, :, int(images[j, 0, 0, 0]) + 1] = 1.0
+        return out
+
+    def output_length(self, widths: np.ndarray) -> np.ndarray:
+        return np.asarray(widths) // 4
+
+
+def test_concurrent_images_share_forward_passes_and_keep_their_own_frames() -> None:
+    backend = CountingBackend()
+
+    async def go(max_batch: int) -> list[np.ndarray]:
+        b = MicroBatcher(backend, max_batch=max_batch, max_wait_ms=50)
+        await b.start()
+        imgs = [np.full((1, 32, 40 + 8 * i), i, np.uint8) for i in range(6)]
+        out = await asyncio.gather(*(b.logits(im) for im in imgs))
+        await b.stop()
+        return out
+
+    out = asyncio.run(go(32))
+    assert sum(backend.calls) == 6 and len(backend.calls) <= 2, backend.calls  # padded to 64: one or two stacks
+    for i, lg in enumerate(out):
+        assert lg.shape[0] == (40 + 8 * i) // 4  # its own frames, not the padding's
+        assert int(lg[0].argmax()) == i + 1  # its own logits
+    backend.calls.clear()
+    asyncio.run(go(1))
+    assert backend.calls == [1] * 6  # batching off
+
+
+def test_a_failing_backend_fails_every_waiter_and_the_batcher_goes_on() -> None:
+    class Flaky(CountingBackend):
+        def __call__(self, images: np.ndarray) -> np.ndarray:
+            if len(self.calls) == 0:
+                self.calls.append(-1)
+                raise RuntimeError("device lost")
+            return super().__call__(images)
+
+    async def go() -> tuple[list[object], np.ndarray]:
+        b = MicroBatcher(Flaky(), max_batch=8, max_wait_ms=30)
+        await b.start()
+        first = await asyncio.gather(*(b.logits(np.zeros((1, 32, 64), np.uint8)) for _ in range(3)),
+                                     return_exceptions=True)  # fmt: skip
+        later = await b.logits(np.zeros((1, 32, 64), np.uint8))
+        await b.stop()
+        return first, later
+
+    first, later = asyncio.run(go())
+    assert all(isinstance(e, RuntimeError) for e in first) and later.shape == (16, 8)
+
+
+# ---- a real server ------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def server():
+    port = free_port()
+    log = open(Path(os.environ.get("TMPDIR", "/tmp")) / f"crnn-serve-{port}.log", "w+")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "crnn.cli.serve", "--model", "word", "--port", str(port),
+         "--max-request-bytes", "2000000", "--max-files", "8", "--max-pixels", "4000000"],
+        cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(150):
+        try:
+            if httpx.get(url + "/healthz", timeout=1).status_code == 200:
+                break
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    else:
+        proc.kill()
+        log.seek(0)
+        pytest.fail("the server did not start:\n" + log.read())
+    yield url, log
+    proc.terminate()
+    proc.wait(timeout=20)
+
+
+def post(url: str, files: list[tuple[str, bytes]], **form: str) -> httpx.Response:
+    return httpx.post(url + "/v1/recognize", files=[("file", (n, b)) for n, b in files], data=form, timeout=60)
+
+
+@pytest.mark.slow
+def test_the_server_reads_images_in_request_order_and_describes_its_model(server) -> None:
+    url, _ = server
+    model = httpx.get(url + "/v1/model").json()
+    assert model["charset_size"] == 36 and model["height"] == 32 and model["version"]
+    names = sorted(SAMPLES)[:5]
+    r = post(url, [(n, (REPO / "data" / "samples" / n).read_bytes()) for n in names], beam="5", min_confidence="0.5")
+    assert r.status_code == 200
+    results = r.json()["results"]
+    assert [x["filename"] for x in results] == names
+    assert [x["text"] for x in results] == [SAMPLES[n] for n in names]
+    assert all(len(x["char_confidences"]) == len(x["text"]) and "uncertain" in x for x in results)
+
+
+@pytest.mark.slow
+def test_concurrent_clients_get_every_answer_right_and_batches_form(server) -> None:
+    url, log = server
+    names = sorted(SAMPLES)
+    data = {n: (REPO / "data" / "samples" / n).read_bytes() for n in names}
+
+    def client(k: int) -> list[bool]:
+        with httpx.Client(timeout=60) as c:
+            oks = []
+            for j in range(10):
+                n = names[(k + j) % len(names)]
+                r = c.post(url + "/v1/recognize", files=[("file", (n, data[n]))])
+                oks.append(r.status_code == 200 and r.json()["results"][0]["text"] == SAMPLES[n])
+            return oks
+
+    with ThreadPoolExecutor(16) as pool:
+        answers = [ok for oks in pool.map(client, range(16)) for ok in oks]
+    assert len(answers) == 160 and all(answers)
+
+
+def bad_uploads() -> dict[str, tuple[list[tuple[str, bytes]], int, str]]:
+    from test_bad_images import png_bomb
+
+    big = io.BytesIO()
+    from PIL import Image
+
+    Image.fromarray((np.random.default_rng(0).random((1800, 1800)) * 255).astype(np.uint8)).save(big, "PNG")
+    return {
+        "not an image": ([("notes.txt", b"hello")], 415, "notes.txt: not a readable image"),
+        "a decompression bomb": ([("bomb.png", png_bomb())], 413, "bomb.png: too many pixels"),
+        "an oversized body": ([("big.png", big.getvalue())], 413, "over the limit of 2,000,000"),
+        "too many files": ([("w.png", WORD.read_bytes())] * 9, 413, "9 files, over the limit of 8"),
+    }
+
+
+@pytest.mark.slow
+def test_bad_uploads_are_answered_4xx_and_good_requests_keep_being_served(server) -> None:
+    url, log = server
+    for what, (files, status, says) in bad_uploads().items():
+        for _ in range(3):
+            r = post(url, files)
+            assert r.status_code == status and says in r.json()["error"], (what, r.status_code, r.text)
+        assert post(url, [("w.png", WORD.read_bytes())]).json()["results"][0]["text"] == "homeland"
+    r = httpx.post(url + "/v1/recognize", data={"beam": "2"})
+    assert r.status_code == 400 and "no 'file' field" in r.json()["error"]
+    r = post(url, [("w.png", WORD.read_bytes())], beam="-3")
+    assert r.status_code == 400 and "beam=-3" in r.json()["error"]
+    # In a request of several files, a bad one gets its own error; the others are read.
+    r = post(url, [("a.png", WORD.read_bytes()), ("bad.png", b"\x89PNG broken"), ("b.png", WORD.read_bytes())])
+    results = r.json()["results"]
+    assert r.status_code == 200 and [x.get("text") for x in results] == ["homeland", None, "homeland"]
+    assert "bad.png" in results[1]["error"]
+    log.flush()
+    log.seek(0)
+    text = log.read()
+    assert "served 3 file(s), 1 error(s)" in text and "Traceback" not in text
+
+
+@pytest.mark.slow
+def test_the_web_page_reads_an_uploaded_image_in_a_headless_browser(server) -> None:
+    sync_api = pytest.importorskip("playwright.sync_api")
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        pytest.skip("no Chromium on this machine (apt-get install chromium)")
+    url, _ = server
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=[
+            "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+            "--disable-component-update", "--no-first-run", "--disable-sync"])  # fmt: skip
+        try:
+            page = browser.new_page()
+            page.goto(url + "/")
+            page.wait_for_selector("#model:not(:has-text('loading'))")
+            page.set_input_files("#pick", str(WORD))
+            page.wait_for_selector(".card .text", timeout=30_000)
+            assert page.inner_text(".card .text").strip() == "homeland"
+            shading = page.eval_on_selector(".card .text span", "s => s.style.background")
+            assert shading.startswith("rgba(")
+        finally:
+            browser.close()

@@ -1,0 +1,14 @@
+"""Serve a model over HTTP with a web page. See ``crnn.cli.serve`` (or --help)."""
+
+import sys
+from pathlib import Path
+
+try:
+    import crnn  # noqa: F401
+except ImportError:  # run from a clone without installing: make the repo importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from crnn.cli.serve import main
+
+if __name__ == "__main__":
+    sys.exit(main())
