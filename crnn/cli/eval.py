@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -71,6 +72,13 @@ def build_parser() -> argparse.ArgumentParser:
         "model's training fonts, the bundled ones, then any system font with the glyphs)",
     )
     p.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    p.add_argument(
+        "--gpus",
+        help="evaluate on several GPUs at once (e.g. 0,1: one process each, every one reading "
+        "its share of each dataset; the sums are added, so the table is the one process's); "
+        "cpu with --nproc for CPU processes. Under torchrun each process reads its share alike",
+    )
+    p.add_argument("--nproc", type=int, help="with --gpus cpu (or alone): this many CPU processes")
     p.add_argument("-v", "--verbose", action="store_true")
     return p
 
@@ -145,8 +153,12 @@ def _label_fonts(args: argparse.Namespace) -> Any:
     return LabelFonts(13, preferred)
 
 
-def evaluate_path(backend: Any, path: str, args: argparse.Namespace, lexicon: Any) -> dict[str, Any]:
-    """One table row: ``path`` read and scored with ``backend`` (and its error report)."""
+def evaluate_path(
+    backend: Any, path: str, args: argparse.Namespace, lexicon: Any, shard: Any = None
+) -> dict[str, Any]:
+    """``path`` read and scored with ``backend`` (this process's share of it, with
+    ``shard``), as the sums a table row is computed from (:func:`row`), and its error
+    report (one process only)."""
     from crnn.data.datasets import RecognitionDataset, open_sources
     from crnn.evaluation import evaluate, make_eval_loader
     from crnn.report import Calibration, ErrorCollector
@@ -155,7 +167,9 @@ def evaluate_path(backend: Any, path: str, args: argparse.Namespace, lexicon: An
         open_sources([path]), backend.charset, backend.spec, backend.output_length,
         evaluation=True, squeeze=args.squeeze,
     )  # fmt: skip
-    loader = make_eval_loader(ds, args.batch_size, args.workers, widths=ds.widths)
+    world, rank = (shard.world, shard.rank) if shard is not None else (1, 0)
+    loader = make_eval_loader(ds, args.batch_size, args.workers, widths=ds.widths,
+                              world_size=world, rank=rank)  # fmt: skip
     errors, pick, calib = ErrorCollector(), _normalizer(args.mode, backend.charset), Calibration()
 
     def observe(batch: dict[str, Any], preds: list[Any]) -> None:
@@ -180,16 +194,30 @@ def evaluate_path(backend: Any, path: str, args: argparse.Namespace, lexicon: An
         errors.write(out, f"{name}, {MODES[args.mode][1]}", fonts=args._fonts)
         log.info("%s: %d errors written to %s", name, len(errors.errors), out)
     return {
-        "dataset": name,
-        "path": str(path),
-        "mode": args.mode,
-        **res.metrics,
-        "images_per_s": res.images_per_s,
-        "bad_images": res.bad_images,
+        "dataset": name, "path": str(path), "sums": res.sums.sums, "pairs": calib.pairs,
+        "images_per_s": res.images_per_s, "bad_images": res.bad_images,
         "skipped_empty_labels": ds.skipped.get("empty", 0),
-        "calibration_error": calib.ece(),
-        "accuracy_at_coverage": calib.accuracy_at_coverage(),
-    }
+    }  # fmt: skip
+
+
+def row(parts: list[dict[str, Any]], mode: str) -> dict[str, Any]:
+    """A table row from the sums of one dataset's parts (one per process): the same
+    numbers whichever way the images were shared out."""
+    from crnn.metrics import TextMetrics
+    from crnn.report import Calibration
+
+    metrics, calib = TextMetrics(), Calibration()
+    for part in parts:
+        metrics.sums = {k: metrics.sums[k] + float(part["sums"][k]) for k in metrics.sums}
+        calib.pairs.extend((float(c), bool(k)) for c, k in part["pairs"])
+    first = parts[0]
+    return {
+        "dataset": first["dataset"], "path": first["path"], "mode": mode, **metrics.compute(),
+        "images_per_s": sum(p["images_per_s"] for p in parts),
+        "bad_images": sum(p["bad_images"] for p in parts),
+        "skipped_empty_labels": first["skipped_empty_labels"],
+        "calibration_error": calib.ece(), "accuracy_at_coverage": calib.accuracy_at_coverage(),
+    }  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -198,21 +226,59 @@ def main(argv: list[str] | None = None) -> int:
     from crnn.backends import load_backend
     from crnn.ctc import Lexicon
     from crnn.data.errors import DataError
+    from crnn.sharding import (
+        Shard,
+        devices_for,
+        read_part_jsons,
+        spawn,
+        strip_flags,
+        wait_for_parts,
+        write_part_json,
+    )
 
+    try:
+        devices, shard = devices_for(args.gpus, args.nproc), Shard.from_env()
+    except ValueError as e:
+        log.error("%s", e)
+        return EXIT_USAGE
+    if (devices or shard.world > 1) and args.errors:
+        log.error("--errors writes its report from one process: leave out --gpus/--nproc")
+        return EXIT_USAGE
+    parts_at = args.json or f".crnn-eval-{os.environ.get('CRNN_RUN_ID') or os.environ.get('TORCHELASTIC_RUN_ID', 'run')}.json"
+    if devices and shard.world == 1:  # the launcher: the ranks write parts, this merges
+        run_id = f"{os.getpid()}"
+        os.environ["CRNN_RUN_ID"], os.environ["CRNN_PARENT_MERGES"] = run_id, "1"
+        parts_at = args.json or f".crnn-eval-{run_id}.json"
+        codes = spawn("crnn.cli.eval", strip_flags(argv if argv is not None else sys.argv[1:]), devices)
+        if any(c not in (EXIT_OK, EXIT_FAILURE) for c in codes):
+            log.error("evaluation processes exited with %s", codes)
+            return max(codes)
+        return report([row(list(ds), args.mode) for ds in zip(*read_part_jsons(parts_at, len(devices)))],
+                      args, failed=max(codes) == EXIT_FAILURE)  # fmt: skip
     try:  # a CheckpointError is a RuntimeError
         backend = load_backend(args.checkpoint, device=args.device, amp=args.amp)
         lexicon = Lexicon.from_file(args.lexicon, backend.charset) if args.lexicon else None
     except (RuntimeError, ValueError, OSError, ImportError) as e:
         log.error("%s", e)
         return EXIT_USAGE
-    rows = []
-    failed = False
+    states, failed = [], False
     for path in args.data:
         try:
-            rows.append(evaluate_path(backend, path, args, lexicon))
+            states.append(evaluate_path(backend, path, args, lexicon, shard))
         except (FileNotFoundError, DataError) as e:
             log.error("%s: %s", path, e)
             failed = True
+    if shard.world == 1:
+        return report([row([st], args.mode) for st in states], args, failed)
+    write_part_json(parts_at, shard, states)
+    if shard.rank != 0 or os.environ.get("CRNN_PARENT_MERGES"):
+        return EXIT_FAILURE if failed else EXIT_OK
+    wait_for_parts(parts_at, shard.world)
+    return report([row(list(ds), args.mode) for ds in zip(*read_part_jsons(parts_at, shard.world))], args, failed)
+
+
+def report(rows: list[dict[str, Any]], args: argparse.Namespace, failed: bool) -> int:
+    """Print the table (and write --json); the exit code."""
     if rows:
         print(format_table(rows, args.mode))
     if args.json:

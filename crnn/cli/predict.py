@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -133,6 +134,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--threads", type=int, default=None, help="CPU threads for inference (default: all cores)"
     )
+    p.add_argument(
+        "--output",
+        metavar="FILE.jsonl",
+        help="write the results as JSON lines (one per input, in input order) to this file; "
+        "a rerun resumes, skipping inputs already written. Needed with --gpus/--nproc/torchrun",
+    )
+    p.add_argument(
+        "--gpus",
+        help="read on several GPUs at once (e.g. 0,1: one process each, every one reading its "
+        "share of the inputs; results merged in input order into --output); cpu with --nproc "
+        "for CPU processes. Under torchrun each process reads its share the same way",
+    )
+    p.add_argument("--nproc", type=int, help="with --gpus cpu (or alone): this many CPU processes")
     p.add_argument("-v", "--verbose", action="store_true")
     return p
 
@@ -254,47 +268,124 @@ def draw(path: str, page: Any, folder: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     setup_logging(args.verbose)
+    from crnn.sharding import Shard, devices_for
+
+    try:
+        devices = devices_for(args.gpus, args.nproc)
+        shard = Shard.from_env()
+    except ValueError as e:
+        log.error("%s", e)
+        return EXIT_USAGE
     files, errors = expand_inputs(args.inputs)
+    if (devices or shard.world > 1) and not args.output:
+        log.error("several processes write JSON lines to a file: give --output FILE.jsonl")
+        return EXIT_USAGE
+    if devices and shard.world == 1:  # the launcher: start the ranks, then merge
+        return launch_ranks(args, argv if argv is not None else sys.argv[1:], devices, files, errors)
     try:  # a CheckpointError is a RuntimeError (caught without importing torch)
         rec = load_recognizer(args)
     except (FileNotFoundError, RuntimeError, ImportError, ValueError) as e:
         log.error("%s", e)
         return EXIT_USAGE
-    n_inputs = len(files) + len(errors)
-    results: list[dict[str, object]] = [{"path": p, "error": why} for p, why in errors]
     for path, why in errors:
         print(f"error: {path}: {why}", file=sys.stderr)
-    floor, uncertain, drawn, reads = args.min_confidence, 0, 0, 0
+    if args.output:
+        return write_output(args, rec, files, errors, shard)
+    results: list[dict[str, object]] = [{"path": p, "error": why} for p, why in errors]
+    n_inputs, counts = len(files) + len(errors), {"uncertain": 0, "reads": 0, "drawn": 0}
     for f, page in read_files(rec, files, args.layout):
         if isinstance(page, Exception):
             errors.append((f, str(page)))
             print(f"error: {page}", file=sys.stderr)
             results.append({"path": f, "error": str(page)})
             continue
-        if args.draw:
-            draw(f, page, args.draw)
-            drawn += 1
-        if args.json:
-            results.append(page_json(f, page, args.rotate == "auto", floor))
-        for line in page.lines:
-            if not args.json:
-                turn = f"\t{line.rotation}" if args.rotate == "auto" else ""
-                flag = "" if floor is None else ("\tuncertain" if line.confidence < floor else "\tok")
-                print(f"{f}\t{line.text}\t{line.confidence:.4f}{turn}{flag}", flush=False)
-            uncertain += floor is not None and line.confidence < floor
-            reads += 1
-    if args.draw:
-        log.info("drew %d images with their lines into %s", drawn, args.draw)
+        emit(args, f, page, results, counts)
     if args.json:
         json.dump(results, sys.stdout, ensure_ascii=False, indent=1)
         print()
+    return finish(args, errors, n_inputs, counts)
+
+
+def emit(args: argparse.Namespace, f: str, page: Any, results: list[Any], counts: dict[str, int]) -> None:
+    """One image's output: its drawing, its JSON record or its printed lines."""
+    floor = args.min_confidence
+    if args.draw:
+        draw(f, page, args.draw)
+        counts["drawn"] += 1
+    if args.json:
+        results.append(page_json(f, page, args.rotate == "auto", floor))
+    for line in page.lines:
+        if not args.json:
+            turn = f"\t{line.rotation}" if args.rotate == "auto" else ""
+            flag = "" if floor is None else ("\tuncertain" if line.confidence < floor else "\tok")
+            print(f"{f}\t{line.text}\t{line.confidence:.4f}{turn}{flag}", flush=False)
+        counts["uncertain"] += floor is not None and line.confidence < floor
+        counts["reads"] += 1
+
+
+def finish(args: argparse.Namespace, errors: list[Any], n_inputs: int, counts: dict[str, int]) -> int:
     sys.stdout.flush()
-    if floor is not None:
-        log.info("%d of %d reads below --min-confidence %g", uncertain, reads, floor)
+    if args.draw:
+        log.info("drew %d images with their lines into %s", counts["drawn"], args.draw)
+    if args.min_confidence is not None:
+        log.info("%d of %d reads below --min-confidence %g", counts["uncertain"], counts["reads"],
+                 args.min_confidence)  # fmt: skip
     if errors:
         log.warning("%d of %d inputs could not be read", len(errors), n_inputs)
         return EXIT_FAILURE
     return EXIT_OK
+
+
+def write_output(args: argparse.Namespace, rec: Any, files: list[str], errors: list[Any], shard: Any) -> int:
+    """This process's share of ``files`` as JSON lines into its part of ``--output``
+    (resuming: what a previous run wrote is skipped); the merging process then writes
+    ``--output`` in input order."""
+    from crnn.sharding import JsonlParts, merge_jsonl, wait_for_parts
+
+    parts = JsonlParts(args.output, shard)
+    done = parts.done_keys()
+    todo = [f for _, f in shard.pick(files) if f not in done]
+    if done:
+        log.info("resuming %s: %d inputs already read", args.output, len(done))
+    counts = {"uncertain": 0, "reads": 0, "drawn": 0}
+    bad = list(errors) if shard.rank == 0 else []
+    for path, why in bad:
+        parts.write({"path": path, "error": why})
+    for f, page in read_files(rec, todo, args.layout):
+        if isinstance(page, Exception):
+            bad.append((f, str(page)))
+            print(f"error: {page}", file=sys.stderr)
+            parts.write({"path": f, "error": str(page)})
+            continue
+        record: list[Any] = []
+        emit(argparse.Namespace(**{**vars(args), "json": True}), f, page, record, counts)
+        parts.write(record[0])
+    parts.finish()
+    if shard.rank == 0 and not os.environ.get("CRNN_PARENT_MERGES"):
+        wait_for_parts(args.output, shard.world)
+        n = merge_jsonl(args.output, shard.world, [p for p, _ in errors] + files)
+        log.info("wrote %d results to %s", n, args.output)
+    return finish(args, bad, len(files) + len(errors), counts)
+
+
+def launch_ranks(args: argparse.Namespace, argv: list[str], devices: list[str], files: list[str],
+                 errors: list[Any]) -> int:  # fmt: skip
+    """Start one process per device on its share of the inputs; merge their parts."""
+    from crnn.sharding import merge_jsonl, spawn, strip_flags
+
+    child = strip_flags(argv)
+    log.info("reading %d inputs with %d processes (%s)", len(files), len(devices), ", ".join(devices))
+    os.environ["CRNN_PARENT_MERGES"] = "1"
+    try:
+        codes = spawn("crnn.cli.predict", child, devices)
+    finally:
+        os.environ.pop("CRNN_PARENT_MERGES", None)
+    n = merge_jsonl(args.output, len(devices), [p for p, _ in errors] + files)
+    log.info("wrote %d results to %s", n, args.output)
+    if any(c not in (EXIT_OK, EXIT_FAILURE) for c in codes):
+        log.error("processes exited with %s: rerun the same command to read what they missed", codes)
+        return max(codes)
+    return max(codes)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,199 @@
+"""Prediction and evaluation over several processes (``--gpus 0,1``, ``--nproc N`` or
+``torchrun``): each process reads its share of the inputs and writes what it found to a
+part file beside the output; the first process (or the launching one) merges the parts
+in input order. No process group and no collective: files are the only channel, so a
+process that dies loses only its unwritten lines, and a rerun resumes from the parts.
+
+    shard = Shard.from_env()                   # RANK / WORLD_SIZE, as torchrun sets them
+    mine = shard.pick(items)                   # [(index, item)] of this process
+    parts = JsonlParts("out.jsonl", shard)     # out.jsonl.part-0-of-2 ...
+    done = parts.done_keys()                   # what a previous run already wrote
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Shard:
+    """This process's place among ``world`` processes (``rank`` 0 merges)."""
+
+    rank: int = 0
+    world: int = 1
+
+    @classmethod
+    def from_env(cls, environ: dict[str, str] | None = None) -> Shard:
+        env = os.environ if environ is None else environ
+        world = int(env.get("WORLD_SIZE", "1") or 1)
+        rank = int(env.get("RANK", "0") or 0)
+        if not 0 <= rank < world:
+            raise ValueError(f"RANK={rank} is outside WORLD_SIZE={world}")
+        return cls(rank, world)
+
+    @property
+    def local_rank(self) -> int:
+        return int(os.environ.get("LOCAL_RANK", self.rank))
+
+    def pick(self, items: Sequence[Any]) -> list[tuple[int, Any]]:
+        """``(index, item)`` of this process's share: every ``world``-th item from ``rank``."""
+        return [(i, items[i]) for i in range(self.rank, len(items), self.world)]
+
+
+def part_path(output: str | os.PathLike[str], rank: int, world: int) -> Path:
+    return Path(f"{output}.part-{rank}-of-{world}")
+
+
+class JsonlParts:
+    """One process's part of a JSON-lines output, appended line by line (flushed), so a
+    killed run keeps what it wrote and a rerun skips it (:meth:`done_keys`)."""
+
+    def __init__(self, output: str | os.PathLike[str], shard: Shard, key: str = "path") -> None:
+        self.output, self.shard, self.key = Path(output), shard, key
+        self.path = part_path(output, shard.rank, shard.world)
+        self._f: Any = None
+
+    def done_keys(self) -> set[str]:
+        """Keys already written, in this part or in a finished output."""
+        done: set[str] = set()
+        for p in (self.path, self.output):
+            if p.is_file():
+                done |= {str(r.get(self.key)) for r in _read_jsonl(p)}
+        return done
+
+    def write(self, record: dict[str, Any]) -> None:
+        if self._f is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._f = open(self.path, "a", encoding="utf-8")
+        self._f.write(json.dumps(record, ensure_ascii=False) + "\n")
+        self._f.flush()
+
+    def finish(self) -> None:
+        """Close the part and mark it complete (``.done`` beside it)."""
+        if self._f is not None:
+            self._f.close()
+            self._f = None
+        self.path.touch()
+        Path(f"{self.path}.done").touch()
+
+
+def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            out.append(json.loads(line))
+        except ValueError:  # the last line of a part killed mid-write
+            continue
+    return out
+
+
+def wait_for_parts(output: str | os.PathLike[str], world: int, timeout_s: float = 86_400.0) -> None:
+    """Block until every process's part of ``output`` is marked complete."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        missing = [r for r in range(world) if not Path(f"{part_path(output, r, world)}.done").exists()]
+        if not missing:
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"parts {missing} of {output} were never finished")
+        time.sleep(0.2)
+
+
+def merge_jsonl(output: str | os.PathLike[str], world: int, order: Sequence[str], key: str = "path") -> int:
+    """Write ``output`` from the parts (and a previous ``output``), one record per key, in
+    the order of ``order``; remove the parts. Returns the records written."""
+    output = Path(output)
+    records: dict[str, dict[str, Any]] = {}
+    if output.is_file():
+        records.update({str(r.get(key)): r for r in _read_jsonl(output)})
+    parts = [part_path(output, r, world) for r in range(world)]
+    for p in parts:
+        if p.is_file():
+            records.update({str(r.get(key)): r for r in _read_jsonl(p)})
+    seen = set()
+    tmp = output.with_name(f".{output.name}.merging")
+    with open(tmp, "w", encoding="utf-8") as f:
+        for k in order:
+            if k in records and k not in seen:
+                seen.add(k)
+                rec = dict(records[k])
+                rec.pop("index", None)
+                f.write(json.dumps(rec, ensure_ascii=False) + "\n")
+    os.replace(tmp, output)
+    for p in parts:
+        for q in (p, Path(f"{p}.done")):
+            q.unlink(missing_ok=True)
+    return len(seen)
+
+
+def write_part_json(output: str | os.PathLike[str], shard: Shard, obj: Any) -> None:
+    """One process's whole result as JSON (evaluation sums), marked complete."""
+    p = part_path(output, shard.rank, shard.world)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    tmp = p.with_name(f".{p.name}.tmp")
+    tmp.write_text(json.dumps(obj), encoding="utf-8")
+    os.replace(tmp, p)
+    Path(f"{p}.done").touch()
+
+
+def read_part_jsons(output: str | os.PathLike[str], world: int) -> list[Any]:
+    """Every process's JSON part, in rank order; the parts are removed."""
+    out = []
+    for r in range(world):
+        p = part_path(output, r, world)
+        out.append(json.loads(p.read_text(encoding="utf-8")))
+        p.unlink()
+        Path(f"{p}.done").unlink(missing_ok=True)
+    return out
+
+
+def spawn(module: str, argv: Iterable[str], devices: Sequence[str]) -> list[int]:
+    """Run ``python -m module argv`` once per device (``cuda:N`` or ``cpu``), as ranks
+    0..n-1 of one run (RANK, WORLD_SIZE, LOCAL_RANK set, ``--device`` given), and wait for
+    all; returns their exit codes. A rank that fails does not stop the others: their
+    parts are kept for a rerun."""
+    n = len(devices)
+    root = str(Path(__file__).resolve().parent.parent)
+    procs = []
+    for rank, device in enumerate(devices):
+        env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(n), LOCAL_RANK=str(rank))
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
+        if device == "cpu" and "OMP_NUM_THREADS" not in os.environ:
+            env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // n))
+        procs.append(subprocess.Popen([sys.executable, "-m", module, *argv, "--device", device], env=env))
+    return [p.wait() for p in procs]
+
+
+def devices_for(gpus: str | None, nproc: int | None) -> list[str] | None:
+    """``--gpus 0,1`` -> ``["cuda:0", "cuda:1"]``; ``--gpus cpu --nproc 2`` or ``--nproc 2``
+    -> two CPU processes; None: one process (this one)."""
+    if gpus and gpus != "cpu":
+        ids = [g.strip() for g in gpus.split(",") if g.strip()]
+        if not all(g.isdigit() for g in ids):
+            raise ValueError(f"--gpus {gpus!r}: expected GPU numbers like 0,1 (or cpu with --nproc)")
+        return [f"cuda:{g}" for g in ids] if len(ids) > 1 else None
+    if nproc is not None and nproc > 1:
+        return ["cpu"] * nproc
+    return None
+
+
+def strip_flags(argv: Sequence[str], flags: tuple[str, ...] = ("--gpus", "--nproc", "--device")) -> list[str]:
+    """``argv`` less ``flags`` and their values (``--flag v`` or ``--flag=v``): a command
+    line for the processes :func:`spawn` starts."""
+    out, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a in flags:
+            skip = True
+        elif not any(a.startswith(f + "=") for f in flags):
+            out.append(a)
+    return out

@@ -1,0 +1,84 @@
+"""predict and eval over several processes (--nproc on the CPU here; --gpus and torchrun
+take the same path): each reads its share, the results are merged in input order, and
+they equal one process's exactly; predict's JSON lines resume."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import run_tool
+
+from crnn.inference import default_checkpoint
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _rows(path: Path) -> list[dict]:
+    return [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()]
+
+
+@pytest.mark.slow
+def test_eval_over_two_processes_equals_one_exactly(word_folder, tmp_path) -> None:
+    model = str(default_checkpoint())
+    one = run_tool("eval", model, str(word_folder), str(REPO / "data" / "samples"), "--json", str(tmp_path / "one.json"))
+    two = run_tool("eval", model, str(word_folder), str(REPO / "data" / "samples"), "--nproc", "2",
+                   "--json", str(tmp_path / "two.json"))  # fmt: skip
+    assert one.returncode == two.returncode == 0, two.stderr[-2000:]
+    a, b = (json.loads((tmp_path / f).read_text()) for f in ("one.json", "two.json"))
+    for ra, rb in zip(a, b, strict=True):
+        ra.pop("images_per_s"), rb.pop("images_per_s")
+        assert ra == rb
+    assert a[0]["count"] == 64 and 0 < a[0]["accuracy"]
+    # The printed tables differ only in the images/s column.
+    strip = lambda out: [line.rsplit(None, 2)[0] for line in out.splitlines() if line.strip()]  # noqa: E731
+    assert strip(one.stdout) == strip(two.stdout)
+
+
+@pytest.mark.slow
+def test_predict_over_two_processes_merges_in_input_order_and_resumes(word_folder, tmp_path) -> None:
+    inputs = [str(word_folder / "images"), str(REPO / "README.md")]
+    one = run_tool("predict", *inputs, "--output", str(tmp_path / "one.jsonl"))
+    two = run_tool("predict", *inputs, "--nproc", "2", "--output", str(tmp_path / "two.jsonl"))
+    assert one.returncode == two.returncode == 1  # README.md is not an image
+    assert (tmp_path / "one.jsonl").read_text() == (tmp_path / "two.jsonl").read_text()
+    rows = _rows(tmp_path / "two.jsonl")
+    assert len(rows) == 65 and rows[-1]["path"].endswith("README.md") and "error" in rows[-1]
+    assert [r["path"] for r in rows[:64]] == sorted(r["path"] for r in rows[:64])
+    assert not list(tmp_path.glob("two.jsonl.part*"))
+    # A run killed after 20 lines: the rerun reads only the rest, and the file is the same.
+    part = tmp_path / "two.jsonl.part-0-of-1"
+    part.write_text("".join(json.dumps(r) + "\n" for r in rows[:20]), encoding="utf-8")
+    (tmp_path / "two.jsonl").unlink()
+    again = run_tool("predict", *inputs, "--output", str(tmp_path / "two.jsonl"))
+    assert "resuming" in again.stderr and "20 inputs already read" in again.stderr
+    assert (tmp_path / "two.jsonl").read_text() == (tmp_path / "one.jsonl").read_text()
+
+
+@pytest.mark.slow
+def test_predict_under_torchrun_style_ranks_merges_on_rank_0(word_folder, tmp_path) -> None:
+    out = tmp_path / "ranks.jsonl"
+    procs = []
+    for rank in (0, 1):
+        env = {**os.environ, "RANK": str(rank), "WORLD_SIZE": "2", "LOCAL_RANK": str(rank),
+               "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}  # fmt: skip
+        procs.append(subprocess.Popen([sys.executable, "-m", "crnn.cli.predict", str(word_folder / "images"),
+                                       "--output", str(out)], env=env, cwd=REPO,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE))  # fmt: skip
+    assert [p.wait(timeout=300) for p in procs] == [0, 0]
+    single = run_tool("predict", str(word_folder / "images"), "--output", str(tmp_path / "single.jsonl"))
+    assert single.returncode == 0
+    assert out.read_text() == (tmp_path / "single.jsonl").read_text()
+
+
+def test_several_processes_need_an_output_file(word_folder, capsys) -> None:
+    from ckpt_helpers import run_main
+
+    from crnn.cli import predict as predict_cli
+
+    rc, _, err = run_main(predict_cli.main, word_folder / "images", "--nproc", "2", capsys=capsys)
+    assert rc == 2 and "--output FILE.jsonl" in err
