@@ -119,8 +119,12 @@ class TrainConfig:
     warmup_steps: int = 200
     schedule: Schedule = "cosine"  # after warm-up
     min_lr_ratio: float = 0.01
-    # Mixed precision on CUDA: bf16 | fp16 | none. CPU runs always use fp32.
+    # Mixed precision on CUDA: bf16 | fp16 | none. CPU runs: see cpu_bf16.
     amp: Amp = "bf16"
+    # bf16 autocast on the CPU: "auto" = where the CPU has bfloat16 units (AVX512-BF16,
+    # AMX) and a timed step shows it faster than fp32 (crnn/engine/cpu_precision.py);
+    # true = always; false = fp32.
+    cpu_bf16: Union[bool, Literal["auto"]] = "auto"  # noqa: UP007
     grad_clip: float = 5.0
     val_every: int = 500
     log_every: int = 50

@@ -31,7 +31,7 @@ from crnn.charset import Charset
 from crnn.checkpoint import ModelBundle
 from crnn.config import Config
 from crnn.data.image import ImageSpec
-from crnn.engine import prior, replay
+from crnn.engine import cpu_precision, prior, replay
 from crnn.engine import state as st
 from crnn.engine.budget import TimeBudget
 from crnn.engine.data import (
@@ -119,6 +119,8 @@ class Trainer:
         common = (cfg, info, self.charset, self.spec, lengths, self.device.type == "cuda")
         rp = self.replay = replay.plan(cfg)
         self.data, self.val_sets = build_train_data(*common, replay=rp), build_val_sets(*common, replay=rp)
+        if self.device.type == "cpu":  # bf16 only where measured faster
+            cpu_precision.apply(self)
         if ckpt is None and not tc.init_from:  # a new run
             prior.apply(self.model, self.data.dataset, lengths, cfg)
         self.ema = st.WeightAverage.create(self.model, tc.ema_decay, ckpt)
