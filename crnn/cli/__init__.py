@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from typing import Any
 
 # Exit codes shared by every tool.
 EXIT_OK = 0
@@ -26,3 +27,14 @@ def setup_logging(verbose: bool = False, rank: int = 0) -> None:
         stream=sys.stderr,
         force=True,
     )
+
+
+def add_scale_out_args(p: Any, what: str) -> None:
+    """``--gpus`` and ``--nproc``: ``what`` each process does with its share."""
+    p.add_argument(
+        "--gpus",
+        help=f"run on several GPUs at once (e.g. 0,1: one process each, every one reading its "
+        f"share of the inputs; {what}); cpu with --nproc for CPU processes. Under torchrun each "
+        "process reads its share the same way",
+    )
+    p.add_argument("--nproc", type=int, help="with --gpus cpu (or alone): this many CPU processes")

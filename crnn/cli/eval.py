@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from crnn.cli import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, setup_logging
+from crnn.cli import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, add_scale_out_args, setup_logging
 from crnn.config import TrainConfig, choices
 from crnn.metrics import MODES
 
@@ -72,13 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
         "model's training fonts, the bundled ones, then any system font with the glyphs)",
     )
     p.add_argument("--json", metavar="FILE", help="also write the results as JSON")
-    p.add_argument(
-        "--gpus",
-        help="evaluate on several GPUs at once (e.g. 0,1: one process each, every one reading "
-        "its share of each dataset; the sums are added, so the table is the one process's); "
-        "cpu with --nproc for CPU processes. Under torchrun each process reads its share alike",
-    )
-    p.add_argument("--nproc", type=int, help="with --gpus cpu (or alone): this many CPU processes")
+    add_scale_out_args(p, "the counts are added, so the table is one process's")
     p.add_argument("-v", "--verbose", action="store_true")
     return p
 

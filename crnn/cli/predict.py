@@ -31,7 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from crnn.cli import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, setup_logging
+from crnn.cli import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, add_scale_out_args, setup_logging
 from crnn.data import usable_cores
 
 log = logging.getLogger("crnn.predict")
@@ -140,13 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="write the results as JSON lines (one per input, in input order) to this file; "
         "a rerun resumes, skipping inputs already written. Needed with --gpus/--nproc/torchrun",
     )
-    p.add_argument(
-        "--gpus",
-        help="read on several GPUs at once (e.g. 0,1: one process each, every one reading its "
-        "share of the inputs; results merged in input order into --output); cpu with --nproc "
-        "for CPU processes. Under torchrun each process reads its share the same way",
-    )
-    p.add_argument("--nproc", type=int, help="with --gpus cpu (or alone): this many CPU processes")
+    add_scale_out_args(p, "results merged in input order into --output")
     p.add_argument("-v", "--verbose", action="store_true")
     return p
 
