@@ -103,10 +103,13 @@ def test_a_single_word_is_still_read_as_a_word() -> None:
 def test_an_image_that_is_neither_is_read_whole_with_a_warning(line_model, caplog) -> None:
     rng = np.random.default_rng(1)
     blobs = Image.fromarray((rng.random((300, 400)) * 255).astype(np.uint8)).filter(ImageFilter.GaussianBlur(12))
-    with caplog.at_level(logging.WARNING, logger="crnn"):
-        page = line_model.read_page(blobs)
-    assert page.layout == "line" and page.note
-    assert "no text lines found: read as one line" in caplog.text
+    noise = Image.fromarray((rng.random((600, 600)) * 255).astype(np.uint8))
+    for image in (blobs, noise):
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="crnn"):
+            page = line_model.read_page(image)
+        assert page.layout == "line" and page.note
+        assert "no text lines found: read as one line" in caplog.text
 
 
 def test_a_chinese_page_with_the_chinese_model() -> None:

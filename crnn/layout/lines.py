@@ -38,6 +38,9 @@ from scipy import ndimage as ndi
 _MARK = 0.55
 # A blob taller than this many character heights holds more than one line.
 _TWO_LINES = 2.0
+# Printed text covers well under this share of a page with ink (10 % on dense pages,
+# Otsu's threshold on noise or a photo's grain gives about half).
+_MAX_INK = 0.3
 # Deskew search: angles (degrees) tried, coarse then fine.
 _MAX_SKEW = 6.0
 
@@ -315,7 +318,10 @@ def find_lines(grey: np.ndarray) -> Layout:
     ch = estimate_char_height(ink)
     if ch <= 0:
         return Layout([], page, 0.0, 0.0, inverted)
-    text = text_mask(ink, ch) & ~solid_blocks(255 - grey if inverted else grey, ch)
+    blocks = solid_blocks(255 - grey if inverted else grey, ch)
+    if (ink & ~blocks).mean() > _MAX_INK:  # grain, a photo, noise: not print on a page
+        return Layout([], page, 0.0, ch, inverted)
+    text = text_mask(ink, ch) & ~blocks
     angle = skew_angle(text, ch)
     if angle:
         turned = np.clip(ndi.rotate(grey.astype(np.float32), -angle, reshape=False, order=1,
