@@ -69,14 +69,19 @@ def sentences(lang: str) -> list[str]:
             if s.strip() and not s.startswith("#")]  # fmt: skip
 
 
+_NO_LINE_START = set("，。、；：！？）」』》〉】,.;:!?)")
+
+
 def wrap(text: str, font: ImageFont.FreeTypeFont, width: int, lang: str) -> list[str]:
-    """Lines of at most ``width`` pixels: at spaces for English, anywhere for Chinese."""
+    """Lines of at most ``width`` pixels: at spaces for English, anywhere for Chinese,
+    except that closing punctuation never starts a line (it hangs past the margin, as
+    Chinese typesetting does)."""
     units = text.split(" ") if lang == "en" else list(text)
     sep = " " if lang == "en" else ""
     lines, cur = [], ""
     for u in units:
         cand = cur + sep + u if cur else u
-        if font.getlength(cand) <= width or not cur:
+        if font.getlength(cand) <= width or not cur or (lang == "zh" and u in _NO_LINE_START):
             cur = cand
         else:
             lines.append(cur)

@@ -88,6 +88,35 @@ def test_pictures_and_rules_are_not_read_as_text(line_model) -> None:
     assert cer(page.text, TRUTH) < 0.02
 
 
+def test_a_textured_picture_on_a_dark_slide_is_not_read_as_text(line_model) -> None:
+    # Light text on a dark page: the picture's grain, turned over, binarises into specks
+    # that no block test sees; its density (off the paper almost everywhere) gives it away.
+    img = two_column_page(bg=(30, 60, 70), ink=(235, 235, 225))
+    rng = np.random.default_rng(5)
+    tex = Image.fromarray((rng.random((40, 90, 3)) * 255).astype(np.uint8)).resize((420, 200))
+    tall = Image.new("RGB", (img.width, img.height + 260), (30, 60, 70))
+    tall.paste(img)
+    tall.paste(tex.filter(ImageFilter.GaussianBlur(3)), (40, img.height + 20))
+    page = line_model.read_page(tall)
+    assert len(page.lines) == 7, page.text
+    assert cer(page.text, TRUTH) < 0.02, page.text
+
+
+def test_a_short_last_line_of_low_letters_and_a_split_character_keep_their_lines() -> None:
+    # "a common sauce." has no ascender (lower than a mark's limit, but as wide as words);
+    # 台 in this face is two pieces one above the other, each as low as a mark.
+    serif = ImageFont.truetype(str(SERIF), 26)
+    cjk = ImageFont.truetype(str(label_font_dir() / "crnn-ocr-LabelCJK-Regular.otf"), 26)
+    img = Image.new("L", (700, 240), 250)
+    d = ImageDraw.Draw(img)
+    d.text((30, 20), "The Long First Line of This Small Page", font=serif, fill=20)
+    d.text((30, 62), "a common sauce.", font=serif, fill=20)
+    d.text((30, 130), "请在下午三点之前把会议材料发给前", font=cjk, fill=20)
+    d.text((30, 172), "台。", font=cjk, fill=20)
+    found = find_lines(np.asarray(img))
+    assert len(found.lines) == 4 and all(b.height < 1.5 * found.char_height for b in found.lines), found.lines
+
+
 def test_a_single_word_is_still_read_as_a_word() -> None:
     rec = Recognizer.bundled("word")
     page = rec.read_page(REPO / "data" / "samples" / "word_01.png")
