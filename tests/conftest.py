@@ -110,8 +110,8 @@ def tiny_overrides(tmp_path: Path, word_lmdb: Path) -> list[str]:
 
 
 def train_on_corpus_words(tmp_path: Path, chars: str, charset: str, font_dir: Path,
-                          max_length: int, *extra: str) -> dict[str, float]:  # fmt: skip
-    """Train a small CRNN on the CPU for 1,000 steps on synthetic text from a corpus of
+                          max_length: int, *extra: str, steps: int = 1000) -> dict[str, float]:  # fmt: skip
+    """Train a small CRNN on the CPU for ``steps`` steps on synthetic text from a corpus of
     3,000 random strings of 1-6 of ``chars`` (seed 0), pieces of at most ``max_length``,
     drawn with the fonts of ``font_dir`` only, effects and augmentation off; returns its
     metrics on a fixed synthetic validation set of 96."""
@@ -133,7 +133,7 @@ def train_on_corpus_words(tmp_path: Path, chars: str, charset: str, font_dir: Pa
                                         "p_random", "p_line", *EFFECT_PROBABILITIES)),
         "data.synth.min_length=1", f"data.synth.max_length={max_length}", "data.synth.val_size=96",
         "data.max_width=160", "data.augment.enabled=false", "data.num_workers=0",
-        "train.batch_size=32", "train.max_steps=1000", "train.val_every=1000", "train.lr=3e-3",
+        "train.batch_size=32", f"train.max_steps={steps}", f"train.val_every={steps}", "train.lr=3e-3",
         "train.warmup_steps=50", "train.log_images=0", f"train.output_dir={tmp_path / 'run'}",
         "train.seed=1", "dist.strategy=none", *extra,
     ]  # fmt: skip
