@@ -352,20 +352,24 @@ def load_ours(spec: str):  # noqa: ANN201 (a Recognizer)
 def seen_rows(spec: str, faces: dict[str, tuple[Face, str | None]]) -> list[str] | None:
     """The rows whose faces the model at ``spec`` trained on (from a training checkpoint's
     config, or a release file's ``release.fonts``); None when the file does not say."""
-    if spec == "zh" or spec.endswith(".onnx"):
+    if spec == "zh":
         from crnn.inference import bundled_models
 
-        if spec != "zh":
-            return None
         spec = str(bundled_models(".pt", "zh")[-1])
+    elif spec.endswith(".onnx"):  # an export beside its release file says what that says
+        spec = str(Path(spec).with_suffix(".pt"))
+        if not Path(spec).exists():
+            return None
     import torch
+
+    from crnn.config import config_from_dict
+    from crnn.data.synth.fontsets import configured_fonts
 
     ckpt = torch.load(spec, map_location="cpu", weights_only=True)
     fonts = ckpt.get("release", {}).get("fonts")
+    if fonts is None and "synth" in ckpt.get("release", {}):  # a release records its generator
+        fonts = configured_fonts(config_from_dict({"data": {"synth": ckpt["release"]["synth"]}}).data.synth)
     if fonts is None and "config" in ckpt:
-        from crnn.config import config_from_dict
-        from crnn.data.synth.fontsets import configured_fonts
-
         fonts = configured_fonts(config_from_dict(ckpt["config"]).data.synth)
     if fonts is None:
         return None
