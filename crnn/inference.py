@@ -271,8 +271,8 @@ class Recognizer:
         line padded to a multiple of :data:`PAGE_WIDTH_STEP` px (width None: an image
         read whole, as :meth:`preprocess` gives it). Raises ``ImageDecodeError``."""
         from crnn.layout import Page, decide_layout, find_lines, unrotate_box
-        from crnn.layout.page import LINE_MAX_HEIGHT
         from crnn.layout.lines import crop
+        from crnn.layout.page import LINE_MAX_HEIGHT
 
         if layout not in ("auto", "page", "line"):
             raise ValueError(f"layout={layout!r}: expected 'auto', 'page' or 'line'")
