@@ -396,7 +396,6 @@ def main() -> None:
 
     wanted = [s.strip() for s in args.rows.split(",") if s.strip()]
     faces = {f.row: (f, locate(f.face)) for f in PHOTO_FACES}
-    known = {f.row: (f, locate(f.face)) for f in KNOWN if f.row in args.rows}
     missing = sorted({f.face.package for f, p in faces.values() if p is None})
     if missing:
         sys.exit(f"fonts missing for the benchmark's rows: install {' '.join(missing)}")
@@ -415,7 +414,7 @@ def main() -> None:
     for f in (*FACES, *KNOWN):
         if f.row in wanted:
             r = random.Random(f"{args.seed}:{f.row}")
-            path = (faces if f.row in faces else known)[f.row][1]
+            path = faces[f.row][1] if f.row in faces else locate(f.face)
             if path is None:
                 sys.exit(f"fonts missing for row {f.row}: install {f.face.package}")
             rows.append((f.row, f"{f.face.style}: {f.face.file}", [render_print(t, path, r) for t in labels], labels))  # type: ignore[arg-type]

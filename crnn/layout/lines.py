@@ -188,6 +188,12 @@ def dense_areas(grey: np.ndarray, ch: float) -> np.ndarray:
     return ndi.maximum_filter(dense, size=2 * m + 1).astype(bool)
 
 
+def pictures(grey: np.ndarray, inverted: bool, ch: float) -> np.ndarray:
+    """Where the grey page (as given: ``inverted`` says whether it was turned over) has
+    pictures: solid blocks and textured areas."""
+    return solid_blocks(255 - grey if inverted else grey, ch) | dense_areas(grey, ch)
+
+
 def text_mask(ink: np.ndarray, ch: float) -> np.ndarray:
     """The ink of text alone: rules (long thin strokes) and pictures (blocks many
     character heights tall and wide, or dense areas) left out."""
@@ -361,7 +367,7 @@ def find_lines(grey: np.ndarray) -> Layout:
     ch = estimate_char_height(ink)
     if ch <= 0:
         return Layout([], page, 0.0, 0.0, inverted)
-    blocks = solid_blocks(255 - grey if inverted else grey, ch) | dense_areas(grey, ch)
+    blocks = pictures(grey, inverted, ch)
     if (ink & ~blocks).mean() > _MAX_INK:  # grain, a photo, noise: not print on a page
         return Layout([], page, 0.0, ch, inverted)
     text = text_mask(ink, ch) & ~blocks
@@ -371,8 +377,7 @@ def find_lines(grey: np.ndarray) -> Layout:
                                     mode="nearest"), 0, 255).astype(np.uint8)  # fmt: skip
         page, _ = normalise(turned)
         ink = binarise(page)
-        blocks = solid_blocks(255 - turned if inverted else turned, ch) | dense_areas(turned, ch)
-        text = text_mask(ink, ch) & ~blocks
+        text = text_mask(ink, ch) & ~pictures(turned, inverted, ch)
     boxes: list[LineBox] = []
     for b in line_blobs(text, ch):
         boxes.extend(split_tall(b, text, ch))
