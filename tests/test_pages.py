@@ -34,12 +34,14 @@ def cer(read: str, truth: str) -> float:
     return Levenshtein.distance(read, truth) / len(truth)
 
 
-def two_column_page(bg=(250, 250, 247), ink=(20, 20, 20), picture: bool = False) -> Image.Image:
+def two_column_page(
+    bg=(250, 250, 247), ink=(20, 20, 20), picture: bool = False, rule: int = 3
+) -> Image.Image:
     font, head = ImageFont.truetype(str(SERIF), 26), ImageFont.truetype(str(SANS_BOLD), 34)
     img = Image.new("RGB", (1100, 380 if not picture else 560), bg)
     d = ImageDraw.Draw(img)
     d.text((40, 20), "A Heading Over Two Columns", font=head, fill=ink)
-    d.line((40, 72, 1060, 72), fill=ink, width=3)  # a rule: not a line of text
+    d.line((40, 72, 1060, 72), fill=ink, width=rule)  # a rule: not a line of text
     for i, t in enumerate(LEFT):
         d.text((40, 100 + 42 * i), t, font=font, fill=ink)
     for i, t in enumerate(RIGHT):
@@ -86,6 +88,17 @@ def test_pictures_and_rules_are_not_read_as_text(line_model) -> None:
     page = line_model.read_page(two_column_page(picture=True))
     assert len(page.lines) == 7, page.text
     assert cer(page.text, TRUTH) < 0.02
+
+
+def test_a_blurred_rule_across_both_columns_of_a_scan_is_no_line() -> None:
+    # Blurred and binarised, a 5 px rule is a third of a character height thick: read as
+    # a line ("~"), it spanned the gutter and the columns' rows came out interleaved.
+    img = two_column_page(rule=5).convert("L").rotate(0.7, Image.BICUBIC, expand=True, fillcolor=250)
+    found = find_lines(np.asarray(img.filter(ImageFilter.GaussianBlur(1.5))))
+    assert len(found.lines) == 7, found.lines
+    left, right = found.lines[1:4], found.lines[4:]
+    assert max(b.x0 for b in left) < 100 < min(b.x0 for b in right), found.lines
+    assert all(a.y0 < b.y0 for col in (left, right) for a, b in zip(col, col[1:])), found.lines
 
 
 def test_a_textured_picture_on_a_dark_slide_is_not_read_as_text(line_model) -> None:

@@ -42,6 +42,11 @@ _TWO_LINES = 2.0
 # Printed text covers well under this share of a page with ink (10 % on dense pages,
 # Otsu's threshold on noise or a photo's grain gives about half).
 _MAX_INK = 0.3
+# A rule: a stroke longer than this many character heights and thinner than _RULE_THIN
+# of one (a blurred 5 px rule binarises to 0.43 of a 21 px character height; no line of
+# text is one stroke that thin and long).
+_RULE_LONG = 8.0
+_RULE_THIN = 0.5
 # Print keeps at least this share of a window two character heights wide paper-white
 # (measured: at most 0.49 off the paper over pages in Latin and CJK faces, scans and bold
 # headings included); a textured picture covers over 0.9.
@@ -201,7 +206,7 @@ def text_mask(ink: np.ndarray, ch: float) -> np.ndarray:
     keep = np.zeros(len(slices) + 1, bool)
     for i, (sy, sx) in enumerate(slices, start=1):
         h, w = sy.stop - sy.start, sx.stop - sx.start
-        rule = (w > 8 * ch and h < 0.35 * ch) or (h > 8 * ch and w < 0.35 * ch)
+        rule = (w > _RULE_LONG * ch and h < _RULE_THIN * ch) or (h > _RULE_LONG * ch and w < _RULE_THIN * ch)
         block = h > 2.5 * ch and w > 2.5 * ch
         keep[i] = not (rule or block)
     return keep[labels]
