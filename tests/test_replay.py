@@ -4,6 +4,7 @@ from fills a share of every batch, and validation adds its lines as 'general'.""
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import pytest
 
@@ -61,12 +62,14 @@ def test_a_fine_tune_mixes_the_generator_into_every_batch_and_validates_on_it(
                                                    "p_date": 0.0, "p_price": 0.0, "p_random": 0.0,
                                                    "p_line": 0.0}}}).to_dict()  # fmt: skip
     src = atomic_save({**native_checkpoint(tiny_model(), cs), "config": trained}, tmp_path / "base.pt")
-    cfg = load_config(None, [*tiny_overrides, f"train.init_from={src}"])
+    cfg = load_config(None, [*tiny_overrides, f"train.init_from={src}", "data.synth.val_size=24"])
     with caplog.at_level(logging.INFO, logger="crnn"):
         t = Trainer(cfg, DistInfo())
     assert "50 % of every batch comes from the synthetic generator" in caplog.text
     assert t.data.sampler.counts == [4, 4]
     assert [name for name, _ in t.val_sets][-1] == "general"
+    # As many general lines as this run asks for (the recorded generator has 512).
+    assert len(t.val_sets[-1][1].dataset) == 24
     # The generator half is drawn with the checkpoint's settings: numbers only.
     batch = next(iter(t.data.loader))
     labels = [s["label"] for s in batch] if isinstance(batch, list) else batch["labels"]
@@ -84,3 +87,11 @@ def test_replay_off_trains_on_the_own_data_alone(tiny_overrides, tmp_path) -> No
     t = Trainer(cfg, DistInfo())
     assert [name for name, _ in t.val_sets] == [n for n, _ in t.val_sets if n != "general"]
     assert not hasattr(t.data.sampler, "counts") or t.data.sampler.counts != [4, 4]
+
+
+def test_init_from_a_bundled_model_name_is_its_release_file() -> None:
+    from crnn.cli.train import build_parser, resolve_config
+
+    args = build_parser().parse_args(["--config", "crnn_zh_cpu", "--set", "train.init_from=zh"])
+    path = Path(resolve_config(args)[0].train.init_from)
+    assert path.name.startswith("crnn_zh-") and path.suffix == ".pt" and path.is_file()

@@ -43,6 +43,7 @@ from crnn.engine.launch import (
     run_training,
 )
 from crnn.engine.runlock import RunDirectoryBusy
+from crnn.inference import BUNDLED, default_checkpoint
 from crnn.io import WriteError
 
 log = logging.getLogger("crnn.train")
@@ -75,6 +76,9 @@ examples:
   tools/train.py --gpus cpu --nproc 2               # 2-process DDP on the CPU (gloo)
   tools/train.py --gpus 0,1 --set train.accum_steps=4 train.grad_checkpoint=true
   tools/train.py --resume runs/default              # continue exactly where it stopped
+  tools/train.py --config crnn_zh_cpu --train my_lines --set train.init_from=zh
+                      # fine-tune the bundled Chinese model on your lines (word, line, zh:
+                      # the bundled models; the generator stays in every batch, see replay)
   torchrun --nproc-per-node 8 tools/train.py ...    # join a torchrun launch
   torchrun --nnodes 2 --node-rank 0 --nproc-per-node 8 --rdzv-backend c10d \\
       --rdzv-endpoint HOST0:29400 --rdzv-id myrun tools/train.py ...   # node 0 of 2
@@ -183,7 +187,7 @@ def resolve_config(args: argparse.Namespace) -> tuple[Config, str | None]:
     if args.time_budget is not None:
         overrides.append(f"train.time_budget_min={args.time_budget}")
     if not args.resume:
-        return load_config(args.config, overrides), None
+        return bundled_init(load_config(args.config, overrides)), None
     if args.config:
         raise ConfigError(
             "--resume uses the checkpoint's own config; change settings with --set, not --config"
@@ -195,6 +199,15 @@ def resolve_config(args: argparse.Namespace) -> tuple[Config, str | None]:
     if "config" not in state:
         raise ConfigError(f"{path} holds no run config; it is not a training checkpoint")
     return apply_overrides(config_from_dict(state["config"]), overrides), str(path)
+
+
+def bundled_init(cfg: Config) -> Config:
+    """``train.init_from`` naming a bundled model (word, line, zh) and no file of that
+    name: the bundled model's release file."""
+    name = cfg.train.init_from
+    if name in BUNDLED and not Path(name).exists():
+        cfg.train.init_from = str(default_checkpoint(prefer_onnx=False, model=name))
+    return cfg
 
 
 def rank_command(argv: list[str], devices: Devices) -> ChildProcess:

@@ -158,7 +158,8 @@ class TrainConfig:
     # measures its speed and fixes max_steps so that the schedule, validations and final
     # save end inside the budget (crnn/engine/budget.py); --resume keeps that decision.
     time_budget_min: float = 0.0
-    # Initialise weights from a checkpoint (fine-tuning); the charset may differ.
+    # Initialise weights from a checkpoint (fine-tuning; the charset may differ), or from
+    # a bundled model by name: word, line, zh (tools/train.py resolves the name).
     init_from: str = ""
     # Fine-tuning that does not forget: this share of every batch comes from the
     # synthetic generator, as configured when the init_from model learnt to read, and the

@@ -265,7 +265,9 @@ def build_val_sets(
     replay: Replay | None = None,
 ) -> list[tuple[str, DataLoader]]:
     """``(name, loader)`` per ``data.val`` entry, or the fixed synthetic set; with
-    ``replay``, also a fixed set of the replayed generator's lines, named ``general``."""
+    ``replay``, also a fixed set of the replayed generator's lines, named ``general``
+    (``data.synth.val_size`` of them: the size is this run's choice, the generator the
+    model's)."""
     tc = cfg.train
     eval_bs = max(1, tc.batch_size // (info.world_size * tc.accum_steps)) * 2
     nw = num_workers(cfg.data.num_workers)
@@ -274,7 +276,7 @@ def build_val_sets(
     if not cfg.data.val:
         synth = replay.synth if replaying else cfg.data.synth  # type: ignore[union-attr]
         gen = synth_generator(cfg, charset, spec, SYNTH_VAL_SEED, synth)
-        vds = SynthDataset(gen, charset, spec, output_length, length=synth.val_size)
+        vds = SynthDataset(gen, charset, spec, output_length, length=cfg.data.synth.val_size)
         name = "general" if replaying else "synth_val"
         return [(name, make_eval_loader(vds, eval_bs, nw, **shard))]
     out = []
@@ -286,7 +288,7 @@ def build_val_sets(
         out.append((name, make_eval_loader(rds, eval_bs, nw, widths=rds.widths, **shard)))
     if replaying:
         gen = synth_generator(cfg, charset, spec, SYNTH_VAL_SEED, replay.synth)  # type: ignore[union-attr]
-        vds = SynthDataset(gen, charset, spec, output_length, length=replay.synth.val_size)
+        vds = SynthDataset(gen, charset, spec, output_length, length=cfg.data.synth.val_size)
         out.append(("general", make_eval_loader(vds, eval_bs, nw, **shard)))
     return out
 
