@@ -273,12 +273,16 @@ def build_val_sets(
     nw = num_workers(cfg.data.num_workers)
     shard = {"world_size": info.world_size, "rank": info.rank, "pin_memory": pin_memory}
     replaying = replay is not None and replay.share > 0
-    if not cfg.data.val:
-        synth = replay.synth if replaying else cfg.data.synth  # type: ignore[union-attr]
+
+    def synth_set(synth: Any) -> DataLoader:  # a fixed set of data.synth.val_size lines
         gen = synth_generator(cfg, charset, spec, SYNTH_VAL_SEED, synth)
         vds = SynthDataset(gen, charset, spec, output_length, length=cfg.data.synth.val_size)
-        name = "general" if replaying else "synth_val"
-        return [(name, make_eval_loader(vds, eval_bs, nw, **shard))]
+        return make_eval_loader(vds, eval_bs, nw, **shard)
+
+    if not cfg.data.val:
+        if replaying:
+            return [("general", synth_set(replay.synth))]  # type: ignore[union-attr]
+        return [("synth_val", synth_set(cfg.data.synth))]
     out = []
     for path in cfg.data.val:
         rds = RecognitionDataset(
@@ -287,9 +291,7 @@ def build_val_sets(
         name = Path(path).name or str(path)
         out.append((name, make_eval_loader(rds, eval_bs, nw, widths=rds.widths, **shard)))
     if replaying:
-        gen = synth_generator(cfg, charset, spec, SYNTH_VAL_SEED, replay.synth)  # type: ignore[union-attr]
-        vds = SynthDataset(gen, charset, spec, output_length, length=cfg.data.synth.val_size)
-        out.append(("general", make_eval_loader(vds, eval_bs, nw, **shard)))
+        out.append(("general", synth_set(replay.synth)))  # type: ignore[union-attr]
     return out
 
 
