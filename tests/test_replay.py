@@ -95,3 +95,15 @@ def test_init_from_a_bundled_model_name_is_its_release_file() -> None:
     args = build_parser().parse_args(["--config", "crnn_zh_cpu", "--set", "train.init_from=zh"])
     path = Path(resolve_config(args)[0].train.init_from)
     assert path.name.startswith("crnn_zh-") and path.suffix == ".pt" and path.is_file()
+
+
+def test_init_from_a_checkpoint_not_yet_written_says_which_run_writes_it(tmp_path, monkeypatch) -> None:
+    from crnn.cli.train import build_parser, resolve_config
+
+    monkeypatch.chdir(tmp_path)  # no runs/ here: stage 1 never ran
+    args = build_parser().parse_args(["--config", "crnn_zh_cpu_stage2"])
+    with pytest.raises(ConfigError) as e:
+        resolve_config(args)
+    msg = str(e.value)
+    assert "runs/crnn_zh_cpu/best.pt" in msg and "train.output_dir is 'runs/crnn_zh_cpu'" in msg
+    assert "--set train.init_from=" in msg and "zh" in msg

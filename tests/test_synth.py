@@ -38,6 +38,7 @@ from crnn.data.synth import (
 )
 from crnn.data.synth import effects as fx
 from crnn.data.synth.fonts import GlyphCache
+from crnn.data.synth.scripts import raqm_available
 
 REPO = Path(__file__).resolve().parents[1]
 DIGITS = "0123456789"
@@ -207,7 +208,8 @@ def test_no_ink_is_clipped_by_geometry_or_crop() -> None:
         assert (np.abs(arr - paper) > 60).any(), "the text must be visible"
 
 
-@pytest.mark.parametrize("name", [p for p in EFFECT_PROBABILITIES if p != "p_color"])
+# p_oldstyle changes only digits, in faces that have old-style figures: its own test.
+@pytest.mark.parametrize("name", [p for p in EFFECT_PROBABILITIES if p not in ("p_color", "p_oldstyle")])
 def test_each_effect_fires_at_probability_one(name: str, alnum36: Charset) -> None:
     clean = SynthGenerator(alnum36, effects_off(SynthConfig()), seed=2, height=32)
     noisy = SynthGenerator(
@@ -221,6 +223,34 @@ def test_each_effect_fires_at_probability_one(name: str, alnum36: Charset) -> No
             assert name[2:] in meta.effects, meta
         changed += _digest(img) != _digest(clean.render(i)[0])
     assert changed >= 10
+
+
+@pytest.mark.skipif(not raqm_available(), reason="old-style figures need Pillow's RAQM layout")
+def test_old_style_figures_are_drawn_in_faces_that_have_them(alnum36: Charset) -> None:
+    fonts = Path(__file__).resolve().parents[1] / "crnn" / "assets" / "fonts"
+    cache = GlyphCache()
+    book = str(fonts / "libertine" / "LinLibertine_R.otf")  # has OpenType onum
+    lining, old = cache.glyphs(book, 40, "09", False), cache.glyphs(book, 40, "09", True)
+    assert old[0].mask.shape[0] < 0.8 * lining[0].mask.shape[0], "an old-style 0 is x-height"
+    assert old[1].dy + old[1].mask.shape[0] > 4, "an old-style 9 descends below the baseline"
+    assert lining[1].dy + lining[1].mask.shape[0] <= 1
+    plain = str(fonts / "dejavu" / "DejaVuSans.ttf")  # has none: its figures are drawn
+    for a, b in zip(cache.glyphs(plain, 40, "09", False), cache.glyphs(plain, 40, "09", True)):
+        assert (a.mask == b.mask).all() and abs(a.advance - b.advance) < 1
+
+    cfg = dataclasses.replace(
+        effects_off(SynthConfig()), p_oldstyle=1.0, bundled_fonts=False,
+        font_dirs=[str(fonts / "libertine")], p_word=0.5, p_number=0.5, p_date=0, p_price=0,
+        p_code=0, p_random=0, p_line=0,
+    )  # fmt: skip
+    gen = SynthGenerator(alnum36, cfg, seed=3, height=32)
+    seen = {True: 0, False: 0}
+    for i in range(30):
+        _, label, meta = gen.render_with_meta(i)
+        has_digit = any(c.isdigit() for c in label)
+        assert ("oldstyle" in meta.effects) == has_digit, (label, meta.effects)
+        seen[has_digit] += 1
+    assert min(seen.values()) > 0
 
 
 def test_outline_keeps_a_ring_around_the_ink_and_empties_its_inside() -> None:

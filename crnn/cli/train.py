@@ -203,10 +203,20 @@ def resolve_config(args: argparse.Namespace) -> tuple[Config, str | None]:
 
 def bundled_init(cfg: Config) -> Config:
     """``train.init_from`` naming a bundled model (word, line, zh) and no file of that
-    name: the bundled model's release file."""
+    name: the bundled model's release file. A path that does not exist is named, with
+    what to do, before anything is built (a later stage of a recipe whose first stage
+    has not run yet, typically)."""
     name = cfg.train.init_from
     if name in BUNDLED and not Path(name).exists():
         cfg.train.init_from = str(default_checkpoint(prefer_onnx=False, model=name))
+    elif name and not Path(name).exists():
+        run = Path(name).parent if Path(name).suffix == ".pt" else Path(name)
+        raise ConfigError(
+            f"train.init_from={name!r}: no such checkpoint. This run starts from those "
+            f"weights: train the run that writes them first (a config whose train.output_dir "
+            f"is {str(run)!r}), or start from another checkpoint, a run directory or a "
+            f"bundled model ({', '.join(BUNDLED)}): --set train.init_from=..."
+        )
     return cfg
 
 

@@ -90,6 +90,10 @@ class SynthConfig:
     p_weight: float = 0.0
     # Outlined (hollow) letters, as on signs: only a ring around the ink is drawn.
     p_outline: float = 0.0
+    # Old-style figures (the font's OpenType ``onum``: 0 like o, 1 like I, 2 like z, 3-5
+    # and 7, 9 descending), the default figures of book faces such as EB Garamond and
+    # Georgia: digits are drawn with them in faces that have them (needs Pillow's RAQM).
+    p_oldstyle: float = 0.0
     # Glyph style: faces the fonts do not have (off unless set; docs/synth.md). Slant: a
     # shear of up to max_slant degrees either way (oblique and hand-slanted faces).
     p_slant: float = 0.0

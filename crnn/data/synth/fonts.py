@@ -14,6 +14,7 @@ process and words are composed from the cached bitmaps.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from collections.abc import Iterable, Sequence
@@ -275,29 +276,34 @@ class GlyphCache:
     def glyph(self, path: str, size: int, char: str) -> Glyph:
         return self.glyphs(path, size, char)[0]
 
-    def glyphs(self, path: str, size: int, text: str) -> list[Glyph]:
-        """The glyphs of ``text``'s characters, rasterising the ones not seen yet."""
+    def glyphs(self, path: str, size: int, text: str, oldstyle: bool = False) -> list[Glyph]:
+        """The glyphs of ``text``'s characters, rasterising the ones not seen yet;
+        ``oldstyle``: digits in the face's old-style figures (OpenType ``onum``), where
+        it has them and Pillow can shape (RAQM), else its usual ones."""
         key = (path, size)
         table = self._glyphs.get(key)
         if table is None:
             table = self._glyphs[key] = {}
         out = []
         for ch in text:
-            g = table.get(ch)
+            onum = oldstyle and "0" <= ch <= "9" and _raqm()
+            k = "onum:" + ch if onum else ch
+            g = table.get(k)
             if g is None:
-                g = table[ch] = self._render(path, size, ch)
+                g = table[k] = self._render(path, size, ch, onum)
             out.append(g)
         return out
 
-    def _render(self, path: str, size: int, char: str) -> Glyph:
-        font = self.font(path, size)
-        advance = float(font.getlength(char))
+    def _render(self, path: str, size: int, char: str, onum: bool = False) -> Glyph:
+        font = self.font(path, size, shaped=onum)
+        features = ["onum"] if onum else None
+        advance = float(font.getlength(char, features=features))
         # A canvas of 3 em with the pen 1 em from the left and 1 em above the bottom
         # holds any glyph of a text font; the ink is then measured on the pixels
         # themselves (metric boxes can miss an anti-aliased pixel).
         ox, oy = size, 2 * size
         canvas = Image.new("L", (3 * size, 3 * size), 0)
-        ImageDraw.Draw(canvas).text((ox, oy), char, font=font, fill=255, anchor="ls")
+        ImageDraw.Draw(canvas).text((ox, oy), char, font=font, fill=255, anchor="ls", features=features)
         bbox = canvas.getbbox()
         if bbox is None:
             return Glyph(None, 0, 0, advance)
@@ -324,3 +330,11 @@ class GlyphCache:
             box = LineBox(top, max(bottom, 1))
             self._lines[key] = box
         return box
+
+
+@functools.cache
+def _raqm() -> bool:
+    """Whether Pillow can apply OpenType features (its RAQM layout)."""
+    from PIL import features
+
+    return bool(features.check("raqm"))

@@ -29,6 +29,7 @@ def compose(
     pad: float,
     sizes: Sequence[int] | None = None,
     shifts: Sequence[float] | None = None,
+    oldstyle: bool = False,
 ) -> Layout:
     """Place the text's cached glyphs (from ``cache``) on a canvas.
 
@@ -39,15 +40,16 @@ def compose(
         sizes: each character's own pixel size (per-character jitter); default ``size``.
             The line box stays that of ``size``.
         shifts: each character's baseline offset in pixels (down is positive).
+        oldstyle: digits in the face's old-style figures where it has them.
     """
     lb = cache.line_box(font.path, size, font.chars)
     text_h = float(lb.bottom - lb.top)
     pen = 0.0
     placed: list[tuple[int, int, np.ndarray]] = []
     if sizes is None:
-        glyphs = cache.glyphs(font.path, size, text)
+        glyphs = cache.glyphs(font.path, size, text, oldstyle)
     else:
-        glyphs = [cache.glyph(font.path, s, c) for s, c in zip(sizes, text, strict=True)]
+        glyphs = [cache.glyphs(font.path, s, c, oldstyle)[0] for s, c in zip(sizes, text, strict=True)]
     for i, g in enumerate(glyphs):
         if g.mask is not None:
             dy = g.dy if shifts is None else g.dy + int(round(shifts[i]))

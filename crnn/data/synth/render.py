@@ -54,6 +54,7 @@ EFFECT_PROBABILITIES = (
     "p_stretch",
     "p_weight",
     "p_outline",
+    "p_oldstyle",
     "p_slant",
     "p_char_jitter",
     "p_bleed",
@@ -338,10 +339,14 @@ class SynthGenerator:
             sizes = [max(8, size + _SIZE_STEP * r.randint(-k, k)) for _ in text]
             shifts = [r.uniform(-1.0, 1.0) * cfg.max_char_shift * size for _ in text]
             applied.append("char_jitter")
+        # Drawn only when set, so that recipes without it keep their random stream.
+        oldstyle = cfg.p_oldstyle > 0 and r.random() < cfg.p_oldstyle and _has_digit(text)
+        if oldstyle:
+            applied.append("oldstyle")
         if self._shaped and not self._shaped.isdisjoint(text):
             lay = compose_shaped(_glyph_cache(), font, size, text, max(pads))
         else:
-            lay = compose(_glyph_cache(), font, size, text, spacing, max(pads), sizes, shifts)
+            lay = compose(_glyph_cache(), font, size, text, spacing, max(pads), sizes, shifts, oldstyle)
         canvas, text_h = lay.canvas, lay.text_h
 
         # ---- geometry: curvature on the canvas, the rest as one matrix ----
@@ -490,3 +495,7 @@ class SynthGenerator:
             quad = fx.apply_h(h, quad)
         p = fx.perspective(quad, r, self.cfg.max_perspective * text_h)
         return p if h is None else p @ h
+
+
+def _has_digit(text: str) -> bool:
+    return any("0" <= c <= "9" for c in text)
