@@ -107,3 +107,49 @@ def test_init_from_a_checkpoint_not_yet_written_says_which_run_writes_it(tmp_pat
     msg = str(e.value)
     assert "runs/crnn_zh_cpu/best.pt" in msg and "train.output_dir is 'runs/crnn_zh_cpu'" in msg
     assert "--set train.init_from=" in msg and "zh" in msg
+
+
+def test_a_fine_tune_saves_half_the_starting_weights_and_resumes_from_the_trained_ones(
+    tiny_overrides, tmp_path, caplog
+) -> None:
+    import torch
+
+    cs = Charset.from_spec("alnum36")
+    base = native_checkpoint(tiny_model(), cs)
+    src = atomic_save(base, tmp_path / "base.pt")
+    over = [*tiny_overrides, f"train.init_from={src}", "train.replay=0", "train.ema_decay=0.9"]
+    with caplog.at_level(logging.INFO, logger="crnn"):
+        t = Trainer(load_config(None, over), DistInfo())
+    assert "50 % the ones it started from" in caplog.text
+    t.fit()
+    last = torch.load(tmp_path / "run" / "last.pt", weights_only=True)
+    assert last["init_share"] == 0.5
+    init = base["model"]
+    for name, w in last["model"].items():  # saved: half the start, half the EMA's
+        if w.is_floating_point():
+            want = (init[name].float() + last["model_ema"][name].float()) / 2
+            assert torch.allclose(w.float(), want, atol=1e-6), name
+    moved = [n for n, w in last["model_raw"].items() if w.is_floating_point() and not torch.equal(w, init[n])]
+    assert moved, "training moved the trained weights"
+    # Resuming trains on from the trained weights and the EMA's own, not from the mix.
+    over[over.index("train.max_steps=6")] = "train.max_steps=7"
+    r = Trainer(load_config(None, over), DistInfo(), resume=tmp_path / "run" / "last.pt")
+    for name, w in r.model.state_dict().items():
+        assert torch.equal(w, last["model_raw"][name]), name
+    for name, w in r.ema.model.state_dict().items():
+        assert torch.equal(w, last["model_ema"][name]), name
+    # Off: the saved weights are the trained ones (the EMA's).
+    over = [*tiny_overrides, f"train.init_from={src}", "train.replay=0", "train.init_share=0",
+            f"train.output_dir={tmp_path / 'off'}"]  # fmt: skip
+    off = Trainer(load_config(None, over), DistInfo())
+    assert off.mix is None
+    # A model with another charset is not mixed ("auto"), and refused when asked for.
+    digits = Charset.from_spec("chars:0123456789")
+    other = atomic_save(native_checkpoint(tiny_model(num_classes=11), digits), tmp_path / "o.pt")
+    cfg = load_config(None, [*tiny_overrides, f"train.init_from={other}"])
+    assert replay.weight_mix(cfg, t.model, cs) is None
+    cfg.train.init_share = 0.5
+    with pytest.raises(ConfigError, match="another charset"):
+        replay.weight_mix(cfg, t.model, cs)
+    with pytest.raises(ConfigError, match="train.init_share"):
+        load_config(None, ["train.init_share=1.0"])

@@ -166,6 +166,12 @@ class TrainConfig:
     # run also validates on that generator's lines ("general"). "auto" = 0.5 when
     # init_from is set and data.train is your own data; 0 = off (crnn/engine/replay.py).
     replay: Union[float, Literal["auto"]] = "auto"  # noqa: UP007
+    # Fine-tuning that does not forget, second half: the weights validated and saved
+    # (best.pt, last.pt's "model", releases) are this share of the init_from weights and
+    # the rest of the trained ones (WiSE-FT; training itself goes on with the trained
+    # weights). "auto" = 0.5 when init_from is set, data.train is your own data and the
+    # init_from model has the run's charset; 0 = off (crnn/engine/replay.py).
+    init_share: Union[float, Literal["auto"]] = "auto"  # noqa: UP007
     # A new run's classifier starts at the training data's class frequencies (blank
     # included), which wide charsets otherwise spend hundreds of steps learning
     # (crnn/engine/prior.py): true, false, or "auto" = more than 1,000 classes.
@@ -252,6 +258,12 @@ class Config:
             raise ConfigError(
                 f"train.replay={rp!r}: expected 'auto' or the generator's share of each "
                 "batch in [0, 1), e.g. 0.5 (0: off)"
+            )
+        mix = self.train.init_share
+        if mix != "auto" and not (isinstance(mix, (int, float)) and 0.0 <= mix < 1.0):
+            raise ConfigError(
+                f"train.init_share={mix!r}: expected 'auto' or the starting weights' share of "
+                "the saved ones in [0, 1), e.g. 0.5 (0: off)"
             )
         if self.train.time_budget_min < 0:
             raise ConfigError(

@@ -147,17 +147,28 @@ def training_checkpoint(
     scheduler: Any,
     scaler: torch.amp.GradScaler,
     ema: WeightAverage | None = None,
+    mix: Any = None,
 ) -> dict[str, Any]:
     """Everything ``--resume`` needs, as plain types and tensors (``weights_only`` loads
     it): the model header, the run config, the loop state and the optimiser's. With an
     EMA the header's ``model`` is the averaged weights (what evaluation, release and
-    predict use) and ``model_raw`` the trained ones (what training resumes from)."""
+    predict use) and ``model_raw`` the trained ones (what training resumes from). With a
+    fine-tune's weight mix (``crnn.engine.replay.WeightMix``) ``model`` is the mix, and
+    an EMA's own weights go in ``model_ema``."""
+    raw = bundle.model
+    extra: dict[str, Any] = {}
     if ema is not None:
         bundle = ModelBundle(ema.model, bundle.charset, bundle.spec)
         extra = {"model_raw": bundle_model_state(ema.source), "ema": {"decay": ema.decay}}
+    if mix is not None:
+        if ema is not None:
+            extra["model_ema"] = bundle_model_state(ema.model)
+        extra["model_raw"] = bundle_model_state(raw)
+        extra["init_share"] = mix.share
+        bundle = ModelBundle(mix.refresh(), bundle.charset, bundle.spec)
     return {
         **bundle.header(),
-        **(extra if ema is not None else {}),
+        **extra,
         "config": cfg.to_dict(),
         **state.to_dict(),
         "optimizer": optimizer.state_dict(),
@@ -369,7 +380,9 @@ class WeightAverage:
             return None
         ema = cls(source, decay)
         if ckpt is not None and "ema" in ckpt:
-            load_state_dict_checked(ema.model, ckpt["model"], "the checkpoint's EMA")
+            # With a fine-tune's weight mix, "model" is the mix and the EMA has its own key.
+            own = ckpt.get("model_ema", ckpt["model"])
+            load_state_dict_checked(ema.model, own, "the checkpoint's EMA")
         return ema
 
     @torch.no_grad()

@@ -124,6 +124,8 @@ class Trainer:
         if ckpt is None and not tc.init_from:  # a new run
             prior.apply(self.model, self.data.dataset, lengths, cfg)
         self.ema = st.WeightAverage.create(self.model, tc.ema_decay, ckpt)
+        trained = self.model if self.ema is None else self.ema.model
+        self.mix = replay.weight_mix(cfg, trained, self.charset)  # what is validated and saved
         if ckpt is not None:
             self.state = st.restore_training(ckpt, self.optimizer, self.scheduler, self.scaler, cfg)
         self.bad_images = BadImageReport(self.state.bad_images)
@@ -141,7 +143,7 @@ class Trainer:
     def checkpoint(self) -> dict[str, Any]:
         """The training checkpoint of the current step (see ``crnn.engine.state``)."""
         self.state.bad_images = self.bad_images.count
-        args = (self.cfg, self.state, self.optimizer, self.scheduler, self.scaler, self.ema)
+        args = (self.cfg, self.state, self.optimizer, self.scheduler, self.scaler, self.ema, self.mix)
         return st.training_checkpoint(ModelBundle(self.model, self.charset, self.spec), *args)
 
     def save(self, is_best: bool = False) -> None:
@@ -199,10 +201,11 @@ class Trainer:
 
     def validate(self) -> tuple[dict[str, float], list[tuple[str, EvalResult]]]:
         """Evaluate every validation set; also returns the metrics of all sets pooled."""
-        model = self.model if self.ema is None else self.ema.model  # what gets saved as best
+        trained = self.model if self.ema is None else self.ema.model
         # Every rank evaluates with rank 0's BatchNorm statistics (the EMA's too: saved).
-        for m in dict.fromkeys((self.model, model)):
+        for m in dict.fromkeys((self.model, trained)):
             sync_buffers(m, self.info)
+        model = trained if self.mix is None else self.mix.refresh()  # what gets saved as best
         args = (self.charset, self.spec, self.device, self.amp, self.cfg.train.channels_last)
         backend = TorchBackend(model, *args)
         results, pooled = [], TextMetrics()
