@@ -174,6 +174,13 @@ def test_reading_order_is_columns_then_rows_with_a_heading_first() -> None:
     assert reading_order(shuffled, ch=20) == [head, *left, *right]
 
 
+def test_the_pieces_of_one_tilted_line_are_read_left_to_right() -> None:
+    # A heading split at a wide gap on a tilted scan: the right piece a pixel higher.
+    right, left = LineBox(515, 86, 1011, 127), LineBox(85, 87, 495, 128)
+    below = LineBox(62, 159, 680, 187)
+    assert reading_order([right, below, left], ch=33) == [left, right, below]
+
+
 def test_predict_prints_a_line_per_text_line_and_draws(tmp_path, capsys, line_model) -> None:
     from ckpt_helpers import run_main
 

@@ -348,9 +348,24 @@ def reading_order(boxes: list[LineBox], ch: float) -> list[LineBox]:
     elif hy > 0:
         left = [b for b in boxes if b.y1 <= hcut]
         right = [b for b in boxes if b.y1 > hcut]
-    else:  # overlapping boxes everywhere: top to bottom, then left to right
-        return sorted(boxes, key=lambda b: ((b.y0 + b.y1) / 2, b.x0))
+    else:  # boxes that share rows everywhere: rows top to bottom, each left to right
+        return _by_rows(boxes)
     return reading_order(left, ch) + reading_order(right, ch)
+
+
+def _by_rows(boxes: list[LineBox]) -> list[LineBox]:
+    """Rows top to bottom, each left to right: a box joins the row above when they share
+    at least half the smaller one's height, so that the pieces of one tilted line (a
+    heading with a wide gap, the right piece a pixel higher) stay left to right."""
+    rows: list[list[LineBox]] = []
+    for b in sorted(boxes, key=lambda b: (b.y0 + b.y1) / 2):
+        if rows:
+            top, bottom = min(r.y0 for r in rows[-1]), max(r.y1 for r in rows[-1])
+            if min(b.y1, bottom) - max(b.y0, top) >= 0.5 * min(b.height, bottom - top):
+                rows[-1].append(b)
+                continue
+        rows.append([b])
+    return [b for row in rows for b in sorted(row, key=lambda b: b.x0)]
 
 
 def _widest_gap(spans: list[tuple[int, int]]) -> tuple[float, float]:
