@@ -124,8 +124,7 @@ class Trainer:
         if ckpt is None and not tc.init_from:  # a new run
             prior.apply(self.model, self.data.dataset, lengths, cfg)
         self.ema = st.WeightAverage.create(self.model, tc.ema_decay, ckpt)
-        trained = self.model if self.ema is None else self.ema.model
-        self.mix = replay.weight_mix(cfg, trained, self.charset)  # what is validated and saved
+        self.mix = replay.weight_mix(cfg, self.ema.model if self.ema else self.model, self.charset)
         if ckpt is not None:
             self.state = st.restore_training(ckpt, self.optimizer, self.scheduler, self.scaler, cfg)
         self.bad_images = BadImageReport(self.state.bad_images)
@@ -202,8 +201,7 @@ class Trainer:
     def validate(self) -> tuple[dict[str, float], list[tuple[str, EvalResult]]]:
         """Evaluate every validation set; also returns the metrics of all sets pooled."""
         trained = self.model if self.ema is None else self.ema.model
-        # Every rank evaluates with rank 0's BatchNorm statistics (the EMA's too: saved).
-        for m in dict.fromkeys((self.model, trained)):
+        for m in dict.fromkeys((self.model, trained)):  # rank 0's BatchNorm statistics everywhere
             sync_buffers(m, self.info)
         model = trained if self.mix is None else self.mix.refresh()  # what gets saved as best
         args = (self.charset, self.spec, self.device, self.amp, self.cfg.train.channels_last)

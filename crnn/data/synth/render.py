@@ -340,7 +340,7 @@ class SynthGenerator:
             shifts = [r.uniform(-1.0, 1.0) * cfg.max_char_shift * size for _ in text]
             applied.append("char_jitter")
         # Drawn only when set, so that recipes without it keep their random stream.
-        oldstyle = cfg.p_oldstyle > 0 and r.random() < cfg.p_oldstyle and _has_digit(text)
+        oldstyle = cfg.p_oldstyle > 0 and r.random() < cfg.p_oldstyle and any("0" <= c <= "9" for c in text)
         if oldstyle:
             applied.append("oldstyle")
         if self._shaped and not self._shaped.isdisjoint(text):
@@ -495,7 +495,3 @@ class SynthGenerator:
             quad = fx.apply_h(h, quad)
         p = fx.perspective(quad, r, self.cfg.max_perspective * text_h)
         return p if h is None else p @ h
-
-
-def _has_digit(text: str) -> bool:
-    return any("0" <= c <= "9" for c in text)
