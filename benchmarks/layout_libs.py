@@ -170,8 +170,9 @@ def main() -> None:
     for k, v in whole.items():
         print(f"{k}: {v:.1f} ms per page")
     if args.json:
-        from benchmarks.timing import machine_info
         import torch
+
+        from benchmarks.timing import machine_info
 
         args.json.write_text(json.dumps({
             "meta": {"pages": count, "seed": args.seed, "repeats": args.repeats,
