@@ -85,6 +85,40 @@ def boxes_skimage(ink: np.ndarray) -> set[tuple[int, int, int, int]]:
     return {(p.bbox[1], p.bbox[0], p.bbox[3], p.bbox[2]) for p in measure.regionprops(labels)}
 
 
+def operations(grey: np.ndarray, ink: np.ndarray, ch: float) -> dict[str, dict[str, Callable[[], object]]]:
+    """Each operation in each library, with the sizes line finding uses on this page."""
+    small_k = max(3, int(round(ch)) | 1)  # odd sizes: the three libraries centre alike
+    reach = max(3, int(round(1.2 * ch)) | 1)
+    ink8 = ink.astype(np.uint8)
+    f32 = grey.astype(np.float32)
+    rect = np.ones((small_k, small_k), np.uint8)
+    row = np.ones((1, reach), np.uint8)
+    return {
+        "grey closing (background)": {
+            "scipy": lambda: ndi.grey_closing(grey, size=(small_k, small_k)),
+            "opencv": lambda: cv2.morphologyEx(grey, cv2.MORPH_CLOSE, rect),
+            "scikit-image": lambda: morphology.closing(grey, rect),
+        },
+        "dilation along the line (smear)": {
+            "scipy": lambda: ndi.maximum_filter(ink8, size=(1, reach)),
+            "opencv": lambda: cv2.dilate(ink8, row),
+            "scikit-image": lambda: morphology.dilation(ink8, row),
+        },
+        "connected components and boxes": {
+            "scipy": lambda: boxes_scipy(ink),
+            "opencv": lambda: boxes_cv2(ink),
+            "scikit-image": lambda: boxes_skimage(ink),
+        },
+        "rotation by 1.7 degrees (deskew)": {
+            "scipy": lambda: ndi.rotate(f32, 1.7, reshape=False, order=1, mode="nearest"),
+            "opencv": lambda: cv2.warpAffine(
+                f32, cv2.getRotationMatrix2D(((f32.shape[1] - 1) / 2, (f32.shape[0] - 1) / 2), 1.7, 1.0),
+                (f32.shape[1], f32.shape[0]), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE),
+            "scikit-image": lambda: transform.rotate(f32, 1.7, order=1, mode="edge", preserve_range=True),
+        },
+    }  # fmt: skip
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--pages", type=int, default=3, help="pages per language and kind (default 3)")
@@ -105,36 +139,7 @@ def main() -> None:
         page, _ = L.normalise(grey)
         ink = L.binarise(page)
         ch = L.estimate_char_height(ink)
-        small_k = max(3, int(round(ch)) | 1)  # odd sizes: the three libraries centre alike
-        reach = max(3, int(round(1.2 * ch)) | 1)
-        ink8 = ink.astype(np.uint8)
-        f32 = grey.astype(np.float32)
-        rect = np.ones((small_k, small_k), np.uint8)
-        row = np.ones((1, reach), np.uint8)
-        ops: dict[str, dict[str, Callable[[], object]]] = {
-            "grey closing (background)": {
-                "scipy": lambda: ndi.grey_closing(grey, size=(small_k, small_k)),
-                "opencv": lambda: cv2.morphologyEx(grey, cv2.MORPH_CLOSE, rect),
-                "scikit-image": lambda: morphology.closing(grey, rect),
-            },
-            "dilation along the line (smear)": {
-                "scipy": lambda: ndi.maximum_filter(ink8, size=(1, reach)),
-                "opencv": lambda: cv2.dilate(ink8, row),
-                "scikit-image": lambda: morphology.dilation(ink8, row),
-            },
-            "connected components and boxes": {
-                "scipy": lambda: boxes_scipy(ink),
-                "opencv": lambda: boxes_cv2(ink),
-                "scikit-image": lambda: boxes_skimage(ink),
-            },
-            "rotation by 1.7 degrees (deskew)": {
-                "scipy": lambda: ndi.rotate(f32, 1.7, reshape=False, order=1, mode="nearest"),
-                "opencv": lambda: cv2.warpAffine(
-                    f32, cv2.getRotationMatrix2D(((f32.shape[1] - 1) / 2, (f32.shape[0] - 1) / 2), 1.7, 1.0),
-                    (f32.shape[1], f32.shape[0]), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE),
-                "scikit-image": lambda: transform.rotate(f32, 1.7, order=1, mode="edge", preserve_range=True),
-            },
-        }  # fmt: skip
+        ops = operations(grey, ink, ch)
         for op, impl in ops.items():
             outs = {}
             for lib in libs:
