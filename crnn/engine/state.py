@@ -155,15 +155,15 @@ def training_checkpoint(
     predict use) and ``model_raw`` the trained ones (what training resumes from). With a
     fine-tune's weight mix (``crnn.engine.replay.WeightMix``) ``model`` is the mix, and
     an EMA's own weights go in ``model_ema``."""
-    raw = bundle.model
     extra: dict[str, Any] = {}
+    if ema is not None or mix is not None:
+        extra["model_raw"] = bundle_model_state(bundle.model)
     if ema is not None:
+        extra["ema"] = {"decay": ema.decay}
         bundle = ModelBundle(ema.model, bundle.charset, bundle.spec)
-        extra = {"model_raw": bundle_model_state(ema.source), "ema": {"decay": ema.decay}}
     if mix is not None:
         if ema is not None:
             extra["model_ema"] = bundle_model_state(ema.model)
-        extra["model_raw"] = bundle_model_state(raw)
         extra["init_share"] = mix.share
         bundle = ModelBundle(mix.refresh(), bundle.charset, bundle.spec)
     return {

@@ -273,8 +273,8 @@ class GlyphCache:
             self._fonts[key] = f
         return f
 
-    def glyph(self, path: str, size: int, char: str) -> Glyph:
-        return self.glyphs(path, size, char)[0]
+    def glyph(self, path: str, size: int, char: str, oldstyle: bool = False) -> Glyph:
+        return self.glyphs(path, size, char, oldstyle)[0]
 
     def glyphs(self, path: str, size: int, text: str, oldstyle: bool = False) -> list[Glyph]:
         """The glyphs of ``text``'s characters, rasterising the ones not seen yet;

@@ -49,7 +49,7 @@ def compose(
     if sizes is None:
         glyphs = cache.glyphs(font.path, size, text, oldstyle)
     else:
-        glyphs = [cache.glyphs(font.path, s, c, oldstyle)[0] for s, c in zip(sizes, text, strict=True)]
+        glyphs = [cache.glyph(font.path, s, c, oldstyle) for s, c in zip(sizes, text, strict=True)]
     for i, g in enumerate(glyphs):
         if g.mask is not None:
             dy = g.dy if shifts is None else g.dy + int(round(shifts[i]))
