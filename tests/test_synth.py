@@ -225,6 +225,23 @@ def test_each_effect_fires_at_probability_one(name: str, alnum36: Charset) -> No
     assert changed >= 10
 
 
+def test_clipped_crops_cut_into_the_text_at_the_top_and_bottom(alnum36: Charset) -> None:
+    base = dataclasses.replace(effects_off(SynthConfig()), p_word=1, p_number=0, p_date=0,
+                               p_price=0, p_code=0, p_random=0, p_line=0, pad_min=0.05)  # fmt: skip
+    clean = SynthGenerator(alnum36, base, seed=6, height=32)
+    clipped = SynthGenerator(alnum36, dataclasses.replace(base, p_clip=1.0, max_clip=0.3), seed=6, height=32)
+
+    def inked_edges(img: Image.Image) -> int:  # rows 0 and -1 that hold ink (dark pixels)
+        arr = np.asarray(img, dtype=np.int16)
+        return int((arr[0] < 128).any()) + int((arr[-1] < 128).any())
+
+    cut = sum(inked_edges(clipped.render(i)[0]) for i in range(20))
+    assert sum(inked_edges(clean.render(i)[0]) for i in range(20)) <= 4
+    assert cut >= 20, "a clipped crop's top and bottom edges run through the letters"
+    with pytest.raises(ConfigError, match="max_clip"):
+        dataclasses.replace(base, max_clip=0.5).validate()
+
+
 @pytest.mark.skipif(not raqm_available(), reason="old-style figures need Pillow's RAQM layout")
 def test_old_style_figures_are_drawn_in_faces_that_have_them(alnum36: Charset) -> None:
     fonts = Path(__file__).resolve().parents[1] / "crnn" / "assets" / "fonts"

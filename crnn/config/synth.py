@@ -153,6 +153,10 @@ class SynthConfig:
     pad_min: float = 0.02
     pad_max: float = 0.3
     p_tight_crop: float = 0.1
+    # Clipped crops, as a detector's box cuts a tilted or tightly boxed line: the top and
+    # bottom edges each cut up to max_clip of the text height into the line (off unless set).
+    p_clip: float = 0.0
+    max_clip: float = 0.12
 
     def validate(self) -> None:
         """Check ranges and probabilities; raise :class:`ConfigError` saying how to fix them."""
@@ -238,5 +242,7 @@ class SynthConfig:
             raise bad("max_light_falloff", cfg.max_light_falloff, "a fraction in [0, 1)")
         if not 0.05 <= cfg.resample_min <= 0.85:
             raise bad("resample_min", cfg.resample_min, "a scale in [0.05, 0.85]")
+        if not 0.0 <= cfg.max_clip <= 0.3:
+            raise bad("max_clip", cfg.max_clip, "a fraction of the text height in [0, 0.3]")
         if cfg.spacing_min <= -0.5:
             raise bad("spacing_min", cfg.spacing_min, "a fraction of the font size > -0.5")

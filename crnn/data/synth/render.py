@@ -49,32 +49,13 @@ from crnn.data.synth.text import BUNDLED_WORD_LISTS, TextSampler, drawable_alpha
 log = logging.getLogger(__name__)
 
 # Every probability of SynthConfig that changes how an image looks (not what it says).
-EFFECT_PROBABILITIES = (
-    "p_spacing",
-    "p_stretch",
-    "p_weight",
-    "p_outline",
-    "p_oldstyle",
-    "p_slant",
-    "p_char_jitter",
-    "p_bleed",
-    "p_uneven_light",
-    "p_motion_blur",
-    "p_defocus",
-    "p_resample",
-    "p_light_text",
-    "p_color",
-    "p_gradient_bg",
-    "p_noise_bg",
-    "p_texture_bg",
-    "p_shadow",
-    "p_rotate",
-    "p_perspective",
-    "p_curve",
-    "p_blur",
-    "p_noise",
-    "p_jpeg",
-    "p_tight_crop",
+EFFECT_PROBABILITIES = tuple(
+    """
+    p_spacing p_stretch p_weight p_outline p_oldstyle p_slant p_char_jitter p_bleed
+    p_uneven_light p_motion_blur p_defocus p_resample p_light_text p_color
+    p_gradient_bg p_noise_bg p_texture_bg p_shadow p_rotate p_perspective p_curve
+    p_blur p_noise p_jpeg p_tight_crop p_clip
+    """.split()
 )
 
 # Largest letter spacing (fraction of the font size) when the charset has a space.
@@ -320,6 +301,8 @@ class SynthGenerator:
             pads = [r.uniform(0.0, cfg.pad_min) for _ in range(4)]
         else:
             pads = [r.uniform(cfg.pad_min, cfg.pad_max) for _ in range(4)]
+        if cfg.p_clip > 0 and r.random() < cfg.p_clip:  # drawn only when set (as p_oldstyle)
+            pads[1], pads[3] = -r.uniform(0, cfg.max_clip), -r.uniform(0, cfg.max_clip)
         # Rasterise so the crop comes out about render_scale x the output height. Sizes
         # sit on a grid of _SIZE_STEP px: the final warp rescales anyway, and fewer sizes
         # keep the glyph cache small and warm.
@@ -387,7 +370,7 @@ class SynthGenerator:
             line = (float(plo[0]), float(plo[1]), float(phi[0]), float(phi[1]))
 
         # ---- crop box (in warped canvas pixels) and output size ----
-        if tight and ink[3] - ink[1] >= 0.5 * text_h:
+        if tight and pads[1] >= 0 and ink[3] - ink[1] >= 0.5 * text_h:
             box = ink
             applied.append("tight_crop")
         else:
@@ -399,6 +382,8 @@ class SynthGenerator:
                 max(ink[2], line[2]),
                 max(ink[3], line[3]),
             )
+        if pads[1] < 0:
+            applied.append("clip")
         left = box[0] - pads[0] * text_h
         top = box[1] - pads[1] * text_h
         right = box[2] + pads[2] * text_h
