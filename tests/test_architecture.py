@@ -94,7 +94,7 @@ def test_the_model_imports_nothing_of_ours_but_config():
 
 
 def test_the_page_reader_needs_neither_torch_nor_the_engine():
-    """crnn.layout is NumPy and SciPy, and crnn.serve adds FastAPI: a server reading pages
+    """crnn.layout is NumPy and OpenCV, and crnn.serve adds FastAPI: a server reading pages
     with an ONNX model starts without PyTorch."""
     for name in ("crnn.layout.lines", "crnn.layout.page", "crnn.serve.app", "crnn.serve.batcher"):
         reach = {name, *_closure(name, EAGER)}

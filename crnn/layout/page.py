@@ -88,7 +88,7 @@ def unrotate_box(box: Any, angle: float, size: tuple[int, int]) -> list[int]:
     xs, ys = [], []
     for x, y in ((x0, y0), (x1, y0), (x0, y1), (x1, y1)):
         dx, dy = x - cx, y - cy
-        # The page was turned by -angle (scipy's convention, counter-clockwise for +): undo.
+        # The page was turned by -angle (counter-clockwise for +, lines.rotate): undo.
         xs.append(cx + c * dx + s * dy)
         ys.append(cy - s * dx + c * dy)
     return [max(0, int(min(xs))), max(0, int(min(ys))), min(w, int(math.ceil(max(xs)))),
