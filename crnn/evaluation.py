@@ -8,6 +8,7 @@ beside ``crnn.inference``, below the training engine.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,6 +20,7 @@ from torch.utils.data import DataLoader, Dataset
 from crnn.backends import Backend
 from crnn.calibration import TemperatureFit, scale_logits
 from crnn.ctc import Lexicon, Prediction, decode
+from crnn.ctc.numerals import fix_numerals, fixes_numerals
 from crnn.data import ignore_stop_signals, stop_workers_at_exit
 from crnn.data.batching import EvalBatchSampler, collate
 from crnn.metrics import TextMetrics
@@ -78,6 +80,7 @@ def evaluate(
     max_edits: int = 2,
     observe: Callable[[dict[str, Any], list[Prediction]], None] | None = None,
     calibrate: TemperatureFit | None = None,
+    numerals: bool = False,
 ) -> EvalResult:
     """Decode every batch of ``loader`` with ``backend`` (greedy, or as ``predict``
     decodes: ``beam_width``, ``lexicon``) and score it.
@@ -87,8 +90,10 @@ def evaluate(
     ``observe(batch, predictions)`` sees each batch's predictions (e.g. to collect the
     errors, ``crnn.report.ErrorCollector``). ``calibrate`` collects what fitting a
     confidence temperature needs (from the raw logits); the backend's own temperature
-    is applied to the confidences reported."""
+    is applied to the confidences reported. ``numerals``: an o read inside a number is
+    a 0, as ``predict`` reads it (:class:`crnn.inference.Recognizer`'s ``numerals``)."""
     metrics = TextMetrics()
+    fix = numerals and lexicon is None and fixes_numerals(backend.charset.chars)
     examples: dict[str, Any] = {}
     bad = 0
     bad_examples: list[str] = []
@@ -106,6 +111,8 @@ def evaluate(
         temperature = getattr(backend, "temperature", 1.0)
         scaled = scale_logits(logits, temperature)
         predictions = decode(scaled, backend.charset, lengths, beam_width, lexicon, max_edits)
+        if fix:
+            predictions = [dataclasses.replace(p, text=fix_numerals(p.text)) for p in predictions]
         preds = [p.text for p in predictions]
         if calibrate is not None:
             calibrate.add(logits, lengths, [a == b for a, b in zip(preds, batch["labels"])])

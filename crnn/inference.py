@@ -35,6 +35,7 @@ import numpy as np
 from crnn.backends import Backend, load_backend
 from crnn.calibration import scale_logits
 from crnn.ctc import Lexicon, Prediction, decode, log_softmax_np, sequence_log_probs
+from crnn.ctc.numerals import fix_numerals, fixes_numerals
 from crnn.data.image import ImageSource, load_image, preprocess_array
 
 if TYPE_CHECKING:
@@ -75,6 +76,9 @@ class Recognizer:
             its image spec) as training does, instead of reading it whole. Better for a
             word model on word crops wider than that, wrong for lines (the bundled word
             model: IC13-857 79.8 % squeezed, 79.1 % whole).
+        numerals: read an o or O inside a number as 0 (``4,ooo`` -> ``4,000``; see
+            :func:`crnn.ctc.numerals.fix_numerals`): old-style figures draw 0 like an o.
+            Only for a model that writes both, and not with a lexicon.
     """
 
     def __init__(
@@ -86,6 +90,7 @@ class Recognizer:
         max_edits: int = 2,
         rotate: str = "none",
         squeeze: bool = False,
+        numerals: bool = True,
     ) -> None:
         self.squeeze = squeeze
         if rotate not in ("none", "auto"):
@@ -106,6 +111,7 @@ class Recognizer:
                 lexicon = Lexicon(lexicon, self.charset)
         self.lexicon = lexicon
         self.max_edits = max_edits
+        self.numerals = numerals and lexicon is None and fixes_numerals(self.charset.chars)
 
     @classmethod
     def from_checkpoint(
@@ -218,7 +224,7 @@ class Recognizer:
                 lp = log_softmax_np(_numpy(logits).astype(np.float64)) if score else None
                 for j, (i, p) in enumerate(zip(chunk, preds)):
                     s = sequence_log_probs(lp[j], [self.charset.encode(p.text)])[0] if score else 0.0
-                    out[i] = (s, p)
+                    out[i] = (s, dataclasses.replace(p, text=fix_numerals(p.text)) if self.numerals else p)
         return out  # type: ignore[return-value]
 
     def predict(self, images: ImageSource | Sequence[ImageSource]) -> list[Prediction]:

@@ -58,6 +58,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--errors", metavar="DIR",
                    help="write errors.tsv, summary.md and worst_errors.png per dataset here")  # fmt: skip
     p.add_argument(
+        "--no-numeral-fix",
+        dest="numerals",
+        action="store_false",
+        help="as predict: keep an o that was read inside a number (default: read it as 0, as old-style "
+        "figures draw 0 as round as an o: 4,ooo -> 4,000; never inside a word)",
+    )
+    p.add_argument(
         "--squeeze",
         action="store_true",
         help="cap image widths at the model's training width (as training does) instead of "
@@ -173,7 +180,7 @@ def evaluate_path(
             errors.add(batch, preds, labels, texts)
 
     res = evaluate(backend, loader, beam_width=args.beam, lexicon=lexicon,
-                   max_edits=args.max_edits, observe=observe)  # fmt: skip
+                   max_edits=args.max_edits, observe=observe, numerals=args.numerals)  # fmt: skip
     if res.bad_images:
         log.warning("%s: %d images could not be read and were left out:", path, res.bad_images)
         for msg in res.bad_examples:

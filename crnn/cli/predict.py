@@ -85,6 +85,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="how many character edits a lexicon word may be from the read text (default 2)",
     )
     p.add_argument(
+        "--no-numeral-fix",
+        dest="numerals",
+        action="store_false",
+        help="keep an o that was read inside a number (default: read it as 0, as old-style "
+        "figures draw 0 as round as an o: 4,ooo -> 4,000; never inside a word)",
+    )
+    p.add_argument(
         "--squeeze",
         action="store_true",
         help="cap image widths at the model's training width (as training does) instead of "
@@ -176,7 +183,7 @@ def load_recognizer(args: argparse.Namespace) -> Any:
     rec = Recognizer.from_checkpoint(
         ckpt, device=args.device, threads=args.threads, batch_size=args.batch_size,
         beam_width=args.beam, lexicon=args.lexicon, max_edits=args.max_edits, rotate=args.rotate,
-        squeeze=args.squeeze,
+        squeeze=args.squeeze, numerals=args.numerals,
     )  # fmt: skip
     if getattr(rec.backend, "quantization", ""):
         log.info("%s is %s-quantised (see docs/benchmarks.md)", ckpt, rec.backend.quantization)
