@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from crnn.charset import Charset
+from crnn.checkpoint import load_checkpoint as replay_load
 from crnn.checkpoint.release import release_checkpoint
 from crnn.config import ConfigError, config_from_dict, load_config
 from crnn.engine import replay
@@ -107,6 +108,24 @@ def test_init_from_a_checkpoint_not_yet_written_says_which_run_writes_it(tmp_pat
     msg = str(e.value)
     assert "runs/crnn_zh_cpu/best.pt" in msg and "train.output_dir is 'runs/crnn_zh_cpu'" in msg
     assert "--set train.init_from=" in msg and "zh" in msg
+
+
+def test_a_trainer_built_in_python_names_a_missing_init_from_and_reads_it_once(
+    tiny_overrides, tmp_path, monkeypatch
+) -> None:
+    """Not only tools/train.py: a Trainer built directly says the same; and the starting
+    checkpoint is read from disk once, not by each of the weights, replay and mix."""
+    from crnn.engine import state
+
+    cfg = load_config(None, [*tiny_overrides, f"train.init_from={tmp_path}/stage1/best.pt"])
+    with pytest.raises(ConfigError, match="no such checkpoint.*train.output_dir is '.*stage1'"):
+        Trainer(cfg, DistInfo())
+    cs = Charset.from_spec("alnum36")
+    src = atomic_save(native_checkpoint(tiny_model(), cs), tmp_path / "base.pt")
+    reads = []
+    monkeypatch.setattr(state, "load_checkpoint", lambda p: reads.append(p) or replay_load(p))
+    Trainer(load_config(None, [*tiny_overrides, f"train.init_from={src}", "train.init_share=0.5"]), DistInfo())
+    assert reads == [str(src)]
 
 
 def test_a_fine_tune_saves_half_the_starting_weights_and_resumes_from_the_trained_ones(

@@ -43,6 +43,7 @@ from crnn.engine.launch import (
     run_training,
 )
 from crnn.engine.runlock import RunDirectoryBusy
+from crnn.engine.state import missing_init
 from crnn.inference import BUNDLED, default_checkpoint
 from crnn.io import WriteError
 
@@ -210,13 +211,7 @@ def bundled_init(cfg: Config) -> Config:
     if name in BUNDLED and not Path(name).exists():
         cfg.train.init_from = str(default_checkpoint(prefer_onnx=False, model=name))
     elif name and not Path(name).exists():
-        run = Path(name).parent if Path(name).suffix == ".pt" else Path(name)
-        raise ConfigError(
-            f"train.init_from={name!r}: no such checkpoint. This run starts from those "
-            f"weights: train the run that writes them first (a config whose train.output_dir "
-            f"is {str(run)!r}), or start from another checkpoint, a run directory or a "
-            f"bundled model ({', '.join(BUNDLED)}): --set train.init_from=..."
-        )
+        raise missing_init(name)
     return cfg
 
 

@@ -87,10 +87,10 @@ def plan(cfg: Config) -> Any:
     None when it does not replay."""
     if share(cfg) <= 0:
         return None
-    from crnn.checkpoint import load_checkpoint
     from crnn.engine.data import Replay
+    from crnn.engine.state import load_init
 
-    init = load_checkpoint(cfg.train.init_from)
+    init = load_init(cfg.train.init_from)
     fraction = share(cfg, init)
     if fraction <= 0:
         return None
@@ -147,9 +147,10 @@ def weight_mix(cfg: Config, source: torch.nn.Module, charset: Charset) -> Weight
             f"train.init_share={setting} mixes the starting weights into the saved ones, but "
             "the run starts from nothing: set train.init_from, or train.init_share=0"
         )
-    from crnn.checkpoint import init_state_dict, is_native, load_checkpoint
+    from crnn.checkpoint import init_state_dict, is_native
+    from crnn.engine.state import load_init
 
-    ckpt = load_checkpoint(cfg.train.init_from)
+    ckpt = load_init(cfg.train.init_from)
     if is_native(ckpt) and Charset.from_dict(ckpt["charset"]).chars != charset.chars:
         if setting == "auto":
             log.info(

@@ -32,7 +32,7 @@ from crnn.checkpoint import (
     load_checkpoint,
     load_state_dict_checked,
 )
-from crnn.config import Config, save_config
+from crnn.config import Config, ConfigError, save_config
 from crnn.engine.distributed import DistInfo, barrier
 from crnn.engine.runlock import RunLock
 from crnn.io import atomic_save, remove_stale_temporaries
@@ -198,6 +198,35 @@ def check_resumable(ckpt: dict[str, Any], bundle: ModelBundle, source: str) -> N
         )
 
 
+_INIT: dict[tuple[str, int], dict[str, Any]] = {}
+
+
+def missing_init(name: str) -> ConfigError:
+    """The error for a ``train.init_from`` that does not exist: which run writes it, and
+    how to start from something else (a later stage of a recipe run before its first)."""
+    run = Path(name).parent if Path(name).suffix == ".pt" else Path(name)
+    return ConfigError(
+        f"train.init_from={name!r}: no such checkpoint. This run starts from those weights: "
+        f"train the run that writes them first (a config whose train.output_dir is "
+        f"{str(run)!r}), or start from another checkpoint, a run directory or a bundled model "
+        "(word, line, zh): --set train.init_from=..."
+    )
+
+
+def load_init(path: str) -> dict[str, Any]:
+    """The ``train.init_from`` checkpoint, read from disk once per process while the file
+    is unchanged (the starting weights, the replay's generator settings and the weight
+    mix all need it). Treat it as read-only. A missing file raises :func:`missing_init`."""
+    p = Path(path)
+    if not p.exists():
+        raise missing_init(path)
+    key = (str(p.resolve()), p.stat().st_mtime_ns)
+    if key not in _INIT:
+        _INIT.clear()
+        _INIT[key] = load_checkpoint(path)
+    return _INIT[key]
+
+
 def load_initial_weights(
     bundle: ModelBundle, resume: str | Path | None, init_from: str = ""
 ) -> dict[str, Any] | None:
@@ -211,7 +240,7 @@ def load_initial_weights(
         load_state_dict_checked(bundle.model, ckpt.get("model_raw", ckpt["model"]), str(resume))
         return ckpt
     if init_from:
-        sd = init_state_dict(load_checkpoint(init_from), bundle.model, bundle.charset, init_from)
+        sd = init_state_dict(load_init(init_from), bundle.model, bundle.charset, init_from)
         load_state_dict_checked(bundle.model, sd, init_from)
         log.info("initialised weights from %s", init_from)
     return None
