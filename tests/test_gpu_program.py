@@ -4,6 +4,7 @@ back) is checked here, so that a typo never costs GPU time."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -13,9 +14,12 @@ from conftest import ROOT
 
 
 def _stage(*args: str) -> subprocess.CompletedProcess[str]:
+    # One torch thread in every command it starts: the suite runs two tests at a time on
+    # two cores, and a training subprocess on two threads beside them made this 4x slower.
     return subprocess.run(
         [sys.executable, str(ROOT / "tools" / "gpu_program.py"), *args, "--dry-run"],
         capture_output=True, text=True, timeout=600, cwd=ROOT,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
     )  # fmt: skip
 
 
