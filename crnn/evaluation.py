@@ -8,7 +8,6 @@ beside ``crnn.inference``, below the training engine.
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,7 +19,7 @@ from torch.utils.data import DataLoader, Dataset
 from crnn.backends import Backend
 from crnn.calibration import TemperatureFit, scale_logits
 from crnn.ctc import Lexicon, Prediction, decode
-from crnn.ctc.numerals import fix_numerals, fixes_numerals
+from crnn.ctc.numerals import fix_prediction, fixes_numerals
 from crnn.data import ignore_stop_signals, stop_workers_at_exit
 from crnn.data.batching import EvalBatchSampler, collate
 from crnn.metrics import TextMetrics
@@ -93,7 +92,7 @@ def evaluate(
     is applied to the confidences reported. ``numerals``: an o read inside a number is
     a 0, as ``predict`` reads it (:class:`crnn.inference.Recognizer`'s ``numerals``)."""
     metrics = TextMetrics()
-    fix = numerals and lexicon is None and fixes_numerals(backend.charset.chars)
+    fix = numerals and fixes_numerals(backend.charset.chars, lexicon)
     examples: dict[str, Any] = {}
     bad = 0
     bad_examples: list[str] = []
@@ -112,7 +111,7 @@ def evaluate(
         scaled = scale_logits(logits, temperature)
         predictions = decode(scaled, backend.charset, lengths, beam_width, lexicon, max_edits)
         if fix:
-            predictions = [dataclasses.replace(p, text=fix_numerals(p.text)) for p in predictions]
+            predictions = [fix_prediction(p) for p in predictions]
         preds = [p.text for p in predictions]
         if calibrate is not None:
             calibrate.add(logits, lengths, [a == b for a, b in zip(preds, batch["labels"])])

@@ -35,7 +35,7 @@ import numpy as np
 from crnn.backends import Backend, load_backend
 from crnn.calibration import scale_logits
 from crnn.ctc import Lexicon, Prediction, decode, log_softmax_np, sequence_log_probs
-from crnn.ctc.numerals import fix_numerals, fixes_numerals
+from crnn.ctc.numerals import fix_prediction, fixes_numerals
 from crnn.data.image import ImageSource, load_image, preprocess_array
 
 if TYPE_CHECKING:
@@ -111,7 +111,7 @@ class Recognizer:
                 lexicon = Lexicon(lexicon, self.charset)
         self.lexicon = lexicon
         self.max_edits = max_edits
-        self.numerals = numerals and lexicon is None and fixes_numerals(self.charset.chars)
+        self.numerals = numerals and fixes_numerals(self.charset.chars, lexicon)
 
     @classmethod
     def from_checkpoint(
@@ -224,7 +224,7 @@ class Recognizer:
                 lp = log_softmax_np(_numpy(logits).astype(np.float64)) if score else None
                 for j, (i, p) in enumerate(zip(chunk, preds)):
                     s = sequence_log_probs(lp[j], [self.charset.encode(p.text)])[0] if score else 0.0
-                    out[i] = (s, dataclasses.replace(p, text=fix_numerals(p.text)) if self.numerals else p)
+                    out[i] = (s, fix_prediction(p) if self.numerals else p)
         return out  # type: ignore[return-value]
 
     def predict(self, images: ImageSource | Sequence[ImageSource]) -> list[Prediction]:

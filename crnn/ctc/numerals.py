@@ -6,8 +6,11 @@ the context does: an o inside a number is a zero.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterable
+
+from crnn.ctc.decode import Prediction
 
 # A run of digits, o/O and the separators inside numbers (maximal: matched greedily from
 # its first character); one touching a Latin letter ("No.5", "2nd", "CO2") is a word.
@@ -16,10 +19,17 @@ _LETTER = re.compile(r"[A-Za-z\u00c0-\u024f]")
 _ZEROS = str.maketrans("oO", "00")
 
 
-def fixes_numerals(chars: Iterable[str]) -> bool:
-    """Whether a model writing ``chars`` (a charset) can read a number's 0 as an o."""
+def fixes_numerals(chars: Iterable[str], lexicon: object | None = None) -> bool:
+    """Whether the fix applies to a model writing ``chars`` (a charset): it can read a
+    number's 0 as an o, and no ``lexicon`` snaps whole words instead."""
     have = set(chars)
-    return "0" in have and not have.isdisjoint("oO")
+    return lexicon is None and "0" in have and not have.isdisjoint("oO")
+
+
+def fix_prediction(p: Prediction) -> Prediction:
+    """``p`` with :func:`fix_numerals` applied to its text (same length: the character
+    confidences still line up)."""
+    return dataclasses.replace(p, text=fix_numerals(p.text))
 
 
 def fix_numerals(text: str) -> str:
