@@ -204,12 +204,14 @@ _INIT: dict[tuple[str, int], dict[str, Any]] = {}
 def missing_init(name: str) -> ConfigError:
     """The error for a ``train.init_from`` that does not exist: which run writes it, and
     how to start from something else (a later stage of a recipe run before its first)."""
+    from crnn.inference import BUNDLED  # the bundled models' names, where they are defined
+
     run = Path(name).parent if Path(name).suffix == ".pt" else Path(name)
     return ConfigError(
         f"train.init_from={name!r}: no such checkpoint. This run starts from those weights: "
         f"train the run that writes them first (a config whose train.output_dir is "
         f"{str(run)!r}), or start from another checkpoint, a run directory or a bundled model "
-        "(word, line, zh): --set train.init_from=..."
+        f"({', '.join(BUNDLED)}): --set train.init_from=..."
     )
 
 
