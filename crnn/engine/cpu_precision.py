@@ -1,7 +1,8 @@
 """bf16 on the CPU where it is measurably faster than fp32 (``train.cpu_bf16``).
 
 On a CPU with bfloat16 units (AVX512-BF16, AMX) autocast in bf16 ran the Chinese model's
-train step at 1.6x fp32; on an AVX2-only CPU bf16 is emulated and ran at 0.06x. So
+train step at 1.88x fp32 (1.46x the whole training, generator included, at the same
+accuracy: docs/training/crnn_zh.md); on an AVX2-only CPU bf16 is emulated and ran at 0.06x. So
 ``"auto"`` (the default) times both on the run's first batch where the CPU has the units
 and keeps bf16 only when it is at least 10 % faster; ``true`` forces it, ``false`` never.
 The LSTMs and the CTC loss stay in fp32 either way (``crnn/model.py``, ``crnn/ctc``).
