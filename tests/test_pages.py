@@ -201,3 +201,17 @@ def test_predict_prints_a_line_per_text_line_and_draws(tmp_path, capsys, line_mo
     assert result["layout"] == "page" and len(result["lines"]) == 7
     assert set(result["lines"][0]) == {"text", "confidence", "box"}
     assert result["text"] == "\n".join(r[1] for r in rows)
+
+
+def test_a_broken_opencv_says_how_to_mend_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two OpenCV wheels share the cv2 folder; removing one leaves ``import cv2`` broken.
+    The page reader then names the fix, not only the ImportError."""
+    import importlib
+    import sys
+
+    monkeypatch.setitem(sys.modules, "cv2", None)  # import cv2 -> ImportError
+    monkeypatch.delitem(sys.modules, "crnn.layout.lines")
+    with pytest.raises(ImportError, match="pip install --force-reinstall opencv-python-headless"):
+        importlib.import_module("crnn.layout.lines")
+    monkeypatch.undo()  # the real modules back for the tests after this one
+    assert importlib.import_module("crnn.layout.lines").find_lines is find_lines

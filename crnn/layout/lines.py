@@ -32,8 +32,18 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import cv2
 import numpy as np
+
+try:
+    import cv2
+except ImportError as e:  # a broken OpenCV install: say how to mend it, not only that it broke
+    raise ImportError(
+        f"reading a page finds its lines with OpenCV, and `import cv2` failed ({e}). "
+        "Mend it with: pip install --force-reinstall opencv-python-headless. Two OpenCV "
+        "wheels in one environment (opencv-python and opencv-python-headless) share the "
+        "cv2 folder, so removing either breaks the other; opencv-python also needs the "
+        "system's libGL."
+    ) from e
 
 # Line candidates shorter than this share of the typical character height are marks,
 # not lines (joined to a neighbouring line, or dropped).
