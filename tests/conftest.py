@@ -20,6 +20,20 @@ SHARED_DATA = ROOT.parent / "shared" / "data"
 torch.set_num_threads(1)
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 
+
+@pytest.fixture(autouse=True)
+def _fp32_on_every_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    """In-process runs train in fp32 whatever CPU runs the suite: ``train.cpu_bf16: auto``
+    would time bf16 on a CPU with bfloat16 units (AVX512-BF16, AMX) and could choose it,
+    so that a test comparing two runs (one process against DDP, which is fp32 under
+    ``auto``) or counting compiled graphs would pass on one machine and fail on another.
+    The CPU's flags read as having no bfloat16 units; flags a test passes itself are read
+    as given, and ``train.cpu_bf16=true`` still trains in bf16."""
+    from crnn.engine import cpu_precision
+    from crnn.precision import cpu_bf16_units
+
+    monkeypatch.setattr(cpu_precision, "cpu_bf16_units", lambda cpuinfo=None: cpu_bf16_units(cpuinfo or ""))
+
 WORDS = [
     "cat",
     "dog",
