@@ -208,8 +208,11 @@ def test_no_ink_is_clipped_by_geometry_or_crop() -> None:
         assert (np.abs(arr - paper) > 60).any(), "the text must be visible"
 
 
-# p_oldstyle changes only digits, in faces that have old-style figures: its own test.
-@pytest.mark.parametrize("name", [p for p in EFFECT_PROBABILITIES if p not in ("p_color", "p_oldstyle")])
+# p_oldstyle changes only digits, in faces that have old-style figures; p_level_box only
+# rotated lines: their own tests.
+@pytest.mark.parametrize(
+    "name", [p for p in EFFECT_PROBABILITIES if p not in ("p_color", "p_oldstyle", "p_level_box")]
+)
 def test_each_effect_fires_at_probability_one(name: str, alnum36: Charset) -> None:
     clean = SynthGenerator(alnum36, effects_off(SynthConfig()), seed=2, height=32)
     noisy = SynthGenerator(
@@ -240,6 +243,28 @@ def test_clipped_crops_cut_into_the_text_at_the_top_and_bottom(alnum36: Charset)
     assert cut >= 20, "a clipped crop's top and bottom edges run through the letters"
     with pytest.raises(ConfigError, match="max_clip"):
         dataclasses.replace(base, max_clip=0.5).validate()
+
+
+def test_level_box_cuts_the_ends_of_a_tilted_line_not_its_middle(alnum36: Charset) -> None:
+    base = dataclasses.replace(effects_off(SynthConfig()), p_word=0, p_number=0, p_date=0,
+                               p_price=0, p_code=0, p_random=1, p_line=0, min_length=14,
+                               max_length=20, pad_min=0.05, pad_max=0.1, p_rotate=1.0,
+                               max_rotate=4.0)  # fmt: skip
+    tilted = SynthGenerator(alnum36, base, seed=3, height=32)
+    level = SynthGenerator(alnum36, dataclasses.replace(base, p_level_box=1.0), seed=3, height=32)
+
+    def cut_ends(img: Image.Image) -> tuple[int, int]:  # inked rows 0 / -1: in the end fifths, the middle
+        ink = np.asarray(img, dtype=np.int16)[[0, -1]] < 128
+        fifth = ink.shape[1] // 5
+        ends = ink[:, :fifth].any() or ink[:, -fifth:].any()
+        return int(ends), int(ink[:, 2 * fifth : 3 * fifth].any())
+
+    plain = [cut_ends(tilted.render(i)[0]) for i in range(20)]
+    cut = [cut_ends(img) for img, _, meta in map(level.render_with_meta, range(20)) if "level_box" in meta.effects]
+    assert len(cut) == 20
+    assert sum(e for e, _ in plain) <= 2, "a tilted line's crop holds all of it"
+    assert sum(e for e, _ in cut) >= 8, "a level box cuts the tops or bottoms of the end characters"
+    assert sum(m for _, m in cut) <= 2, "the middle of the line stays whole"
 
 
 @pytest.mark.skipif(not raqm_available(), reason="old-style figures need Pillow's RAQM layout")

@@ -157,6 +157,11 @@ class SynthConfig:
     # bottom edges each cut up to max_clip of the text height into the line (off unless set).
     p_clip: float = 0.0
     max_clip: float = 0.12
+    # Tilted lines in a level box, as a detector draws one along the image axes around a
+    # photographed line: of the rotated lines, this share is cropped at the line's own
+    # height about its centre, so the ends of a long line lose their tops or bottoms (by
+    # at most half the line height, so the end characters stay readable; off unless set).
+    p_level_box: float = 0.0
 
     def validate(self) -> None:
         """Check ranges and probabilities; raise :class:`ConfigError` saying how to fix them."""

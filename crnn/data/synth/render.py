@@ -54,7 +54,7 @@ EFFECT_PROBABILITIES = tuple(
     p_spacing p_stretch p_weight p_outline p_oldstyle p_slant p_char_jitter p_bleed
     p_uneven_light p_motion_blur p_defocus p_resample p_light_text p_color
     p_gradient_bg p_noise_bg p_texture_bg p_shadow p_rotate p_perspective p_curve
-    p_blur p_noise p_jpeg p_tight_crop p_clip
+    p_blur p_noise p_jpeg p_tight_crop p_clip p_level_box
     """.split()
 )
 
@@ -108,6 +108,20 @@ def _glyph_cache() -> GlyphCache:
 @functools.cache
 def _tiles() -> fx.Tiles:
     return fx.Tiles()
+
+
+def _level_box(pts: np.ndarray, line: tuple[float, float, float, float]) -> tuple[float, float, float, float]:
+    """The level box of a tilted line: ``line`` (its warped bounding box, x0 y0 x1 y1)
+    cut in height to the line's own height about its centre, measured between the middle
+    points of its warped top and bottom edges (``pts``, from ``Layout.points``). Each end
+    loses at most half that height, so its characters stay readable."""
+    mid = EDGE_POINTS // 2
+    top, bottom = pts[mid], pts[EDGE_POINTS + mid]
+    height = float(np.hypot(*(bottom - top)))
+    cy = float(top[1] + bottom[1]) / 2.0
+    y0 = min(cy - height / 2.0, line[1] + height / 2.0)
+    y1 = max(cy + height / 2.0, line[3] - height / 2.0)
+    return line[0], y0, line[2], y1
 
 
 class SynthGenerator:
@@ -345,10 +359,13 @@ class SynthGenerator:
         if cfg.p_slant > 0 and r.random() < cfg.p_slant:
             h = fx.shear(r.uniform(-cfg.max_slant, cfg.max_slant))
             applied.append("slant")
+        level_box = False
         if r.random() < cfg.p_rotate:
             rot = fx.rotation(r.uniform(-cfg.max_rotate, cfg.max_rotate))
             h = rot if h is None else rot @ h
             applied.append("rotate")
+            # Drawn only when set, so that recipes without it keep their random stream.
+            level_box = cfg.p_level_box > 0 and r.random() < cfg.p_level_box
         perspective = r.random() < cfg.p_perspective
         if perspective:
             applied.append("perspective")
@@ -368,6 +385,10 @@ class SynthGenerator:
             ink = (float(lo[0]) - 1.0, float(lo[1]) - 1.0, float(hi[0]) + 1.0, float(hi[1]) + 1.0)
             plo, phi = pts.min(0), pts.max(0)
             line = (float(plo[0]), float(plo[1]), float(phi[0]), float(phi[1]))
+            if level_box:
+                line = _level_box(pts, line)
+                ink = (ink[0], line[1], ink[2], line[3])
+                applied.append("level_box")
 
         # ---- crop box (in warped canvas pixels) and output size ----
         if tight and pads[1] >= 0 and ink[3] - ink[1] >= 0.5 * text_h:
