@@ -124,7 +124,7 @@ class Trainer:
         if ckpt is None and not tc.init_from:  # a new run
             prior.apply(self.model, self.data.dataset, lengths, cfg)
         self.ema = st.WeightAverage.create(self.model, tc.ema_decay, ckpt)
-        self.mix = replay.weight_mix(cfg, self.ema.model if self.ema else self.model, self.charset)
+        self.mix = replay.weight_mix(cfg, self.trained, self.charset)
         if ckpt is not None:
             self.state = st.restore_training(ckpt, self.optimizer, self.scheduler, self.scaler, cfg)
         self.bad_images = BadImageReport(self.state.bad_images)
@@ -138,6 +138,11 @@ class Trainer:
         self.guards = RunGuards(cfg, self.scaler.is_enabled(), lengths(self.spec.max_width))
 
     # ---- checkpoints ----------------------------------------------------------------
+
+    @property
+    def trained(self) -> nn.Module:
+        """The weights a run evaluates and releases: the moving average where it keeps one."""
+        return self.model if self.ema is None else self.ema.model
 
     def checkpoint(self) -> dict[str, Any]:
         """The training checkpoint of the current step (see ``crnn.engine.state``)."""
@@ -200,7 +205,7 @@ class Trainer:
 
     def validate(self) -> tuple[dict[str, float], list[tuple[str, EvalResult]]]:
         """Evaluate every validation set; also returns the metrics of all sets pooled."""
-        trained = self.model if self.ema is None else self.ema.model
+        trained = self.trained
         for m in dict.fromkeys((self.model, trained)):  # rank 0's BatchNorm statistics everywhere
             sync_buffers(m, self.info)
         model = trained if self.mix is None else self.mix.refresh()  # what gets saved as best
