@@ -124,6 +124,7 @@ class Trainer:
         if ckpt is None and not tc.init_from:  # a new run
             prior.apply(self.model, self.data.dataset, lengths, cfg)
         self.ema = st.WeightAverage.create(self.model, tc.ema_decay, ckpt)
+        self.trained = self.model if self.ema is None else self.ema.model  # evaluated and released
         self.mix = replay.weight_mix(cfg, self.trained, self.charset)
         if ckpt is not None:
             self.state = st.restore_training(ckpt, self.optimizer, self.scheduler, self.scaler, cfg)
@@ -138,11 +139,6 @@ class Trainer:
         self.guards = RunGuards(cfg, self.scaler.is_enabled(), lengths(self.spec.max_width))
 
     # ---- checkpoints ----------------------------------------------------------------
-
-    @property
-    def trained(self) -> nn.Module:
-        """The weights a run evaluates and releases: the moving average where it keeps one."""
-        return self.model if self.ema is None else self.ema.model
 
     def checkpoint(self) -> dict[str, Any]:
         """The training checkpoint of the current step (see ``crnn.engine.state``)."""
@@ -205,10 +201,9 @@ class Trainer:
 
     def validate(self) -> tuple[dict[str, float], list[tuple[str, EvalResult]]]:
         """Evaluate every validation set; also returns the metrics of all sets pooled."""
-        trained = self.trained
-        for m in dict.fromkeys((self.model, trained)):  # rank 0's BatchNorm statistics everywhere
+        for m in dict.fromkeys((self.model, self.trained)):  # rank 0's BatchNorm statistics everywhere
             sync_buffers(m, self.info)
-        model = trained if self.mix is None else self.mix.refresh()  # what gets saved as best
+        model = self.trained if self.mix is None else self.mix.refresh()  # what gets saved as best
         args = (self.charset, self.spec, self.device, self.amp, self.cfg.train.channels_last)
         backend = TorchBackend(model, *args)
         results, pooled = [], TextMetrics()

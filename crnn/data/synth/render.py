@@ -111,12 +111,10 @@ def _tiles() -> fx.Tiles:
 
 
 def _level_box(pts: np.ndarray, line: tuple[float, float, float, float]) -> tuple[float, float, float, float]:
-    """The level box of a tilted line: ``line`` (its warped bounding box, x0 y0 x1 y1)
-    cut in height to the line's own height about its centre, measured between the middle
-    points of its warped top and bottom edges (``pts``, from ``Layout.points``). Each end
+    """``line`` (a tilted line's warped box, x0 y0 x1 y1) cut to the line's own height about
+    its centre, between the middles of its warped top and bottom edges (``pts``); each end
     loses at most half that height, so its characters stay readable."""
-    mid = EDGE_POINTS // 2
-    top, bottom = pts[mid], pts[EDGE_POINTS + mid]
+    top, bottom = pts[EDGE_POINTS // 2], pts[EDGE_POINTS + EDGE_POINTS // 2]
     height = float(np.hypot(*(bottom - top)))
     cy = float(top[1] + bottom[1]) / 2.0
     y0 = min(cy - height / 2.0, line[1] + height / 2.0)
@@ -359,13 +357,12 @@ class SynthGenerator:
         if cfg.p_slant > 0 and r.random() < cfg.p_slant:
             h = fx.shear(r.uniform(-cfg.max_slant, cfg.max_slant))
             applied.append("slant")
-        level_box = False
         if r.random() < cfg.p_rotate:
             rot = fx.rotation(r.uniform(-cfg.max_rotate, cfg.max_rotate))
             h = rot if h is None else rot @ h
             applied.append("rotate")
-            # Drawn only when set, so that recipes without it keep their random stream.
-            level_box = cfg.p_level_box > 0 and r.random() < cfg.p_level_box
+        # Drawn only when set, so that recipes without it keep their random stream.
+        level_box = "rotate" in applied and cfg.p_level_box > 0 and r.random() < cfg.p_level_box
         perspective = r.random() < cfg.p_perspective
         if perspective:
             applied.append("perspective")
