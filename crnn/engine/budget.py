@@ -8,6 +8,14 @@ save) ends inside the budget, counted from the start of training. The decision i
 logged and stored in the checkpoint (``budget``, and ``max_steps`` in the saved config),
 so ``--resume`` continues the same schedule instead of deciding again.
 
+A machine can slow down after the measurement (a shared node, another job on the same
+cores, thermal limits). The process that decided keeps timing its steps (validations and
+saves left out) and every ``RECHECK_EVERY`` steps projects the end of the run; when the
+projection passes the budget, it plans again from the recent speed and shortens
+``max_steps`` (never lengthens it), so the run still ends inside the budget. The
+learning-rate decay then finishes over the shorter schedule. Each re-plan is logged and
+kept in the checkpoint's ``budget`` (``replanned``).
+
 Users with fixed allocations (a 30-minute GPU slot, a SLURM time limit) get a run that
 uses the time and finishes its schedule, instead of guessing ``max_steps``.
 """
@@ -33,6 +41,20 @@ MEASURE_SHARE = 0.03
 MEASURE_MAX_S = 30.0
 # Kept free at the end: timing noise, logging, the process's exit.
 SAFETY = 0.95
+# After the decision: how often the end of the run is projected again (steps; every rank
+# at the same steps, since a re-plan agrees on timings with a collective), and how many
+# timed steps a projection needs.
+RECHECK_EVERY = 10
+RECHECK_MIN_STEPS = 5
+
+
+def remaining_s(
+    step: int, max_steps: int, step_s: float, val_s: float, save_s: float, val_every: int
+) -> float:
+    """Seconds from ``step`` to the end of a ``max_steps`` run: its steps, and its
+    validations (every ``val_every`` steps and one at the end), each with a save."""
+    vals = max_steps // val_every - step // val_every + (max_steps % val_every != 0)
+    return (max_steps - step) * step_s + vals * (val_s + save_s)
 
 
 def plan_max_steps(
@@ -52,9 +74,7 @@ def plan_max_steps(
     lo, hi = step + 1, step + 1 + int(max(left, 0.0) / max(step_s, 1e-9)) + 1
     while lo <= hi:  # the cost is monotone in max_steps: bisect
         mid = (lo + hi) // 2
-        vals = mid // val_every - step // val_every + (mid % val_every != 0)
-        cost = (mid - step) * step_s + vals * (val_s + save_s)
-        if cost <= left:
+        if remaining_s(step, mid, step_s, val_s, save_s, val_every) <= left:
             best, lo = mid, mid + 1
         else:
             hi = mid - 1
@@ -72,6 +92,10 @@ class TimeBudget:
         self.first_step: int | None = None
         self.t_measure: float | None = None
         self.step_measure = 0
+        # After the decision: the previous call, and the steps timed since the last check.
+        self.t_decided: float | None = None
+        self.last: tuple[float, int] | None = None
+        self.timed_s, self.timed_steps = 0.0, 0
 
     @property
     def decided(self) -> bool:
@@ -79,9 +103,11 @@ class TimeBudget:
 
     def __call__(self, rank: int, step: int) -> None:
         """Called before each optimizer step ``step``."""
-        if self.decided:
-            return
         now = time.monotonic()
+        if self.decided:
+            if self.t_decided is not None:  # this process decided: keep the run inside
+                self._recheck(now, step)
+            return
         if self.t_measure is None:
             self.first_step = step if self.first_step is None else self.first_step
             if step - self.first_step >= SKIP_STEPS:
@@ -112,9 +138,7 @@ class TimeBudget:
             self.budget_s, elapsed, step, step_s, val_s, save_s, tc.val_every
         )
         warmup = tc.warmup_steps
-        if warmup > max_steps // 5 and warmup > step:
-            tc.warmup_steps = max(step, max_steps // 5)
-        tc.max_steps = max_steps
+        self._set_max_steps(step, max_steps)
         t.state.budget = {
             "minutes": tc.time_budget_min, "decided_at_step": step,
             "step_s": round(step_s, 6), "validation_s": round(val_s, 3),
@@ -130,3 +154,55 @@ class TimeBudget:
                 f", warm-up shortened {warmup} -> {tc.warmup_steps} steps"
                 if tc.warmup_steps != warmup else "",
             )  # fmt: skip
+        self.t_decided = time.monotonic()
+
+    def _set_max_steps(self, step: int, max_steps: int) -> None:
+        """Fix the schedule's length; a warm-up longer than a fifth of it is shortened."""
+        tc = self.trainer.cfg.train
+        if tc.warmup_steps > max_steps // 5 and tc.warmup_steps > step:
+            tc.warmup_steps = max(step, max_steps // 5)
+        tc.max_steps = max_steps
+
+    def _recheck(self, now: float, step: int) -> None:
+        """Time the step just taken; every ``RECHECK_EVERY`` steps project the end of the
+        run and shorten it when the projection passes the budget."""
+        t = self.trainer
+        tc = t.cfg.train
+        if self.last is not None and step == self.last[1] + 1:
+            # The interval also holds what followed that step: a validation and save
+            # (priced separately in the plan) are left out of the step time.
+            saved = step % tc.val_every == 0 or (tc.save_every and step % tc.save_every == 0)
+            if not saved:
+                self.timed_s += now - self.last[0]
+                self.timed_steps += 1
+        self.last = (now, step)
+        if step % RECHECK_EVERY or self.timed_steps < RECHECK_MIN_STEPS:
+            return
+        timings = torch.tensor([self.timed_s / self.timed_steps, now - self.t_start],
+                               dtype=torch.float64)  # fmt: skip
+        self.timed_s, self.timed_steps = 0.0, 0
+        step_s, elapsed = (all_reduce_sum(timings, t.info) / t.info.world_size).tolist()
+        b = t.state.budget
+        # What slowed the steps slows the validations and saves as much.
+        slower = max(1.0, step_s / b["step_s"])
+        val_s, save_s = b["validation_s"] * slower, b["save_s"] * slower
+        end = elapsed + remaining_s(step, tc.max_steps, step_s, val_s, save_s, tc.val_every)
+        if end <= self.budget_s:  # inside (the plan's margin may be spent, not more)
+            return
+        max_steps = plan_max_steps(
+            self.budget_s, elapsed, step, step_s, val_s, save_s, tc.val_every
+        )
+        if max_steps >= tc.max_steps:
+            return
+        if t.info.is_main:
+            log.warning(
+                "time budget %.1f min: the steps slowed to %.1f steps/s (%.1f when planned); "
+                "the run would end %.1f s late -> train.max_steps %d -> %d",
+                tc.time_budget_min, 1 / step_s, 1 / b["step_s"], end - self.budget_s,
+                tc.max_steps, max_steps,
+            )  # fmt: skip
+        b.setdefault("replanned", []).append(
+            {"at_step": step, "step_s": round(step_s, 6), "max_steps": max_steps}
+        )
+        b["max_steps"] = max_steps
+        self._set_max_steps(step, max_steps)
