@@ -1,26 +1,29 @@
-"""Fine-tuning on one narrow domain, with and without the generator mixed in: how much the
-domain gains and how much general reading is lost.
+"""Fine-tuning on one narrow domain: how much the domain gains and how much general
+reading is lost, for the default recipe (crnn/engine/replay.py) and without each half.
 
-    python benchmarks/finetune_forgetting.py --model crnn/assets/models/crnn_zh-XXXX.pt \\
-        --steps 400 --json docs/bench/finetune_forgetting.json
+    python benchmarks/finetune_forgetting.py --json docs/bench/finetune_forgetting.json
 
-The domain: 500 training and 200 test lines of till receipts (items, quantities,
+The domain: 500 training and 100 test lines of till receipts (items, quantities,
 prices, totals, dates; one vocabulary, written here) printed by a thermal dot-matrix
 printer (each stroke made of dots, faded grey on off-white paper, one face, one
 background): what a user fine-tunes on when their own documents look like nothing the
-model saw. General reading: the out-of-distribution rows of ``benchmarks/zh_vs_peers.py``
-(four held-out faces and the photograph row), read before and after.
+model saw. General reading: 40 lines in each of the four held-out faces of
+``benchmarks/zh_vs_peers.py`` and 80 of its photograph-like lines (seeds of their own),
+faces and lines no model here trained on, read before and after.
 
-Each arm fine-tunes the same model for ``--steps`` steps of 32 lines at lr 3e-4
-(``train.init_from``, validation on the domain's test lines): ``train.replay=0`` (the
-domain alone, as every other toolkit fine-tunes) and the default ``train.replay=auto``
-(half of each batch from the generator the model learnt from).
+Each arm fine-tunes the same model (``--model``, the bundled ``zh`` by default) for
+``--steps`` steps of 32 lines at lr 3e-4 (``train.init_from``, validation on the
+domain's test lines, one torch thread), with the arm's settings on top (``ARMS``):
+the default (half of each batch from the generator the model learnt from, saved weights
+half the starting ones), each half alone, and neither (the domain alone, as other
+toolkits fine-tune). ``tests/test_finetune.py`` runs the default arm with these sets.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import random
 import subprocess
@@ -86,33 +89,80 @@ def write_set(folder: Path, n: int, seed: int, font: str) -> None:
     (folder / "gt.txt").write_text("\n".join(rows) + "\n", encoding="utf-8")
 
 
-def read_folder(spec: str, folder: Path) -> float:
-    """CER of a model on a folder with gt.txt (NFKC, whitespace removed)."""
-    from crnn.inference import Recognizer
+# The arms: what each sets on top of the fine-tuning command (finetune_args). The default
+# is both halves of crnn/engine/replay.py; the last arm is how other toolkits fine-tune.
+ARMS = (
+    ("default: the generator mixed in, saved weights half the starting ones", ()),
+    ("the generator mixed in alone (train.init_share=0)", ("train.init_share=0",)),
+    ("the receipts alone, saved weights half the starting ones (train.replay=0)", ("train.replay=0",)),
+    ("the receipts alone (train.replay=0 train.init_share=0)", ("train.replay=0", "train.init_share=0")),
+)
 
-    rec = Recognizer.from_checkpoint(spec)
-    rows = [ln.split("\t", 1) for ln in (folder / "gt.txt").read_text(encoding="utf-8").splitlines()]
-    reads = [p.text for p in rec.predict([folder / n for n, _ in rows])]
+
+def general_set(count: int) -> tuple[list, list[str]]:
+    """``count`` lines in each of the four held-out faces (``benchmarks/zh_vs_peers.py``'s
+    faces, its line maker and renderer, seeds of their own), then ``2 * count``
+    photograph-like ones."""
+    from benchmarks import zh_vs_peers as zh
+
+    faces = {f.row: zh.locate(f.face) for f in zh.PHOTO_FACES}
+    missing = [row for row, p in faces.items() if p is None]
+    if missing:
+        raise FileNotFoundError(
+            f"held-out CJK faces not installed ({', '.join(missing)}): crnn-fonts --install zh"
+        )
+    covered = set.intersection(*(zh.cmap(p) for p in faces.values()))  # type: ignore[arg-type]
+    labels = zh.make_lines(count, 31, covered)
+    photo = zh.make_lines(2 * count, 32, covered)
+    r = random.Random(33)
+    imgs = [zh.render_print(t, faces[row], r) for row in ("kai", "song", "hei", "mincho") for t in labels]  # type: ignore[arg-type]
+    imgs += [zh.render_photo(t, faces[zh.PHOTO_FACES[i % len(zh.PHOTO_FACES)].row], r)  # type: ignore[arg-type]
+             for i, t in enumerate(photo)]  # fmt: skip
+    return imgs, labels * 4 + photo
+
+
+def cer(rec, imgs: list, labels: list[str]) -> float:
+    """Character error rate of a Recognizer (NFKC, whitespace removed)."""
     from benchmarks.zh_vs_peers import norm
 
-    edits = sum(Levenshtein.distance(norm(p), norm(t)) for p, (_, t) in zip(reads, rows))
-    return edits / sum(len(norm(t)) for _, t in rows)
+    reads = [p.text for p in rec.predict(imgs)]
+    edits = sum(Levenshtein.distance(norm(a), norm(t)) for a, t in zip(reads, labels))
+    return edits / sum(len(norm(t)) for t in labels)
 
 
-def general(spec: str, count: int) -> dict[str, float]:
-    with tempfile.TemporaryDirectory() as tmp:
-        subprocess.run([sys.executable, str(ROOT / "benchmarks" / "zh_vs_peers.py"), "--model", spec,
-                        "--count", str(count), "--no-tesseract", "--no-ppocr", "--json", f"{tmp}/g.json"],
-                       capture_output=True, text=True, check=True)  # fmt: skip
-        data = json.loads(Path(f"{tmp}/g.json").read_text(encoding="utf-8"))
-    return {r["row"]: r["cer"] for r in data["rows"]}
+def domain_set(folder: Path) -> tuple[list[Path], list[str]]:
+    rows = [ln.split("\t", 1) for ln in (folder / "gt.txt").read_text(encoding="utf-8").splitlines()]
+    return [folder / n for n, _ in rows], [t for _, t in rows]
+
+
+def finetune_args(model: str, train: Path, val: Path, out: Path, steps: int, config: str) -> list[str]:
+    """The fine-tuning command every arm runs (``tests/test_finetune.py`` runs the default)."""
+    return [sys.executable, str(ROOT / "tools" / "train.py"), "--config", config,
+            "--train", str(train), "--val", str(val), "--output-dir", str(out),
+            "--set", f"train.init_from={model}", f"train.max_steps={steps}", "train.lr=3e-4",
+            "train.warmup_steps=20", f"train.val_every={steps}", "train.save_every=0",
+            "data.augment.enabled=false", "data.num_workers=0", "data.synth.val_size=64"]  # fmt: skip
+
+
+def measure(spec: str, domain: tuple, general: tuple, count: int) -> dict[str, float]:
+    from crnn.inference import Recognizer
+
+    rec = Recognizer.bundled(spec) if spec == "zh" else Recognizer.from_checkpoint(spec)
+    imgs, labels = general
+    faces = 4 * count
+    return {
+        "domain": cer(rec, *domain),
+        "general": cer(rec, imgs, labels),
+        "four_faces": cer(rec, imgs[:faces], labels[:faces]),
+        "photo": cer(rec, imgs[faces:], labels[faces:]),
+    }
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", required=True, help="the model to fine-tune (a .pt checkpoint or release)")
-    ap.add_argument("--steps", type=int, default=400)
-    ap.add_argument("--count", type=int, default=100, help="lines per row of the general benchmark")
+    ap.add_argument("--model", default="zh", help="the model to fine-tune: zh (the bundled one) or a .pt")
+    ap.add_argument("--steps", type=int, default=40)
+    ap.add_argument("--count", type=int, default=40, help="lines per held-out face (twice as many photographs)")
     ap.add_argument("--config", default="crnn_zh_cpu", help="the recipe whose generator replay draws "
                     "with when the model records none")  # fmt: skip
     ap.add_argument("--work", type=Path, default=None)
@@ -123,25 +173,23 @@ def main() -> None:
     work = args.work or Path(tempfile.mkdtemp())
     font = str(label_font_dir() / "crnn-ocr-LabelCJK-Regular.otf")
     write_set(work / "domain_train", 500, 1, font)
-    write_set(work / "domain_test", 200, 2, font)
-    rows = {"before": {"domain": read_folder(args.model, work / "domain_test"), **general(args.model, args.count)}}
-    for arm, replay in (("domain alone (train.replay=0)", "0"), ("with replay (train.replay=0.5)", "0.5")):
-        out = work / f"run_replay_{replay}"
-        cmd = [sys.executable, str(ROOT / "tools" / "train.py"), "--config", args.config,
-               "--train", str(work / "domain_train"), "--val", str(work / "domain_test"), "--output-dir", str(out),
-               "--set", f"train.init_from={args.model}", f"train.replay={replay}", f"train.max_steps={args.steps}",
-               "train.lr=3e-4", "train.warmup_steps=20", f"train.val_every={args.steps}", "train.save_every=0",
-               "data.augment.enabled=false"]  # fmt: skip
-        subprocess.run(cmd, check=True)
-        best = str(out / "best.pt")  # the averaged weights, validated at the last step
-        rows[arm] = {"domain": read_folder(best, work / "domain_test"), **general(best, args.count)}
+    write_set(work / "domain_test", 100, 2, font)
+    domain, general = domain_set(work / "domain_test"), general_set(args.count)
+    rows = {"before": measure(args.model, domain, general, args.count)}
+    print("before", json.dumps(rows["before"]), flush=True)
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}  # as tests/test_finetune.py runs it
+    for i, (arm, sets) in enumerate(ARMS):
+        out = work / f"arm{i}"
+        cmd = finetune_args(args.model, work / "domain_train", work / "domain_test", out, args.steps, args.config)
+        subprocess.run([*cmd, *sets], check=True, env=env, capture_output=True)
+        rows[arm] = measure(str(out / "best.pt"), domain, general, args.count)
         print(arm, json.dumps(rows[arm]), flush=True)
-    print(json.dumps(rows, indent=1))
     if args.json:
         meta = {"command": " ".join(sys.argv), "machine": platform.processor() or platform.machine(),
-                "steps": args.steps, "model": args.model}  # fmt: skip
+                "steps": args.steps, "model": args.model, "count": args.count}  # fmt: skip
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1, ensure_ascii=False), encoding="utf-8")
+        print(f"wrote {args.json}")
 
 
 if __name__ == "__main__":
