@@ -448,3 +448,37 @@ def resample(r: random.Random, img: Image.Image, min_scale: float) -> Image.Imag
     down = r.choice((Image.BILINEAR, Image.BOX, Image.NEAREST, Image.LANCZOS))
     up = r.choice((Image.BILINEAR, Image.BICUBIC, Image.NEAREST))
     return img.resize(small, down).resize((w, h), up)
+
+
+def degrade(
+    r: random.Random, img: Image.Image, cfg: Any, tiles: Tiles, rgb: bool, applied: list[str]
+) -> Image.Image:
+    """The degradations of a painted line, in order (each drawn from ``r``, named in
+    ``applied``): blur, defocus, motion blur, noise, down- and up-sampling, JPEG."""
+    if r.random() < cfg.p_blur:
+        sigma = r.uniform(0.3, max(0.3, cfg.max_blur))
+        # One box-blur pass of the same variance: at these radii it looks like a
+        # Gaussian and costs a third of Pillow's GaussianBlur (three passes).
+        radius = (math.sqrt(12.0 * sigma * sigma + 1.0) - 1.0) / 2.0
+        img = img.filter(ImageFilter.BoxBlur(radius))
+        applied.append("blur")
+    if cfg.p_defocus > 0 and r.random() < cfg.p_defocus:
+        img = defocus(r, img, cfg.max_defocus)
+        applied.append("defocus")
+    if cfg.p_motion_blur > 0 and r.random() < cfg.p_motion_blur:
+        img = motion_blur(r, img, cfg.max_motion_blur)
+        applied.append("motion_blur")
+    if r.random() < cfg.p_noise:
+        std = r.uniform(0.2, 1.0) * cfg.max_noise * 255.0
+        noise = window(tiles.noise, img.height, img.width, r) * std
+        arr = np.asarray(img, dtype=np.float32)
+        arr = arr + (noise[:, :, None] if rgb else noise)
+        img = Image.fromarray(np.clip(arr, 0, 255).astype(np.uint8), img.mode)
+        applied.append("noise")
+    if cfg.p_resample > 0 and r.random() < cfg.p_resample:
+        img = resample(r, img, cfg.resample_min)
+        applied.append("resample")
+    if r.random() < cfg.p_jpeg:
+        img = jpeg(img, r.randint(cfg.jpeg_quality_min, cfg.jpeg_quality_max))
+        applied.append("jpeg")
+    return img

@@ -131,3 +131,15 @@ class Layout:
 
     def boxes(self) -> np.ndarray:
         return np.array(self.glyph_boxes, dtype=np.float64)
+
+
+def level_box(pts: np.ndarray, line: tuple[float, float, float, float]) -> tuple[float, float, float, float]:
+    """``line`` (a tilted line's warped box, x0 y0 x1 y1) cut to the line's own height about
+    its centre, between the middles of its warped top and bottom edges (``pts``); each end
+    loses at most half that height, so its characters stay readable."""
+    top, bottom = pts[EDGE_POINTS // 2], pts[EDGE_POINTS + EDGE_POINTS // 2]
+    height = float(np.hypot(*(bottom - top)))
+    cy = float(top[1] + bottom[1]) / 2.0
+    y0 = min(cy - height / 2.0, line[1] + height / 2.0)
+    y1 = max(cy + height / 2.0, line[3] - height / 2.0)
+    return line[0], y0, line[2], y1

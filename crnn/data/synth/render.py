@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from PIL import Image, ImageFilter
+from PIL import Image
 
 from crnn.charset import Charset
 from crnn.config import SynthConfig
@@ -42,7 +42,7 @@ from crnn.data.synth.fonts import (
     load_fonts,
 )
 from crnn.data.synth.fontsets import configured_fonts
-from crnn.data.synth.layout import EDGE_POINTS, compose, compose_shaped
+from crnn.data.synth.layout import EDGE_POINTS, compose, compose_shaped, level_box
 from crnn.data.synth.scripts import shaped_chars, warn_if_unshaped
 from crnn.data.synth.text import BUNDLED_WORD_LISTS, TextSampler, drawable_alphabet
 
@@ -108,18 +108,6 @@ def _glyph_cache() -> GlyphCache:
 @functools.cache
 def _tiles() -> fx.Tiles:
     return fx.Tiles()
-
-
-def _level_box(pts: np.ndarray, line: tuple[float, float, float, float]) -> tuple[float, float, float, float]:
-    """``line`` (a tilted line's warped box, x0 y0 x1 y1) cut to the line's own height about
-    its centre, between the middles of its warped top and bottom edges (``pts``); each end
-    loses at most half that height, so its characters stay readable."""
-    top, bottom = pts[EDGE_POINTS // 2], pts[EDGE_POINTS + EDGE_POINTS // 2]
-    height = float(np.hypot(*(bottom - top)))
-    cy = float(top[1] + bottom[1]) / 2.0
-    y0 = min(cy - height / 2.0, line[1] + height / 2.0)
-    y1 = max(cy + height / 2.0, line[3] - height / 2.0)
-    return line[0], y0, line[2], y1
 
 
 class SynthGenerator:
@@ -362,7 +350,7 @@ class SynthGenerator:
             h = rot if h is None else rot @ h
             applied.append("rotate")
         # Drawn only when set, so that recipes without it keep their random stream.
-        level_box = "rotate" in applied and cfg.p_level_box > 0 and r.random() < cfg.p_level_box
+        levelled = "rotate" in applied and cfg.p_level_box > 0 and r.random() < cfg.p_level_box
         perspective = r.random() < cfg.p_perspective
         if perspective:
             applied.append("perspective")
@@ -382,8 +370,8 @@ class SynthGenerator:
             ink = (float(lo[0]) - 1.0, float(lo[1]) - 1.0, float(hi[0]) + 1.0, float(hi[1]) + 1.0)
             plo, phi = pts.min(0), pts.max(0)
             line = (float(plo[0]), float(plo[1]), float(phi[0]), float(phi[1]))
-            if level_box:
-                line = _level_box(pts, line)
+            if levelled:
+                line = level_box(pts, line)
                 ink = (ink[0], line[1], ink[2], line[3])
                 applied.append("level_box")
 
@@ -439,32 +427,7 @@ class SynthGenerator:
             applied.append("uneven_light")
 
         # ---- degradations ----
-        if r.random() < cfg.p_blur:
-            sigma = r.uniform(0.3, max(0.3, cfg.max_blur))
-            # One box-blur pass of the same variance: at these radii it looks like a
-            # Gaussian and costs a third of Pillow's GaussianBlur (three passes).
-            radius = (math.sqrt(12.0 * sigma * sigma + 1.0) - 1.0) / 2.0
-            img = img.filter(ImageFilter.BoxBlur(radius))
-            applied.append("blur")
-        if cfg.p_defocus > 0 and r.random() < cfg.p_defocus:
-            img = fx.defocus(r, img, cfg.max_defocus)
-            applied.append("defocus")
-        if cfg.p_motion_blur > 0 and r.random() < cfg.p_motion_blur:
-            img = fx.motion_blur(r, img, cfg.max_motion_blur)
-            applied.append("motion_blur")
-        if r.random() < cfg.p_noise:
-            std = r.uniform(0.2, 1.0) * cfg.max_noise * 255.0
-            noise = fx.window(_tiles().noise, out_h, out_w, r) * std
-            arr = np.asarray(img, dtype=np.float32)
-            arr = arr + (noise[:, :, None] if self.rgb else noise)
-            img = Image.fromarray(np.clip(arr, 0, 255).astype(np.uint8), img.mode)
-            applied.append("noise")
-        if cfg.p_resample > 0 and r.random() < cfg.p_resample:
-            img = fx.resample(r, img, cfg.resample_min)
-            applied.append("resample")
-        if r.random() < cfg.p_jpeg:
-            img = fx.jpeg(img, r.randint(cfg.jpeg_quality_min, cfg.jpeg_quality_max))
-            applied.append("jpeg")
+        img = fx.degrade(r, img, cfg, _tiles(), self.rgb, applied)
 
         label = self.charset.normalize(text)
         return img, label, RenderMeta(text, label, font.path, size, tuple(applied))
