@@ -298,7 +298,7 @@ def test_old_style_figures_are_drawn_in_faces_that_have_them(alnum36: Charset) -
 def test_outline_keeps_a_ring_around_the_ink_and_empties_its_inside() -> None:
     ink = np.zeros((32, 32), np.uint8)
     ink[10:22, 10:22] = 255
-    ring = np.asarray(fx.outline(random.Random(0), Image.fromarray(ink)))
+    ring = np.asarray(fx.outline(Image.fromarray(ink), 3))
     assert ring[16, 16] == 0 and ring[12:20, 12:20].max() == 0, "the letter's inside is emptied"
     assert ring[9, 16] == 255 and ring[16, 22] == 255, "a ring is drawn just outside the ink"
     assert ring[:5].max() == 0 and ring[:, 27:].max() == 0, "nothing far from the ink"

@@ -162,6 +162,11 @@ class SynthConfig:
     # height about its centre, so the ends of a long line lose their tops or bottoms (by
     # at most half the line height, so the end characters stay readable; off unless set).
     p_level_box: float = 0.0
+    # The legibility floor (crnn/data/synth/legibility.py): a line whose image keeps less
+    # than this of its laid-out strokes (a correlation in [0, 1)) has its look drawn
+    # again, the same text in the same font, up to three times (the most legible draw is
+    # kept). 0 turns it off; 0.4 redraws about 7 % of the Chinese stage-5 recipe's lines.
+    min_legibility: float = 0.0
 
     def validate(self) -> None:
         """Check ranges and probabilities; raise :class:`ConfigError` saying how to fix them."""
@@ -251,3 +256,5 @@ class SynthConfig:
             raise bad("max_clip", cfg.max_clip, "a fraction of the text height in [0, 0.3]")
         if cfg.spacing_min <= -0.5:
             raise bad("spacing_min", cfg.spacing_min, "a fraction of the font size > -0.5")
+        if not 0.0 <= cfg.min_legibility < 0.9:
+            raise bad("min_legibility", cfg.min_legibility, "a correlation in [0, 0.9), e.g. 0.4 (0: off)")

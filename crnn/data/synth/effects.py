@@ -343,10 +343,10 @@ def stroke_weight(r: random.Random, alpha: Image.Image) -> Image.Image:
     return Image.blend(alpha, thick, r.uniform(0.3, 1.0))
 
 
-def outline(r: random.Random, alpha: Image.Image) -> Image.Image:
-    """Hollow letters, as on shop signs: a ring of one or two pixels around the ink,
-    the letters' inside left to the background."""
-    grown = alpha.filter(ImageFilter.MaxFilter(r.choice((3, 5))))
+def outline(alpha: Image.Image, size: int) -> Image.Image:
+    """Hollow letters, as on shop signs: a ring of one (``size`` 3) or two (5) pixels
+    around the ink, the letters' inside left to the background."""
+    grown = alpha.filter(ImageFilter.MaxFilter(size))
     return ImageChops.subtract(grown, alpha)
 
 

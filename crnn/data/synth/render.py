@@ -16,6 +16,8 @@ One image, start to end::
     colour           background (flat, gradient, noise, texture) and text tones with a
                      minimum contrast; optional drop shadow
     degradations     blur, noise, JPEG round trip
+    legibility       optionally, a line that kept too little of its strokes is drawn
+                     again from "geometry" on (same text and font; legibility.py)
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from crnn.data.synth.fonts import (
 )
 from crnn.data.synth.fontsets import configured_fonts
 from crnn.data.synth.layout import EDGE_POINTS, compose, compose_shaped, level_box
+from crnn.data.synth.legibility import legibility
 from crnn.data.synth.scripts import shaped_chars, warn_if_unshaped
 from crnn.data.synth.text import BUNDLED_WORD_LISTS, TextSampler, drawable_alphabet
 
@@ -62,6 +65,8 @@ EFFECT_PROBABILITIES = tuple(
 _MAX_SPACING_WITH_SPACE = 0.12
 # Font sizes are multiples of this (pixels).
 _SIZE_STEP = 4
+# Redraws of a line under the legibility floor (data.synth.min_legibility).
+REDRAWS = 3
 # Most glyphs SynthGenerator.warm_up() rasterises ahead (~100 us and ~1 KB each).
 WARM_UP_LIMIT = 200_000
 
@@ -76,6 +81,8 @@ class RenderMeta:
         font: path of the font file used.
         font_size: font size in pixels before the resize to the output height.
         effects: names of the effects applied, in order.
+        legibility: the image's legibility score under a legibility floor
+            (``data.synth.min_legibility``), else None.
     """
 
     text: str
@@ -83,6 +90,7 @@ class RenderMeta:
     font: str
     font_size: int
     effects: tuple[str, ...]
+    legibility: float | None = None
 
 
 def effects_off(cfg: SynthConfig) -> SynthConfig:
@@ -290,9 +298,30 @@ class SynthGenerator:
         # A string seed is hashed with SHA-512 by random.Random: stable across processes
         # and Python versions, and distinct for every (seed, index), negative seeds too.
         r = random.Random(f"crnn-synth:{self.seed}:{index}")
+        text, font = self._text_and_font(r)  # first from r: label() relies on it
+        img, clean, size, applied = self._draw(r, text, font)
+        floor, score = self.cfg.min_legibility, None
+        if floor > 0 and (score := legibility(img, clean)) < floor:
+            # The same text and font, the look drawn again from streams of its own.
+            for k in range(1, REDRAWS + 1):
+                r = random.Random(f"crnn-synth:{self.seed}:{index}:redraw{k}")
+                again = self._draw(r, text, font)
+                if (s := legibility(again[0], again[1])) > score:
+                    score, (img, clean, size, applied) = s, again
+                if score >= floor:
+                    break
+            applied = [*applied, "redrawn"]
+        label = self.charset.normalize(text)
+        return img, label, RenderMeta(text, label, font.path, size, tuple(applied), score)
+
+    def _draw(
+        self, r: random.Random, text: str, font: FontInfo
+    ) -> tuple[Image.Image, Image.Image, int, list[str]]:
+        """Draw ``text`` in ``font`` with effects from ``r``: the image, its ink mask as
+        laid out (hollow when outlined; before stroke weight and bleed), the font size,
+        the effects."""
         cfg = self.cfg
         out_h = self.height
-        text, font = self._text_and_font(r)  # first from r: label() relies on it
         applied: list[str] = []
 
         # Margins first (fractions of the text height), since they fix the render size.
@@ -408,6 +437,7 @@ class SynthGenerator:
             to_out = np.array([[sx, 0.0, -left * sx], [0.0, sy, -top * sy], [0.0, 0.0, 1.0]])
             alpha = fx.warp(canvas, to_out if h is None else to_out @ h, (out_w, out_h))
 
+        clean = alpha
         # ---- stroke weight: a bolder or lighter face than the font's own ----
         if r.random() < cfg.p_weight:
             alpha = fx.stroke_weight(r, alpha)
@@ -417,7 +447,8 @@ class SynthGenerator:
             alpha = fx.bleed(r, alpha, cfg.max_bleed)
             applied.append("bleed")
         if cfg.p_outline > 0 and r.random() < cfg.p_outline:
-            alpha = fx.outline(r, alpha)
+            ring = r.choice((3, 5))
+            alpha, clean = fx.outline(alpha, ring), fx.outline(clean, ring)
             applied.append("outline")
 
         # ---- colour and background ----
@@ -428,9 +459,7 @@ class SynthGenerator:
 
         # ---- degradations ----
         img = fx.degrade(r, img, cfg, _tiles(), self.rgb, applied)
-
-        label = self.charset.normalize(text)
-        return img, label, RenderMeta(text, label, font.path, size, tuple(applied))
+        return img, clean, size, applied
 
     # ---- steps ------------------------------------------------------------------------
 
