@@ -267,6 +267,52 @@ def test_level_box_cuts_the_ends_of_a_tilted_line_not_its_middle(alnum36: Charse
     assert sum(m for _, m in cut) <= 2, "the middle of the line stays whole"
 
 
+def test_legibility_scores_the_strokes_left_not_the_tones_or_the_light() -> None:
+    from crnn.data.synth.legibility import legibility
+
+    r = np.random.default_rng(0)
+    mask = np.zeros((32, 200), np.uint8)
+    for x in range(10, 190, 12):  # strokes
+        mask[8:24, x : x + 3] = 255
+    ink, m = Image.fromarray(mask), mask / 255.0
+    paper = np.linspace(250, 70, 200)[None, :]  # light falling off across the line
+    crisp = Image.fromarray((paper * (1 - 0.5 * m)).astype(np.uint8))
+    assert legibility(crisp, ink) > 0.9
+    assert legibility(Image.fromarray((40 + 150 * m).astype(np.uint8)), ink) > 0.99  # light on dark
+    faint = 128 + 6 * m + r.normal(0, 25, mask.shape)  # 2 % contrast in noise
+    assert legibility(Image.fromarray(np.clip(faint, 0, 255).astype(np.uint8)), ink) < 0.3
+    specks = mask.copy()
+    specks[::3] = 0  # strokes eroded to dots
+    specks[:, ::2] = 0
+    assert legibility(Image.fromarray(255 - specks), ink) < legibility(Image.fromarray(255 - mask), ink)
+    assert legibility(crisp, Image.fromarray(np.zeros_like(mask))) == 0.0
+
+
+def test_the_legibility_floor_redraws_the_look_of_illegible_lines_and_keeps_their_text(
+    alnum36: Charset,
+) -> None:
+    # A recipe that often buries its text: low contrast, strong noise and blur.
+    harsh = dataclasses.replace(SynthConfig(), min_contrast=0.05, max_bg_variation=0.1, p_noise=1.0,
+                                max_noise=0.3, p_blur=0.6, max_blur=2.0)  # fmt: skip
+    floor = 0.4
+    plain = SynthGenerator(alnum36, harsh, seed=5, height=32)
+    floored = SynthGenerator(alnum36, dataclasses.replace(harsh, min_legibility=floor), seed=5, height=32)
+    redrawn = 0
+    for i in range(60):
+        img, label, meta = floored.render_with_meta(i)
+        assert label == plain.render(i)[1] == floored.label(i), "the text is the first draw's"
+        assert meta.legibility is not None and plain.render_with_meta(i)[2].legibility is None
+        if "redrawn" in meta.effects:
+            redrawn += 1
+        else:
+            assert meta.legibility >= floor
+            assert img.tobytes() == plain.render(i)[0].tobytes(), "a legible line is left alone"
+        assert img.tobytes() == floored.render(i)[0].tobytes(), "redraws are a function of the index"
+    assert 3 <= redrawn <= 40, redrawn
+    kept = [floored.render_with_meta(i)[2].legibility for i in range(60)]
+    assert sum(k < floor for k in kept) <= 2, "the redraws clear the floor"
+
+
 @pytest.mark.skipif(not raqm_available(), reason="old-style figures need Pillow's RAQM layout")
 def test_old_style_figures_are_drawn_in_faces_that_have_them(alnum36: Charset) -> None:
     fonts = Path(__file__).resolve().parents[1] / "crnn" / "assets" / "fonts"
