@@ -8,13 +8,16 @@ save) ends inside the budget, counted from the start of training. The decision i
 logged and stored in the checkpoint (``budget``, and ``max_steps`` in the saved config),
 so ``--resume`` continues the same schedule instead of deciding again.
 
-A machine can slow down after the measurement (a shared node, another job on the same
-cores, thermal limits). The process that decided keeps timing its steps (validations and
-saves left out) and every ``RECHECK_EVERY`` steps projects the end of the run; when the
-projection passes the budget, it plans again from the recent speed and shortens
-``max_steps`` (never lengthens it), so the run still ends inside the budget. The
-learning-rate decay then finishes over the shorter schedule. Each re-plan is logged and
-kept in the checkpoint's ``budget`` (``replanned``).
+A machine's speed can change after the measurement (a shared node, another job on the
+same cores for a while, thermal limits). The process that decided keeps timing its steps
+(validations and saves left out) and every ``RECHECK_EVERY`` steps projects the end of
+the run from the step time of its last ``RECENT_SHARE`` of the budget (at least
+``RECENT_MIN_S`` seconds): a blip of a few seconds moves that little, a lasting change
+moves it fully. When the projection passes the budget, it plans again and shortens
+``max_steps``, so the run still ends inside; when it falls under ``LENGTHEN_BELOW`` of
+the budget (the slowdown is over), it plans again and lengthens it. The learning-rate
+decay follows the new length. Each re-plan is logged and kept in the checkpoint's
+``budget`` (``replanned``).
 
 Users with fixed allocations (a 30-minute GPU slot, a SLURM time limit) get a run that
 uses the time and finishes its schedule, instead of guessing ``max_steps``.
@@ -22,6 +25,7 @@ uses the time and finishes its schedule, instead of guessing ``max_steps``.
 
 from __future__ import annotations
 
+import collections
 import logging
 import time
 from typing import Any
@@ -46,6 +50,14 @@ SAFETY = 0.95
 # timed steps a projection needs.
 RECHECK_EVERY = 10
 RECHECK_MIN_STEPS = 5
+# The projection's step time: over the most recent timed steps that add up to this share
+# of the budget (between RECENT_MIN_S and RECENT_MAX_S seconds).
+RECENT_SHARE = 0.05
+RECENT_MIN_S = 10.0
+RECENT_MAX_S = 300.0
+# A projected end under this share of the budget lengthens the run again (above SAFETY,
+# where a plan puts it, so that noise does not re-plan back and forth).
+LENGTHEN_BELOW = 0.9
 
 
 def remaining_s(
@@ -95,7 +107,9 @@ class TimeBudget:
         # After the decision: the previous call, and the steps timed since the last check.
         self.t_decided: float | None = None
         self.last: tuple[float, int] | None = None
-        self.timed_s, self.timed_steps = 0.0, 0
+        self.recent: collections.deque[float] = collections.deque()  # step times, newest last
+        self.recent_s = 0.0
+        self.window_s = min(RECENT_MAX_S, max(RECENT_MIN_S, RECENT_SHARE * self.budget_s))
 
     @property
     def decided(self) -> bool:
@@ -165,7 +179,8 @@ class TimeBudget:
 
     def _recheck(self, now: float, step: int) -> None:
         """Time the step just taken; every ``RECHECK_EVERY`` steps project the end of the
-        run and shorten it when the projection passes the budget."""
+        run from the recent step time and re-plan when it ends past the budget or well
+        inside it."""
         t = self.trainer
         tc = t.cfg.train
         if self.last is not None and step == self.last[1] + 1:
@@ -173,33 +188,34 @@ class TimeBudget:
             # (priced separately in the plan) are left out of the step time.
             saved = step % tc.val_every == 0 or (tc.save_every and step % tc.save_every == 0)
             if not saved:
-                self.timed_s += now - self.last[0]
-                self.timed_steps += 1
+                self.recent.append(now - self.last[0])
+                self.recent_s += self.recent[-1]
+                while len(self.recent) > RECHECK_MIN_STEPS and self.recent_s - self.recent[0] >= self.window_s:
+                    self.recent_s -= self.recent.popleft()
         self.last = (now, step)
-        if step % RECHECK_EVERY or self.timed_steps < RECHECK_MIN_STEPS:
+        if step % RECHECK_EVERY or len(self.recent) < RECHECK_MIN_STEPS:
             return
-        timings = torch.tensor([self.timed_s / self.timed_steps, now - self.t_start],
+        timings = torch.tensor([self.recent_s / len(self.recent), now - self.t_start],
                                dtype=torch.float64)  # fmt: skip
-        self.timed_s, self.timed_steps = 0.0, 0
         step_s, elapsed = (all_reduce_sum(timings, t.info) / t.info.world_size).tolist()
         b = t.state.budget
         # What slowed the steps slows the validations and saves as much.
         slower = max(1.0, step_s / b["step_s"])
         val_s, save_s = b["validation_s"] * slower, b["save_s"] * slower
         end = elapsed + remaining_s(step, tc.max_steps, step_s, val_s, save_s, tc.val_every)
-        if end <= self.budget_s:  # inside (the plan's margin may be spent, not more)
+        if LENGTHEN_BELOW * self.budget_s <= end <= self.budget_s:
             return
         max_steps = plan_max_steps(
             self.budget_s, elapsed, step, step_s, val_s, save_s, tc.val_every
         )
-        if max_steps >= tc.max_steps:
+        if max_steps == tc.max_steps:
             return
         if t.info.is_main:
-            log.warning(
-                "time budget %.1f min: the steps slowed to %.1f steps/s (%.1f when planned); "
-                "the run would end %.1f s late -> train.max_steps %d -> %d",
-                tc.time_budget_min, 1 / step_s, 1 / b["step_s"], end - self.budget_s,
-                tc.max_steps, max_steps,
+            (log.warning if max_steps < tc.max_steps else log.info)(
+                "time budget %.1f min: %.1f steps/s now (%.1f when planned); the run would end "
+                "%.0f s %s -> train.max_steps %d -> %d",
+                tc.time_budget_min, 1 / step_s, 1 / b["step_s"], abs(end - self.budget_s),
+                "late" if end > self.budget_s else "early", tc.max_steps, max_steps,
             )  # fmt: skip
         b.setdefault("replanned", []).append(
             {"at_step": step, "step_s": round(step_s, 6), "max_steps": max_steps}
