@@ -237,7 +237,7 @@ def test_a_run_that_slows_down_after_the_budget_decision_is_shortened_to_stay_in
     took = time.monotonic() - t0
     replans = t.state.budget["replanned"]
     assert res.step == t.cfg.train.max_steps == t.state.budget["max_steps"] < planned["max_steps"]
-    assert replans[-1]["max_steps"] == res.step and replans[0]["step_s"] > 2 * t.state.budget["step_s"]
+    assert replans[-1]["max_steps"] == res.step and max(r["step_s"] for r in replans) > 2 * t.state.budget["step_s"]
     assert "steps/s now" in caplog.text and "late -> train.max_steps" in caplog.text
     # Without the re-plan the last two thirds of the budget take three times as long.
     assert took <= budget_min * 60 * 1.25, took

@@ -12,7 +12,7 @@ A machine's speed can change after the measurement (a shared node, another job o
 same cores for a while, thermal limits). The process that decided keeps timing its steps
 (validations and saves left out) and every ``RECHECK_EVERY`` steps projects the end of
 the run from the step time of its last ``RECENT_SHARE`` of the budget (at least
-``RECENT_MIN_S`` seconds): a blip of a few seconds moves that little, a lasting change
+``RECENT_MIN_S`` seconds; the measurement opens that window): a blip of a few seconds moves that little, a lasting change
 moves it fully. When the projection passes the budget, it plans again and shortens
 ``max_steps``, so the run still ends inside; when it falls under ``LENGTHEN_BELOW`` of
 the budget (the slowdown is over), it plans again and lengthens it. The learning-rate
@@ -132,9 +132,9 @@ class TimeBudget:
         ready = steps >= MEASURE_MIN_STEPS and now - self.t_measure >= window
         # Deciding runs collectives (validation, save): every rank must decide at once.
         if any_rank(ready, self.trainer.info):
-            self._decide(step, (now - self.t_measure) / steps)
+            self._decide(step, (now - self.t_measure) / steps, steps)
 
-    def _decide(self, step: int, step_s: float) -> None:
+    def _decide(self, step: int, step_s: float, steps: int) -> None:
         t = self.trainer
         tc = t.cfg.train
         t0 = time.monotonic()
@@ -169,6 +169,10 @@ class TimeBudget:
                 if tc.warmup_steps != warmup else "",
             )  # fmt: skip
         self.t_decided = time.monotonic()
+        # The measurement opens the window of recent step times, so that the first
+        # projections do not rest on a few steps (their time varies with the lines' widths).
+        self.recent.extend([step_s] * steps)
+        self.recent_s = step_s * steps
 
     def _set_max_steps(self, step: int, max_steps: int) -> None:
         """Fix the schedule's length; a warm-up longer than a fifth of it is shortened."""
