@@ -215,11 +215,16 @@ def test_time_budget_decides_max_steps_and_resume_keeps_it(tiny_overrides, tmp_p
 
 
 def test_a_run_that_slows_down_after_the_budget_decision_is_shortened_to_stay_inside(
-    tiny_overrides, tmp_path, caplog
+    tiny_overrides, tmp_path, caplog, monkeypatch
 ):
     import logging
 
+    from crnn.engine import budget
+
     caplog.set_level(logging.INFO)
+    # The step time is judged over the last 5 % of the budget (at least 10 s): here 0.5 s
+    # of a 6 s budget, as 225 s of a 75-minute one.
+    monkeypatch.setattr(budget, "RECENT_MIN_S", 0.5)
     budget_min = 0.1
     args = [*tiny_overrides, "train.max_steps=100000", "train.val_every=40",
             "train.log_every=50", f"train.time_budget_min={budget_min}"]  # fmt: skip

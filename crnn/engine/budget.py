@@ -12,7 +12,8 @@ A machine's speed can change after the measurement (a shared node, another job o
 same cores for a while, thermal limits). The process that decided keeps timing its steps
 (validations and saves left out) and every ``RECHECK_EVERY`` steps projects the end of
 the run from the step time of its last ``RECENT_SHARE`` of the budget (at least
-``RECENT_MIN_S`` seconds; the measurement opens that window): a blip of a few seconds moves that little, a lasting change
+``RECENT_MIN_S`` seconds; the measurement opens that window, and the first projection
+waits until it is full): a blip of a few seconds moves that little, a lasting change
 moves it fully. When the projection passes the budget, it plans again and shortens
 ``max_steps``, so the run still ends inside; when it falls under ``LENGTHEN_BELOW`` of
 the budget (the slowdown is over), it plans again and lengthens it. The learning-rate
@@ -197,7 +198,9 @@ class TimeBudget:
                 while len(self.recent) > RECHECK_MIN_STEPS and self.recent_s - self.recent[0] >= self.window_s:
                     self.recent_s -= self.recent.popleft()
         self.last = (now, step)
-        if step % RECHECK_EVERY or len(self.recent) < RECHECK_MIN_STEPS:
+        # Projections wait for a full window: a step's time varies with its lines' widths,
+        # and the first minutes speed up as the data workers' glyph caches fill.
+        if step % RECHECK_EVERY or self.recent_s < self.window_s:
             return
         timings = torch.tensor([self.recent_s / len(self.recent), now - self.t_start],
                                dtype=torch.float64)  # fmt: skip
