@@ -214,21 +214,25 @@ def test_time_budget_decides_max_steps_and_resume_keeps_it(tiny_overrides, tmp_p
     assert resumed.state.budget == decided and resumed.cfg.train.max_steps == res.step
 
 
+def _six_second_budget_run(tiny_overrides, monkeypatch):
+    """A trainer with a 6 s time budget whose step time is judged over the last 0.5 s
+    (5 % of the budget, at least 10 s, in a real run: 225 s of a 75-minute one)."""
+    from crnn.engine import budget
+
+    monkeypatch.setattr(budget, "RECENT_MIN_S", 0.5)
+    budget_min = 0.1
+    args = [*tiny_overrides, "train.max_steps=100000", "train.val_every=40",
+            "train.log_every=50", f"train.time_budget_min={budget_min}"]  # fmt: skip
+    return _train(args), budget_min
+
+
 def test_a_run_that_slows_down_after_the_budget_decision_is_shortened_to_stay_inside(
     tiny_overrides, tmp_path, caplog, monkeypatch
 ):
     import logging
 
-    from crnn.engine import budget
-
     caplog.set_level(logging.INFO)
-    # The step time is judged over the last 5 % of the budget (at least 10 s): here 0.5 s
-    # of a 6 s budget, as 225 s of a 75-minute one.
-    monkeypatch.setattr(budget, "RECENT_MIN_S", 0.5)
-    budget_min = 0.1
-    args = [*tiny_overrides, "train.max_steps=100000", "train.val_every=40",
-            "train.log_every=50", f"train.time_budget_min={budget_min}"]  # fmt: skip
-    t = _train(args)
+    t, budget_min = _six_second_budget_run(tiny_overrides, monkeypatch)
     planned = {}
 
     def slow_down(rank, step):  # another job takes the cores once the plan is made
@@ -253,15 +257,7 @@ def test_a_run_that_slows_down_after_the_budget_decision_is_shortened_to_stay_in
 def test_a_blip_of_slow_steps_after_the_budget_decision_does_not_cut_the_run_short(
     tiny_overrides, tmp_path, monkeypatch
 ):
-    from crnn.engine import budget
-
-    # The step time is judged over the last 5 % of the budget (at least 10 s): here 0.5 s
-    # of a 6 s budget, as 225 s of a 75-minute one.
-    monkeypatch.setattr(budget, "RECENT_MIN_S", 0.5)
-    budget_min = 0.1
-    args = [*tiny_overrides, "train.max_steps=100000", "train.val_every=40",
-            "train.log_every=50", f"train.time_budget_min={budget_min}"]  # fmt: skip
-    t = _train(args)
+    t, budget_min = _six_second_budget_run(tiny_overrides, monkeypatch)
     planned = {}
 
     def blip(rank, step):  # another job takes the cores for 15 steps, then leaves
