@@ -47,8 +47,8 @@ MEASURE_MAX_S = 30.0
 # Kept free at the end: timing noise, logging, the process's exit.
 SAFETY = 0.95
 # After the decision: how often the end of the run is projected again (steps; every rank
-# at the same steps, since a re-plan agrees on timings with a collective), and how many
-# timed steps a projection needs.
+# at the same steps, since a re-plan agrees on timings with a collective), and the fewest
+# step times the window of recent ones keeps.
 RECHECK_EVERY = 10
 RECHECK_MIN_STEPS = 5
 # The projection's step time: over the most recent timed steps that add up to this share
