@@ -276,9 +276,8 @@ class Recognizer:
         read yet) and, per line to read, ``(pixels, real width, box)``: the preprocessed
         line padded to a multiple of :data:`PAGE_WIDTH_STEP` px (width None: an image
         read whole, as :meth:`preprocess` gives it). Raises ``ImageDecodeError``."""
-        from crnn.layout import Page, decide_layout, find_lines, unrotate_box
+        from crnn.layout import Page, choose_layout, unrotate_box
         from crnn.layout.lines import crop
-        from crnn.layout.page import LINE_MAX_HEIGHT
 
         if layout not in ("auto", "page", "line"):
             raise ValueError(f"layout={layout!r}: expected 'auto', 'page' or 'line'")
@@ -286,27 +285,38 @@ class Recognizer:
         img = load_image(image, rgb=self.spec.rgb)
         grey = np.asarray(img.convert("L") if img.mode != "L" else img)
         h, w = grey.shape
-        choice, note, found = "line", "", None
-        # auto reads an image no taller than LINE_MAX_HEIGHT as one line: no search (it
-        # cost a 32 x 119 word crop 6 ms, more than reading it)
-        if layout == "page" or (layout == "auto" and h > LINE_MAX_HEIGHT):
-            found = find_lines(grey)
-            choice, note = ("page", "") if layout == "page" else decide_layout(found, h)
+        choice, note, found = choose_layout(grey, layout)
         if note:
             name = image if isinstance(image, (str, os.PathLike)) else "an image"
             log.warning("%s: %s", name, note)
-        if choice == "line" or found is None:  # as predict() reads it, rotations included
-            return Page([], "line", 0.0, note), [(self.preprocess(img), None, [0, 0, w, h])]
         lines = []
-        for box in found.lines:
-            arr = preprocess_array(crop(found.page, box, found.char_height, found.line_height), self.spec)
-            lines.append((_pad_to(arr, PAGE_WIDTH_STEP), arr.shape[-1], unrotate_box(box, found.angle, (w, h))))
+        if choice == "page" and found is not None:
+            for box in found.lines:
+                arr = preprocess_array(crop(found.page, box, found.char_height, found.line_height), self.spec)
+                lines.append((_pad_to(arr, PAGE_WIDTH_STEP), arr.shape[-1], unrotate_box(box, found.angle, (w, h))))
+            if layout == "auto" and not self._reads_better_as_page(img, lines):
+                lines = []
+        if not lines:  # as predict() reads it, rotations included
+            return Page([], "line", 0.0, note), [(self.preprocess(img), None, [0, 0, w, h])]
         return Page([], "page", found.angle, note), lines
+
+    def _reads_better_as_page(self, img: Any, lines: list[tuple[Any, int | None, list[int]]]) -> bool:
+        """``auto``'s check of a page candidate: the image read whole against its
+        :data:`PAGE_CHECK_LINES` widest lines (``crnn.layout.reads_better_as_page``)."""
+        from crnn.layout import reads_better_as_page
+
+        sample = sorted(lines, key=lambda job: -(job[1] or 0))[:PAGE_CHECK_LINES]
+        read = self.predict_preprocessed([self.preprocess(img), *(j[0] for j in sample)], [None, *(j[1] for j in sample)])
+        return reads_better_as_page(read[0].char_confidences, [p.char_confidences for p in read[1:]])
 
     def read_page(self, image: ImageSource, layout: str = "auto") -> Page:
         """One image's :class:`~crnn.layout.Page` (see :meth:`read_pages`)."""
         return self.read_pages([image], layout)[0]  # type: ignore[no-any-return]
 
+
+# A page candidate of --layout auto is checked by reading the image whole and at most this
+# many of its widest lines (crnn.layout.reads_better_as_page).
+PAGE_CHECK_LINES = 4
 
 # Lines of a page are padded (their last column repeated, as in training batches) to a
 # multiple of this many pixels, so that lines of about the same width share a batch.

@@ -117,9 +117,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--layout",
         choices=("auto", "line", "page"),
         default="auto",
-        help="auto (default): find the text lines of an image that holds several (a page) "
-        "and read a line or word image whole; line: read every image whole as one line; "
-        "page: always find lines. An image auto cannot place is read whole, with a warning",
+        help="auto (default): read an image as a page only when it holds several stacked "
+        "lines of print small against it and they read more probably one by one than the "
+        "image read whole; read everything else (a word or line crop of any size, a sign, "
+        "a photo) whole, as one line; line: read every image whole; page: always find "
+        "lines. An image in which no line is found is read whole, with a warning",
     )
     p.add_argument(
         "--draw",

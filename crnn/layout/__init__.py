@@ -2,6 +2,14 @@
 of reading them (``page``). NumPy and OpenCV only; never imports the training engine."""
 
 from crnn.layout.lines import Layout, LineBox, find_lines
-from crnn.layout.page import Line, Page, decide_layout, unrotate_box
+from crnn.layout.page import (
+    Line,
+    Page,
+    choose_layout,
+    decide_layout,
+    reads_better_as_page,
+    unrotate_box,
+)
 
-__all__ = ["Layout", "Line", "LineBox", "Page", "decide_layout", "find_lines", "unrotate_box"]
+__all__ = ["Layout", "Line", "LineBox", "Page", "choose_layout", "decide_layout", "find_lines",
+           "reads_better_as_page", "unrotate_box"]

@@ -3,13 +3,24 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from crnn.layout.lines import Layout
+import numpy as np
+
+from crnn.layout.lines import Layout, LineBox, find_lines
 
 # Below this height an image is one line (or word) whatever it holds.
 LINE_MAX_HEIGHT = 48
+# A page holds at least this many rows of print (page_rows), each no higher than this
+# share of the image: a sign of two or three big lines is read whole, as one line.
+PAGE_MIN_ROWS = 2
+PAGE_MAX_ROW = 0.25
+# A row of print is at least this many times as wide as it is high (a line's fragments,
+# a letter's pieces, a stroke are not), and a page's rows this many at their median.
+ROW_MIN_CHARS = 3.0
+PAGE_MIN_ASPECT = 6.0
 
 
 @dataclass
@@ -61,18 +72,102 @@ class Page:
         return out
 
 
+def text_rows(found: Layout) -> list[LineBox]:
+    """The rows of print on the line finder's page, top to bottom: its boxes that share
+    rows joined, then only rows that look like a line of print kept: at least
+    :data:`ROW_MIN_CHARS` times as wide as high, 0.6-2.5 character heights high (not a
+    stroke, not a blob of fragments), not a line cut by the image's top or bottom edge
+    (a crop's neighbouring line: lower than the tallest row by a fifth), and of about
+    the height of the others (0.6-1.6 times their median)."""
+    ch = found.char_height
+    h = found.page.shape[0]
+    rows: list[LineBox] = []
+    for b in sorted(found.lines, key=lambda b: b.y0):
+        for i, r in enumerate(rows):
+            if min(b.y1, r.y1) - max(b.y0, r.y0) >= 0.5 * min(b.height, r.height):
+                rows[i] = LineBox(min(r.x0, b.x0), min(r.y0, b.y0), max(r.x1, b.x1), max(r.y1, b.y1))
+                break
+        else:
+            rows.append(b)
+    rows = [r for r in rows if r.width >= ROW_MIN_CHARS * r.height and 0.6 * ch <= r.height <= 2.5 * ch]
+    if not rows:
+        return []
+    tallest = max(r.height for r in rows)
+    rows = [r for r in rows if not ((r.y0 <= 1 or r.y1 >= h - 1) and r.height < 0.8 * tallest)]
+    if not rows:
+        return []
+    median = float(np.median([r.height for r in rows]))
+    return sorted((r for r in rows if 0.6 * median <= r.height <= 1.6 * median), key=lambda r: r.y0)
+
+
+def page_rows(found: Layout) -> list[LineBox]:
+    """The :func:`text_rows` that stack as the lines of a page do: each no higher than
+    :data:`PAGE_MAX_ROW` of the image, with a row above or below it that overlaps it
+    across (by 0.3 of the shorter) and lies apart by a clear gap (0.15-3 of the lower
+    row's height; the strokes of one big character, 三, touch or nearly)."""
+    h = found.page.shape[0]
+    rows = [r for r in text_rows(found) if r.height <= PAGE_MAX_ROW * h]
+    stacked: dict[LineBox, None] = {}
+    for a, b in zip(rows, rows[1:]):
+        low = min(a.height, b.height)
+        across = min(a.x1, b.x1) - max(a.x0, b.x0)
+        if 0.15 * low <= b.y0 - a.y1 <= 3 * low and across >= 0.3 * min(a.width, b.width):
+            stacked[a] = stacked[b] = None
+    return list(stacked)
+
+
 def decide_layout(found: Layout, image_h: int) -> tuple[str, str]:
-    """``auto``'s choice for an image and why: ``("page", "")`` when it holds several
-    lines (or one line in a larger image), ``("line", "")`` for a line or a word that
-    fills it, ``("line", note)`` when no text line was found (read whole, and said)."""
+    """``auto``'s choice for an image by its geometry, and why: ``("page", "")`` only when
+    it holds at least :data:`PAGE_MIN_ROWS` :func:`page_rows` (lines of print small
+    against the image, stacked with gaps between them) that are long (their median at
+    least :data:`PAGE_MIN_ASPECT` times as wide as high); ``("line", "")`` for everything
+    else that has text: a word or a line of any size, a sign, a photo with big or broken
+    letters, a crop with a neighbouring line cut at its edge; ``("line", note)`` when no
+    text line was found (read whole, and said).
+
+    A ``"page"`` here is a candidate: :meth:`crnn.inference.Recognizer.plan_page` reads
+    it both ways and keeps the more probable reading (:func:`reads_better_as_page`).
+    Measured by ``benchmarks/page_decision.py``."""
     if image_h <= LINE_MAX_HEIGHT:
         return "line", ""
-    if len(found.lines) >= 2:
-        return "page", ""
-    if len(found.lines) == 1:
-        box = found.lines[0]
-        return ("line", "") if box.height >= 0.45 * image_h else ("page", "")
-    return "line", "no text lines found: read as one line"
+    if not found.lines:
+        return "line", "no text lines found: read as one line"
+    rows = page_rows(found)
+    if len(rows) < PAGE_MIN_ROWS or float(np.median([r.width / r.height for r in rows])) < PAGE_MIN_ASPECT:
+        return "line", ""
+    return "page", ""
+
+
+def reads_better_as_page(whole: Sequence[float], lines: Sequence[Sequence[float]]) -> bool:
+    """Whether a page candidate's lines read more probably than the whole image read as
+    one line: the mean log confidence of their characters against the whole read's (no
+    character read: never better). A crop taken for a page reads as letter fragments
+    (mean log confidence -1.1 to -2.7 on the real crops that reach this test, against
+    -0.0 to -0.5 read whole, one at -1.5); a page read whole is a few characters
+    (-0.5 to -3.5, against -0.2 or better read as lines)."""
+
+    def mean_log(confidences: Sequence[float]) -> float:
+        if not confidences:
+            return -math.inf
+        return sum(math.log(max(c, 1e-9)) for c in confidences) / len(confidences)
+
+    return mean_log([c for line in lines for c in line]) > mean_log(whole)
+
+
+def choose_layout(grey: np.ndarray, layout: str = "auto") -> tuple[str, str, Layout | None]:
+    """How to read a grey image (uint8 ``(H, W)``): ``(choice, note, found)``, ``choice``
+    ``"page"`` or ``"line"``, ``note`` why when no line was found, ``found`` the line
+    finder's result (None where it was not run). ``layout``: ``"page"`` and ``"line"``
+    force the choice, ``"auto"`` is :func:`decide_layout`'s. An image no higher than
+    :data:`LINE_MAX_HEIGHT` is a line without a search (which cost a 32 x 119 word crop
+    6 ms, more than reading it)."""
+    if layout == "line" or (layout == "auto" and grey.shape[0] <= LINE_MAX_HEIGHT):
+        return "line", "", None
+    found = find_lines(grey)
+    if layout == "page":
+        return "page", "", found
+    choice, note = decide_layout(found, grey.shape[0])
+    return choice, note, found
 
 
 def unrotate_box(box: Any, angle: float, size: tuple[int, int]) -> list[int]:
