@@ -62,6 +62,9 @@ _RULE_THIN = 0.5
 # (measured: at most 0.49 off the paper over pages in Latin and CJK faces, scans and bold
 # headings included); a textured picture covers over 0.9.
 _DENSE = 0.75
+# Dust: a component no larger than this share of a character height either way (a full
+# stop or the dot of an i is about twice as large).
+_SPECK = 0.12
 # Deskew search: angles (degrees) tried, coarse then fine.
 _MAX_SKEW = 6.0
 
@@ -182,10 +185,14 @@ def estimate_char_height(ink: np.ndarray) -> float:
     """:func:`char_height` of the page's characters, whole: a CJK character is several
     components (its strokes and radicals), so they are first joined by a grow of a tenth
     of a first estimate."""
-    _, slices = components(ink)
+    labels, slices = components(ink)
     first = char_height(slices, ink.shape[0])
     if first <= 0:
         return 0.0
+    # Dust left in, grown, would be counted among the joined characters and pull the
+    # estimate down (a dusty scan's lines were then split and their specks read).
+    sizes = np.array([0] + [max(sy.stop - sy.start, sx.stop - sx.start) for sy, sx in slices])
+    ink = (sizes > _SPECK * first)[labels] & ink
     grow = max(1, int(round(0.1 * first)))
     joined = cv2.dilate(ink.astype(np.uint8), _square(2 * grow + 1)).astype(bool)
     _, slices = components(joined)
@@ -223,15 +230,17 @@ def pictures(grey: np.ndarray, inverted: bool, ch: float) -> np.ndarray:
 
 
 def text_mask(ink: np.ndarray, ch: float) -> np.ndarray:
-    """The ink of text alone: rules (long thin strokes) and pictures (blocks many
-    character heights tall and wide, or dense areas) left out."""
+    """The ink of text alone: rules (long thin strokes), pictures (blocks many character
+    heights tall and wide, or dense areas) and specks (dust on a scan, no larger than
+    :data:`_SPECK` of a character height: a full stop is about twice that) left out."""
     labels, slices = components(ink)
     keep = np.zeros(len(slices) + 1, bool)
     for i, (sy, sx) in enumerate(slices, start=1):
         h, w = sy.stop - sy.start, sx.stop - sx.start
         rule = (w > _RULE_LONG * ch and h < _RULE_THIN * ch) or (h > _RULE_LONG * ch and w < _RULE_THIN * ch)
         block = h > 2.5 * ch and w > 2.5 * ch
-        keep[i] = not (rule or block)
+        speck = max(h, w) <= _SPECK * ch
+        keep[i] = not (rule or block or speck)
     return keep[labels]
 
 
@@ -320,60 +329,80 @@ def attach_marks(boxes: list[LineBox], ch: float) -> list[LineBox]:
 
 def _stack(marks: list[LineBox], ch: float) -> list[LineBox]:
     """Marks (sorted by top) that overlap in x and lie a quarter of a character height
-    or less apart in y, joined while the result stays at most 1.3 character heights."""
+    or less apart in y, joined while the result stays at most 1.3 character heights.
+    A joined mark whose bottom is more than that above the next mark's top can join no
+    later mark (they come sorted by top), so it leaves the search: linear in the marks of
+    a dusty scan, not quadratic."""
     out: list[LineBox] = []
+    active: list[int] = []  # indices into out that a later mark may still join
     for m in marks:
-        for i, o in enumerate(out):
+        active = [i for i in active if m.y0 - out[i].y1 <= 0.25 * ch]
+        for i in active:
+            o = out[i]
             union = LineBox(min(o.x0, m.x0), min(o.y0, m.y0), max(o.x1, m.x1), max(o.y1, m.y1))
-            if (min(o.x1, m.x1) > max(o.x0, m.x0) and m.y0 - o.y1 <= 0.25 * ch
-                    and union.height <= 1.3 * ch):  # fmt: skip
+            if min(o.x1, m.x1) > max(o.x0, m.x0) and union.height <= 1.3 * ch:
                 out[i] = union
                 break
         else:
             out.append(m)
+            active.append(len(out) - 1)
     return out
 
 
 def merge_row_pieces(boxes: list[LineBox], ch: float) -> list[LineBox]:
     """Pieces of one line that the smear left apart (a wide gap after a CJK comma, a
     piece a pixel higher than the rest): boxes that share most of their rows and lie
-    less than half a character height apart join."""
+    less than half a character height apart join. Sorted by left edge, a box is compared
+    only with those that start before its right edge plus that gap; passes repeat until
+    nothing joins (a joined box is taller and may now share rows with another)."""
     out = sorted(boxes, key=lambda b: b.x0)
     merged = True
     while merged:
         merged = False
-        for i in range(len(out)):
-            for j in range(i + 1, len(out)):
+        i = 0
+        while i < len(out):
+            j = i + 1
+            while j < len(out):
                 a, b = out[i], out[j]
+                if b.x0 - a.x1 >= 0.5 * ch:  # every later box starts further right
+                    break
                 overlap = min(a.y1, b.y1) - max(a.y0, b.y0)
-                if overlap < 0.6 * min(a.height, b.height):
-                    continue
-                if max(a.x0, b.x0) - min(a.x1, b.x1) < 0.5 * ch:
-                    out[i] = LineBox(min(a.x0, b.x0), min(a.y0, b.y0), max(a.x1, b.x1), max(a.y1, b.y1))
+                if overlap >= 0.6 * min(a.height, b.height) and max(a.x0, b.x0) - min(a.x1, b.x1) < 0.5 * ch:
+                    out[i] = LineBox(a.x0, min(a.y0, b.y0), max(a.x1, b.x1), max(a.y1, b.y1))
                     del out[j]
                     merged = True
-                    break
-            if merged:
-                break
+                    continue
+                j += 1
+            i += 1
     return out
 
 
 def reading_order(boxes: list[LineBox], ch: float) -> list[LineBox]:
     """Recursive XY cut at the widest gap: a vertical gap of at least a character height
-    (a column gutter) or a horizontal one; columns left to right, rows top to bottom."""
-    if len(boxes) <= 1:
-        return list(boxes)
-    vx, vcut = _widest_gap([(b.x0, b.x1) for b in boxes])
-    hy, hcut = _widest_gap([(b.y0, b.y1) for b in boxes])
-    if vx >= ch and vx >= 0.8 * hy:
-        left = [b for b in boxes if b.x1 <= vcut]
-        right = [b for b in boxes if b.x1 > vcut]
-    elif hy > 0:
-        left = [b for b in boxes if b.y1 <= hcut]
-        right = [b for b in boxes if b.y1 > hcut]
-    else:  # boxes that share rows everywhere: rows top to bottom, each left to right
-        return _by_rows(boxes)
-    return reading_order(left, ch) + reading_order(right, ch)
+    (a column gutter) or a horizontal one; columns left to right, rows top to bottom.
+    Worked with a stack of its own, not Python's: a screenshot of a thousand log lines
+    cuts a thousand times deep."""
+    out: list[LineBox] = []
+    todo: list[list[LineBox]] = [list(boxes)]
+    while todo:
+        part = todo.pop()
+        if len(part) <= 1:
+            out.extend(part)
+            continue
+        vx, vcut = _widest_gap([(b.x0, b.x1) for b in part])
+        hy, hcut = _widest_gap([(b.y0, b.y1) for b in part])
+        if vx >= ch and vx >= 0.8 * hy:
+            first = [b for b in part if b.x1 <= vcut]
+            second = [b for b in part if b.x1 > vcut]
+        elif hy > 0:
+            first = [b for b in part if b.y1 <= hcut]
+            second = [b for b in part if b.y1 > hcut]
+        else:  # boxes that share rows everywhere: rows top to bottom, each left to right
+            out.extend(_by_rows(part))
+            continue
+        todo.append(second)  # popped after everything the first part holds
+        todo.append(first)
+    return out
 
 
 def _by_rows(boxes: list[LineBox]) -> list[LineBox]:
