@@ -61,6 +61,12 @@ RECENT_MAX_S = 300.0
 LENGTHEN_BELOW = 0.9
 
 
+def clock() -> float:
+    """The budget's clock: seconds, monotonic (the tests run the budget on a simulated
+    clock instead, so that a busy machine cannot fail them)."""
+    return time.monotonic()
+
+
 def remaining_s(
     step: int, max_steps: int, step_s: float, val_s: float, save_s: float, val_every: int
 ) -> float:
@@ -101,7 +107,7 @@ class TimeBudget:
     def __init__(self, trainer: Any) -> None:
         self.trainer = trainer
         self.budget_s = trainer.cfg.train.time_budget_min * 60.0
-        self.t_start = time.monotonic()  # set-up, data and model included
+        self.t_start = clock()  # set-up, data and model included
         self.first_step: int | None = None
         self.t_measure: float | None = None
         self.step_measure = 0
@@ -118,7 +124,7 @@ class TimeBudget:
 
     def __call__(self, rank: int, step: int) -> None:
         """Called before each optimizer step ``step``."""
-        now = time.monotonic()
+        now = clock()
         if self.decided:
             if self.t_decided is not None:  # this process decided: keep the run inside
                 self._recheck(now, step)
@@ -138,14 +144,14 @@ class TimeBudget:
     def _decide(self, step: int, step_s: float, steps: int) -> None:
         t = self.trainer
         tc = t.cfg.train
-        t0 = time.monotonic()
+        t0 = clock()
         t.validate()
-        val_s = time.monotonic() - t0
-        t0 = time.monotonic()
+        val_s = clock() - t0
+        t0 = clock()
         t.save()
-        save_s = time.monotonic() - t0
+        save_s = clock() - t0
         # Ranks agree on one plan: the mean of their timings (they run in lockstep).
-        timings = torch.tensor([step_s, val_s, save_s, time.monotonic() - self.t_start],
+        timings = torch.tensor([step_s, val_s, save_s, clock() - self.t_start],
                                dtype=torch.float64)  # fmt: skip
         mean = all_reduce_sum(timings, t.info) / t.info.world_size
         step_s, val_s, save_s, elapsed = mean.tolist()
@@ -169,7 +175,7 @@ class TimeBudget:
                 f", warm-up shortened {warmup} -> {tc.warmup_steps} steps"
                 if tc.warmup_steps != warmup else "",
             )  # fmt: skip
-        self.t_decided = time.monotonic()
+        self.t_decided = clock()
         # The measurement opens the window of recent step times, so that the first
         # projections do not rest on a few steps (their time varies with the lines' widths).
         self.recent.extend([step_s] * steps)
@@ -198,13 +204,20 @@ class TimeBudget:
                 while len(self.recent) > RECHECK_MIN_STEPS and self.recent_s - self.recent[0] >= self.window_s:
                     self.recent_s -= self.recent.popleft()
         self.last = (now, step)
-        # Projections wait for a full window: a step's time varies with its lines' widths,
-        # and the first minutes speed up as the data workers' glyph caches fill.
-        if step % RECHECK_EVERY or self.recent_s < self.window_s:
+        # Every rank reaches this collective at the same steps: the gate is the step alone,
+        # never a rank's own clock (ranks whose windows fill on different steps would
+        # otherwise meet DDP's all-reduce with this one, and hang).
+        if step % RECHECK_EVERY:
             return
-        timings = torch.tensor([self.recent_s / len(self.recent), now - self.t_start],
+        full = float(self.recent_s >= self.window_s and bool(self.recent))
+        timings = torch.tensor([self.recent_s / max(1, len(self.recent)), now - self.t_start, full],
                                dtype=torch.float64)  # fmt: skip
-        step_s, elapsed = (all_reduce_sum(timings, t.info) / t.info.world_size).tolist()
+        total = all_reduce_sum(timings, t.info).tolist()
+        # Projections wait until every rank's window is full: a step's time varies with its
+        # lines' widths, and the first minutes speed up as the data workers' caches fill.
+        if total[2] < t.info.world_size:
+            return
+        step_s, elapsed = total[0] / t.info.world_size, total[1] / t.info.world_size
         b = t.state.budget
         # What slowed the steps slows the validations and saves as much.
         slower = max(1.0, step_s / b["step_s"])
