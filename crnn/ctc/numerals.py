@@ -34,14 +34,17 @@ def fix_prediction(p: Prediction) -> Prediction:
 
 def fix_numerals(text: str) -> str:
     """``text`` with every o or O inside a number read as 0: a run of digits, o, O and
-    ``.,:/-`` that holds a digit and touches no Latin letter (``4,ooo`` -> ``4,000``,
-    ``2o23年`` -> ``2023年``; ``No.5``, ``too`` and ``4 o'clock`` stay)."""
+    ``.,:/-`` that holds a digit, touches no Latin letter and does not open with a capital
+    O (``4,ooo`` -> ``4,000``, ``2o23年`` -> ``2023年``, ``1O5`` -> ``105``; ``No.5``,
+    ``too``, ``4 o'clock``, ``O2O模式``, ``O2 sensor`` and ``O-1 visa`` stay)."""
     if "o" not in text and "O" not in text:
         return text
 
     def zero(m: re.Match[str]) -> str:
         s, a, b = m.group(0), m.start(), m.end()
-        if not any(c.isdigit() for c in s) or (a and _LETTER.match(text[a - 1])) or _LETTER.match(text[b : b + 1]):
+        # A capital O that opens the run is a letter: O2O, O2 sensor, (O2), O-1 visa.
+        if (not any(c.isdigit() for c in s) or s[0] == "O" or (a and _LETTER.match(text[a - 1]))
+                or _LETTER.match(text[b : b + 1])):  # fmt: skip
             return s
         return s.translate(_ZEROS)
 
