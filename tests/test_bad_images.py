@@ -62,6 +62,27 @@ def test_a_bomb_is_refused_before_its_pixels_are_decoded(tmp_path: Path) -> None
     assert 30_000 * 30_000 > MAX_PIXELS
 
 
+def test_our_own_pixel_limit_trips_below_pillows(tmp_path: Path) -> None:
+    """11,000 x 11,000 (121 MP) is over MAX_PIXELS (120 MP) and under the size at which
+    Pillow itself refuses (2 x 89.5 MP): only our check stands between it and 121 MB of
+    pixels, so this fails if that check goes."""
+    assert MAX_PIXELS < 11_000 * 11_000 < 2 * Image.MAX_IMAGE_PIXELS
+    with pytest.raises(ImageDecodeError, match=r"11000 x 11000 pixels, more than the 120,000,000"):
+        load_image(png_bomb(11_000, 11_000))
+
+
+def test_postscript_never_reaches_ghostscript(monkeypatch) -> None:
+    """An EPS upload is refused at open: Pillow would hand it to Ghostscript to render."""
+    from PIL import EpsImagePlugin
+
+    called = []
+    monkeypatch.setattr(EpsImagePlugin, "Ghostscript", lambda *a, **k: called.append(a))
+    eps = b"%!PS-Adobe-3.0 EPSF-3.0\n%%BoundingBox: 0 0 10 10\n0 0 moveto 10 10 lineto stroke\nshowpage\n%%EOF\n"
+    with pytest.raises(ImageDecodeError, match="convert other formats, PDF and PostScript included"):
+        load_image(eps)
+    assert not called
+
+
 def test_sixteen_bit_and_float_greys_are_scaled_not_clipped_white() -> None:
     arr = (np.arange(64 * 32).reshape(32, 64) * 30).astype(np.uint16)
     buf = io.BytesIO()

@@ -26,6 +26,11 @@ ImageSource = Any  # str | os.PathLike | bytes | PIL.Image.Image | np.ndarray | 
 # reported and skipped before their pixels are decompressed: a 30,000 x 30,000 PNG of a
 # few kilobytes would otherwise take 900 MB (grey) to 3.6 GB (RGBA) of memory.
 MAX_PIXELS = 120_000_000
+# The formats any tool decodes: raster formats Pillow reads itself. Never EPS/PostScript
+# (Pillow hands those to Ghostscript, an interpreter, where it is installed: an uploaded
+# file must not reach it) nor the other formats Pillow would guess from a file's bytes.
+# (A phone's MPO photo opens through the JPEG reader.)
+FORMATS = ("PNG", "JPEG", "BMP", "TIFF", "WEBP", "GIF", "PPM", "JPEG2000", "TGA", "ICO")
 # EXIF orientations that swap width and height (rotated by 90 or 270 degrees).
 _TRANSPOSED = (5, 6, 7, 8)
 _ORIENTATION = 0x0112
@@ -40,13 +45,14 @@ def open_image(source: str | os.PathLike[str] | bytes, name: str = "image") -> I
     :data:`MAX_PIXELS` before any pixel is decompressed. Raises
     :class:`ImageDecodeError`; the caller loads the pixels."""
     try:
-        img = Image.open(io.BytesIO(source) if isinstance(source, (bytes, bytearray)) else source)
+        img = Image.open(io.BytesIO(source) if isinstance(source, (bytes, bytearray)) else source, formats=FORMATS)
     except Image.DecompressionBombError as e:  # Pillow's own limit, checked at open
         raise ImageDecodeError(f"{name}: {_too_large(e)}") from None
     except FileNotFoundError:
         raise ImageDecodeError(f"{name}: file not found") from None
     except UnidentifiedImageError:
-        raise ImageDecodeError(f"{name}: not a readable image (no image format Pillow reads)") from None
+        raise ImageDecodeError(f"{name}: not a readable image (read as {', '.join(FORMATS)}; convert "
+                               "other formats, PDF and PostScript included, to PNG first)") from None
     except (OSError, SyntaxError, ValueError, EOFError) as e:
         raise ImageDecodeError(f"{name}: not a readable image ({e})") from None
     if img.width * img.height > MAX_PIXELS:
@@ -226,7 +232,8 @@ def load_image(source: ImageSource, rgb: bool = False) -> Image.Image:
     except Image.DecompressionBombError as e:
         raise ImageDecodeError(f"{name}: {_too_large(e)}") from None
     except UnidentifiedImageError:
-        raise ImageDecodeError(f"{name}: not a readable image (no image format Pillow reads)") from None
+        raise ImageDecodeError(f"{name}: not a readable image (read as {', '.join(FORMATS)}; convert "
+                               "other formats, PDF and PostScript included, to PNG first)") from None
     except (OSError, SyntaxError, ValueError, EOFError) as e:
         raise ImageDecodeError(f"{name}: not a readable image ({e})") from None
     if img.width < 1 or img.height < 1:
