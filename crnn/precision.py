@@ -47,6 +47,21 @@ def resolve_amp(amp: str, device: torch.device) -> str:
     return "fp16"
 
 
+def inference_amp(amp: str, device: torch.device) -> str:
+    """The autocast mode a reader (``crnn-eval``, a PyTorch ``Recognizer``) runs with on
+    ``device``: on a CPU, ``bf16`` only where it has bfloat16 units (emulated, an AVX2 CPU
+    ran it at 0.06x fp32, with bf16's rounding) and never ``fp16`` (no CPU autocast);
+    each refusal is said once, with the mode used instead."""
+    if device.type != "cpu" or amp == "none":
+        return amp
+    if amp == "bf16" and cpu_bf16_units():
+        return amp
+    reason = ("this CPU has no bfloat16 units (avx512_bf16, amx_bf16): it would be emulated, "
+              "many times slower" if amp == "bf16" else "fp16 autocast is for CUDA")  # fmt: skip
+    log.warning("--amp %s on the CPU: %s; reading in fp32", amp, reason)
+    return "none"
+
+
 def autocast_for(device: torch.device, amp: str) -> contextlib.AbstractContextManager[Any]:
     """Mixed precision on CUDA (``amp`` in bf16/fp16), and bf16 on a CPU chosen for it
     (``crnn.engine.cpu_precision``); a no-op otherwise or for "none"."""

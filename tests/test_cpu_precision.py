@@ -70,3 +70,24 @@ def test_the_probe_leaves_the_run_as_it_found_it(tiny_overrides) -> None:
     step("bf16")
     assert all(torch.equal(before[k], v) for k, v in t.model.state_dict().items())
     assert all(p.grad is None for p in t.model.parameters())
+
+
+def test_a_reader_on_a_cpu_without_bf16_units_reads_in_fp32(monkeypatch, caplog) -> None:
+    """crnn-eval --amp bf16 on an AVX2-only CPU: emulated bf16, many times slower and
+    rounded differently; the reader says so and reads in fp32. Where the CPU has the
+    units, bf16 is kept; fp16 has no CPU autocast at all."""
+    import logging
+
+    from crnn import precision
+    from crnn.backends import load_backend
+    from crnn.inference import default_checkpoint
+
+    def backend(amp: str):  # noqa: ANN202
+        return load_backend(default_checkpoint(prefer_onnx=False), device="cpu", amp=amp)
+
+    caplog.set_level(logging.WARNING)
+    monkeypatch.setattr(precision, "cpu_bf16_units", lambda cpuinfo=None: [])
+    assert backend("bf16").amp == "none" and "no bfloat16 units" in caplog.text
+    assert backend("fp16").amp == "none" and "fp16 autocast is for CUDA" in caplog.text
+    monkeypatch.setattr(precision, "cpu_bf16_units", lambda cpuinfo=None: ["avx512_bf16"])
+    assert backend("bf16").amp == "bf16"

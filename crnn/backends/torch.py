@@ -18,7 +18,7 @@ from torch import nn
 from crnn.charset import Charset
 from crnn.data.image import ImageSpec
 from crnn.model import CRNN
-from crnn.precision import autocast_for
+from crnn.precision import autocast_for, inference_amp
 
 
 def normalize(images: torch.Tensor, mean: float = 0.5, std: float = 0.5) -> torch.Tensor:
@@ -68,7 +68,8 @@ class TorchBackend:
             floats are flushed to zero for the whole process (``torch.set_flush_denormal``):
             trained LSTMs produce them, and x86 computes on them several times slower; no
             prediction changes.
-        amp: ``bf16``/``fp16`` autocast on CUDA, ``none`` for fp32.
+        amp: ``bf16``/``fp16`` autocast on CUDA, ``none`` for fp32; on a CPU, ``bf16``
+            only where it has bfloat16 units (:func:`crnn.precision.inference_amp`).
         channels_last: run the convolutions on channels-last tensors; ``None`` (default)
             does so on the CPU, where oneDNN runs this network 1.4-1.6x faster at batch
             8-64 that way and no slower at batch 1 (docs/benchmarks.md).
@@ -99,7 +100,7 @@ class TorchBackend:
         self.module = Uint8Model.for_spec(self.model, spec, channels_last)
         self.charset = charset
         self.spec = spec
-        self.amp = amp
+        self.amp = inference_amp(amp, self.device)
 
     @classmethod
     def from_checkpoint(
