@@ -22,6 +22,44 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+# When this process started: a part's completion marker older than that, without a run
+# token to tell, is left over from an earlier run.
+_STARTED = time.time()
+
+
+def run_token(environ: dict[str, str] | None = None) -> str:
+    """What every process of one run shares and no other run does: the launcher's
+    ``CRNN_RUN_ID``, torchrun's rendezvous id, or SLURM's job and step; "" when none is
+    set (then a marker counts only if it was written after this process started)."""
+    env = os.environ if environ is None else environ
+    if env.get("CRNN_RUN_ID"):
+        return f"crnn:{env['CRNN_RUN_ID']}"
+    if env.get("TORCHELASTIC_RUN_ID", "none") not in ("", "none"):
+        return f"torchrun:{env['TORCHELASTIC_RUN_ID']}"
+    if env.get("SLURM_JOB_ID"):
+        return f"slurm:{env['SLURM_JOB_ID']}.{env.get('SLURM_STEP_ID', '')}"
+    return ""
+
+
+def mark_done(part: Path) -> None:
+    """Mark a part complete: its ``.done`` file holds this run's :func:`run_token`."""
+    Path(f"{part}.done").write_text(run_token() + "\n", encoding="utf-8")
+
+
+def is_done(part: Path) -> bool:
+    """Whether ``part`` was completed by this run: its marker holds this run's token, or,
+    where the run has none, was written after this process started. A marker left by a
+    killed run (or re-created by a rank that finished after an earlier merge) is not,
+    so the merge never starts early and deletes a part another rank is still writing."""
+    marker = Path(f"{part}.done")
+    try:
+        token = marker.read_text(encoding="utf-8").strip()
+        written = marker.stat().st_mtime
+    except OSError:
+        return False
+    mine = run_token()
+    return token == mine if mine else written >= _STARTED - 1.0
+
 
 @dataclass(frozen=True)
 class Shard:
@@ -82,7 +120,7 @@ class JsonlParts:
             self._f.close()
             self._f = None
         self.path.touch()
-        Path(f"{self.path}.done").touch()
+        mark_done(self.path)
 
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -99,7 +137,7 @@ def wait_for_parts(output: str | os.PathLike[str], world: int, timeout_s: float 
     """Block until every process's part of ``output`` is marked complete."""
     deadline = time.monotonic() + timeout_s
     while True:
-        missing = [r for r in range(world) if not Path(f"{part_path(output, r, world)}.done").exists()]
+        missing = [r for r in range(world) if not is_done(part_path(output, r, world))]
         if not missing:
             return
         if time.monotonic() > deadline:
@@ -141,7 +179,7 @@ def write_part_json(output: str | os.PathLike[str], shard: Shard, obj: Any) -> N
     tmp = p.with_name(f".{p.name}.tmp")
     tmp.write_text(json.dumps(obj), encoding="utf-8")
     os.replace(tmp, p)
-    Path(f"{p}.done").touch()
+    mark_done(p)
 
 
 def read_part_jsons(output: str | os.PathLike[str], world: int) -> list[Any]:

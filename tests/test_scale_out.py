@@ -82,3 +82,43 @@ def test_several_processes_need_an_output_file(word_folder, capsys) -> None:
 
     rc, _, err = run_main(predict_cli.main, word_folder / "images", "--nproc", "2", capsys=capsys)
     assert rc == 2 and "--output FILE.jsonl" in err
+
+
+def test_each_rank_of_a_scaled_out_reader_runs_on_its_own_gpu() -> None:
+    """Under torchrun (LOCAL_RANK set) a bare ``cuda``, given or the default, is the
+    rank's own GPU; every rank ran on cuda:0 before. An explicit index is kept."""
+    from crnn.backends.torch import reader_device
+
+    assert str(reader_device("cuda", {"LOCAL_RANK": "3", "RANK": "7"})) == "cuda:3"
+    assert str(reader_device("cuda:1", {"LOCAL_RANK": "3"})) == "cuda:1"
+    assert str(reader_device("cuda", {})) == "cuda"
+    assert str(reader_device("cpu", {"LOCAL_RANK": "3"})) == "cpu"
+
+
+def test_a_completion_marker_left_by_an_earlier_run_does_not_start_the_merge(tmp_path, monkeypatch) -> None:
+    """A killed run's .done marker (or one re-created by a rank that finished after an
+    earlier merge) must not count: rank 0 would merge early and delete a part that a
+    rank of this run is still writing."""
+    import os
+
+    from crnn import sharding
+
+    out = tmp_path / "out.jsonl"
+    part = sharding.part_path(out, 1, 2)
+    part.write_text('{"path": "a"}\n')
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "old-run")
+    sharding.mark_done(part)
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "this-run")
+    assert not sharding.is_done(part)
+    with pytest.raises(TimeoutError, match=r"parts \[0, 1\]"):
+        sharding.wait_for_parts(out, 2, timeout_s=0.3)
+    sharding.mark_done(part)
+    assert sharding.is_done(part)
+    # Without a run token, a marker written before this process started is stale.
+    monkeypatch.delenv("TORCHELASTIC_RUN_ID")
+    for var in ("CRNN_RUN_ID", "SLURM_JOB_ID"):
+        monkeypatch.delenv(var, raising=False)
+    os.utime(f"{part}.done", (sharding._STARTED - 3600, sharding._STARTED - 3600))
+    assert not sharding.is_done(part)
+    sharding.mark_done(part)
+    assert sharding.is_done(part)

@@ -54,8 +54,19 @@ class Uint8Model(nn.Module):
 
 
 def default_device() -> torch.device:
-    """CUDA if available, else the CPU."""
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    """CUDA if available (this process's GPU, :func:`reader_device`), else the CPU."""
+    return reader_device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def reader_device(device: str | torch.device, environ: dict[str, str] | None = None) -> torch.device:
+    """``device`` as a reader runs on it: a bare ``cuda`` is this process's GPU, the one
+    its launcher names (``LOCAL_RANK``, set by ``torchrun``, SLURM wrappers and
+    ``--gpus``), not GPU 0 for every rank of a scaled-out ``crnn-predict``/``crnn-eval``."""
+    device = torch.device(device)
+    env = os.environ if environ is None else environ
+    if device.type == "cuda" and device.index is None and env.get("LOCAL_RANK", "").isdigit():
+        return torch.device("cuda", int(env["LOCAL_RANK"]))
+    return device
 
 
 class TorchBackend:
@@ -86,7 +97,7 @@ class TorchBackend:
         temperature: float = 1.0,
     ) -> None:
         self.temperature = temperature
-        self.device = torch.device(device) if device is not None else default_device()
+        self.device = reader_device(device) if device is not None else default_device()
         if self.device.type == "cuda" and self.device.index is not None:
             # Else CUDA opens a context on GPU 0 as well (memory there, for nothing).
             torch.cuda.set_device(self.device)
