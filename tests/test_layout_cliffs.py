@@ -53,3 +53,18 @@ def test_thousands_of_marks_and_row_pieces_are_joined_as_before() -> None:
     assert 19_900 <= len(stacked) <= 20_000
     # Two marks one above the other, a quarter of a character height apart, still join.
     assert _stack([LineBox(0, 0, 10, 6), LineBox(2, 9, 12, 15)], ch=20) == [LineBox(0, 0, 12, 15)]
+
+
+def test_a_dim_photo_of_paper_is_not_taken_for_light_text_on_dark() -> None:
+    """Paper photographed in poor light is grey ~100 with darker text: the median alone
+    (< 110) turned it over, and no line was found."""
+    img = Image.new("L", (900, 300), 100)
+    d = ImageDraw.Draw(img)
+    font = ImageFont.truetype(str(SERIF), 34)
+    for i, t in enumerate(["A dim photo of a printed page,", "taken in poor light, is grey", "but its text is darker still."]):
+        d.text((40, 40 + 70 * i), t, font=font, fill=30)
+    found = find_lines(np.asarray(img))
+    assert not found.inverted and len(found.lines) == 3, found.lines
+    slide = Image.new("L", (900, 300), 30)
+    ImageDraw.Draw(slide).text((40, 40), "Light text on a dark slide", font=font, fill=230)
+    assert find_lines(np.asarray(slide)).inverted

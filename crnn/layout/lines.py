@@ -121,12 +121,22 @@ def rotate(grey: np.ndarray, degrees: float) -> np.ndarray:
     return cv2.warpAffine(grey, m, (w, h), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
 
 
+def is_light_on_dark(grey: np.ndarray) -> bool:
+    """Whether the page is light text on a dark background: its background (the median
+    grey, since most of a page is background) lies nearer its darkest tones than its
+    lightest (0.1st and 99.9th percentiles). The median alone turned a dim photo of paper
+    (grey ~100, text darker still) over, and then no line was found."""
+    sample = grey[:: max(1, grey.shape[0] // 400), :: max(1, grey.shape[1] // 400)]
+    dark, median, light = np.percentile(sample, (0.1, 50, 99.9))
+    return bool(median - dark < light - median)
+
+
 def normalise(grey: np.ndarray, scale: float = 25.0) -> tuple[np.ndarray, bool]:
     """Dark text on an evenly lit white page: the page turned over when it is mostly
     dark (light text, as on slides), and its background (estimated by a grey closing at
     about ``1/scale`` of the page's size) divided out. Returns ``(page, inverted)``."""
     g = grey.astype(np.float32)
-    inverted = float(np.median(g)) < 110.0
+    inverted = is_light_on_dark(grey)
     if inverted:
         g = 255.0 - g
     h, w = g.shape
