@@ -276,8 +276,7 @@ class Recognizer:
         read yet) and, per line to read, ``(pixels, real width, box)``: the preprocessed
         line padded to a multiple of :data:`PAGE_WIDTH_STEP` px (width None: an image
         read whole, as :meth:`preprocess` gives it). Raises ``ImageDecodeError``."""
-        from crnn.layout import Page, choose_layout, unrotate_box
-        from crnn.layout.lines import crop
+        from crnn.layout import Page, choose_layout, find_lines
 
         if layout not in ("auto", "page", "line"):
             raise ValueError(f"layout={layout!r}: expected 'auto', 'page' or 'line'")
@@ -289,16 +288,38 @@ class Recognizer:
         if note:
             name = image if isinstance(image, (str, os.PathLike)) else "an image"
             log.warning("%s: %s", name, note)
-        lines = []
+        lines, turn = [], 0
         if choice == "page" and found is not None:
-            for box in found.lines:
-                arr = preprocess_array(crop(found.page, box, found.char_height, found.line_height), self.spec)
-                lines.append((_pad_to(arr, PAGE_WIDTH_STEP), arr.shape[-1], unrotate_box(box, found.angle, (w, h))))
+            lines = self._page_lines(found, (w, h))
+            if self.rotate == "auto" and self._upside_down(lines):  # read it turned over
+                turn, found = 180, find_lines(np.ascontiguousarray(grey[::-1, ::-1]))
+                lines = [(a, wd, [w - b[2], h - b[3], w - b[0], h - b[1]]) for a, wd, b in self._page_lines(found, (w, h))]
             if layout == "auto" and not self._reads_better_as_page(img, lines):
-                lines = []
+                lines, turn = [], 0
         if not lines:  # as predict() reads it, rotations included
             return Page([], "line", 0.0, note), [(self.preprocess(img), None, [0, 0, w, h])]
-        return Page([], "page", found.angle, note), lines
+        return Page([], "page", found.angle, note, rotation=turn), lines
+
+    def _page_lines(self, found: Any, size: tuple[int, int]) -> list[tuple[Any, int, list[int]]]:
+        """The found lines as ``(pixels padded to PAGE_WIDTH_STEP, real width, box on the
+        image of ``size``)``."""
+        from crnn.layout import unrotate_box
+        from crnn.layout.lines import crop
+
+        out = []
+        for box in found.lines:
+            arr = preprocess_array(crop(found.page, box, found.char_height, found.line_height), self.spec)
+            out.append((_pad_to(arr, PAGE_WIDTH_STEP), arr.shape[-1], unrotate_box(box, found.angle, size)))
+        return out
+
+    def _upside_down(self, lines: list[tuple[Any, int, list[int]]]) -> bool:
+        """``rotate="auto"`` on a page: whether its :data:`PAGE_CHECK_LINES` widest lines
+        read more probably turned by 180 degrees (by their characters)."""
+        sample = sorted(lines, key=lambda job: -job[1])[:PAGE_CHECK_LINES]
+        pairs = [(a[..., :wd], np.ascontiguousarray(a[..., :wd][..., ::-1, ::-1])) for a, wd, _ in sample]
+        reads = self.predict_preprocessed(pairs) if pairs else []
+        turned = sum(len(p.text) for p in reads if p.rotation == 180)
+        return turned > sum(len(p.text) for p in reads) / 2
 
     def _reads_better_as_page(self, img: Any, lines: list[tuple[Any, int | None, list[int]]]) -> bool:
         """``auto``'s check of a page candidate: the image read whole against its

@@ -215,3 +215,18 @@ def test_a_broken_opencv_says_how_to_mend_it(monkeypatch: pytest.MonkeyPatch) ->
         importlib.import_module("crnn.layout.lines")
     monkeypatch.undo()  # the real modules back for the tests after this one
     assert importlib.import_module("crnn.layout.lines").find_lines is find_lines
+
+
+def test_rotate_auto_reads_an_upside_down_page_turned_over(line_model) -> None:
+    """With rotate="auto" a page's lines are read upright or turned over, as its widest
+    lines read more probably; the boxes are on the image as given (upside down)."""
+    turned = two_column_page().rotate(180)
+    rec = Recognizer.bundled("line", rotate="auto")
+    page = rec.read_page(turned, layout="page")
+    assert page.rotation == 180 and page.to_dict()["rotation"] == 180
+    assert cer(page.text, TRUTH) < 0.02, page.text
+    x0, y0, x1, y1 = page.lines[0].box  # the heading: at the bottom of the turned image
+    assert y0 > turned.height * 0.7 and x1 > turned.width * 0.5, page.lines[0].box
+    upright = rec.read_page(two_column_page(), layout="page")
+    assert upright.rotation == 0 and cer(upright.text, TRUTH) < 0.01
+    assert line_model.read_page(turned, layout="page").rotation == 0  # rotate="none": as given

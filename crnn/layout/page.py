@@ -49,6 +49,8 @@ class Page:
     layout: str = "page"
     angle: float = 0.0
     note: str = ""
+    # Degrees the page was turned (clockwise) to read it (``rotate="auto"``: 0 or 180).
+    rotation: int = 0
 
     @property
     def text(self) -> str:
@@ -69,6 +71,8 @@ class Page:
                     "layout": self.layout, "lines": [line.to_dict() for line in self.lines]})  # fmt: skip
         if self.note:
             out["note"] = self.note
+        if self.rotation:
+            out["rotation"] = self.rotation
         return out
 
 
