@@ -303,13 +303,17 @@ class Recognizer:
     def _page_lines(self, found: Any, size: tuple[int, int]) -> list[tuple[Any, int, list[int]]]:
         """The found lines as ``(pixels padded to PAGE_WIDTH_STEP, real width, box on the
         image of ``size``)``."""
+        from crnn.data.image import INFERENCE_MAX_WIDTH
         from crnn.layout import unrotate_box
-        from crnn.layout.lines import crop
+        from crnn.layout.lines import crop, split_wide
 
         out = []
-        for box in found.lines:
-            arr = preprocess_array(crop(found.page, box, found.char_height, found.line_height), self.spec)
-            out.append((_pad_to(arr, PAGE_WIDTH_STEP), arr.shape[-1], unrotate_box(box, found.angle, size)))
+        for line in found.lines:
+            # A line wider than the recognizer reads (at its height) is read in pieces.
+            scale = self.spec.height / max(1.0, line.height * 1.3) * self.spec.width_scale
+            for box in split_wide(found.page, line, int(0.9 * INFERENCE_MAX_WIDTH / scale)):
+                arr = preprocess_array(crop(found.page, box, found.char_height, found.line_height), self.spec)
+                out.append((_pad_to(arr, PAGE_WIDTH_STEP), arr.shape[-1], unrotate_box(box, found.angle, size)))
         return out
 
     def _upside_down(self, lines: list[tuple[Any, int, list[int]]]) -> bool:

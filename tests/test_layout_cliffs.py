@@ -68,3 +68,21 @@ def test_a_dim_photo_of_paper_is_not_taken_for_light_text_on_dark() -> None:
     slide = Image.new("L", (900, 300), 30)
     ImageDraw.Draw(slide).text((40, 40), "Light text on a dark slide", font=font, fill=230)
     assert find_lines(np.asarray(slide)).inverted
+
+
+def test_a_line_too_wide_for_the_recognizer_is_read_in_pieces_not_refused() -> None:
+    """One line 5,000 px wide at the model's height (a log line in a wide screenshot) made
+    its whole page fail ("Crop it into lines"); it is read in pieces, cut between words."""
+    from crnn.inference import Recognizer
+
+    font = ImageFont.truetype(str(SERIF), 24)
+    words = " ".join(["word"] * 190)
+    img = Image.new("L", (font.getbbox(words)[2] + 80, 140), 250)
+    d = ImageDraw.Draw(img)
+    d.text((40, 20), "A short first line.", font=font, fill=20)
+    d.text((40, 80), words, font=font, fill=20)
+    page = Recognizer.bundled("line").read_page(img, layout="page")
+    assert page.lines[0].text.strip() == "A short first line."
+    pieces = page.lines[1:]
+    assert len(pieces) >= 2 and all(ln.box[2] - ln.box[0] < img.width for ln in pieces)
+    assert " ".join(ln.text.strip() for ln in pieces).split() == ["word"] * 190

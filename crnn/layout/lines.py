@@ -467,6 +467,21 @@ def find_lines(grey: np.ndarray) -> Layout:
     return Layout(reading_order(boxes, ch), page, angle, ch, inverted, line_h)
 
 
+def split_wide(page: np.ndarray, box: LineBox, max_width: int) -> list[LineBox]:
+    """``box`` cut into pieces at most ``max_width`` px wide (on ``page``, dark text on
+    light), each cut at the lightest column of the last fifth of its piece (a gap between
+    words where there is one): a line too long for the recognizer (a log line in a wide
+    screenshot) is read in pieces instead of failing its page."""
+    pieces, x = [], box.x0
+    while box.x1 - x > max_width:
+        lo, hi = x + int(0.8 * max_width), x + max_width
+        ink = (255 - page[box.y0 : box.y1, lo:hi].astype(np.int64)).sum(axis=0)
+        cut = lo + int(np.argmin(ink)) if len(ink) else hi
+        pieces.append(LineBox(x, box.y0, cut, box.y1))
+        x = cut
+    return [*pieces, LineBox(x, box.y0, box.x1, box.y1)]
+
+
 def crop(page: np.ndarray, box: LineBox, ch: float, line_h: float = 0.0) -> np.ndarray:
     """The line's pixels as a recognizer trained on line crops expects them: half of the
     room a line without descenders or ascenders lacks against the page's typical line
