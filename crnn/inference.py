@@ -224,8 +224,27 @@ class Recognizer:
                 lp = log_softmax_np(_numpy(logits).astype(np.float64)) if score else None
                 for j, (i, p) in enumerate(zip(chunk, preds)):
                     s = sequence_log_probs(lp[j], [self.charset.encode(p.text)])[0] if score else 0.0
-                    out[i] = (s, fix_prediction(p) if self.numerals else p)
+                    out[i] = (s, self._finish(p))
         return out  # type: ignore[return-value]
+
+    def _finish(self, p: Prediction) -> Prediction:
+        """What every read gets after decoding: the numeral fix (``numerals``)."""
+        return fix_prediction(p) if self.numerals else p
+
+    def decode_logits(self, logits: Sequence[Any], beam_width: int | None = None) -> list[Prediction]:
+        """Predictions from logits ``(T, K)`` of this reader's backend, one per image, each
+        trimmed to its image's own frames (the server's batcher computes them): the
+        temperature, decoding (``beam_width``: this reader's unless given; its lexicon)
+        and post-processing that :meth:`predict` applies, so that a served read is the
+        same as a predicted one."""
+        temperature = getattr(self.backend, "temperature", 1.0)
+        beam = self.beam_width if beam_width is None else beam_width
+        out = []
+        for lg in logits:
+            (p,) = decode(scale_logits(np.asarray(lg)[None], temperature), self.charset, beam_width=beam,
+                          lexicon=self.lexicon, max_edits=self.max_edits)  # fmt: skip
+            out.append(self._finish(p))
+        return out
 
     def predict(self, images: ImageSource | Sequence[ImageSource]) -> list[Prediction]:
         """Paths, encoded bytes, PIL images or arrays -> one :class:`Prediction` each

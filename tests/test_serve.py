@@ -158,9 +158,15 @@ def test_concurrent_clients_get_every_answer_right_and_batches_form(server) -> N
                 oks.append(r.status_code == 200 and r.json()["results"][0]["text"] == SAMPLES[n])
             return oks
 
+    before = httpx.get(url + "/v1/model").json()["served"]
     with ThreadPoolExecutor(16) as pool:
         answers = [ok for oks in pool.map(client, range(16)) for ok in oks]
     assert len(answers) == 160 and all(answers)
+    # Batches formed: 16 clients at once shared forward passes (with --max-batch 1 each
+    # image would take a pass of its own).
+    after = httpx.get(url + "/v1/model").json()["served"]
+    images, passes = after["images"] - before["images"], after["forward_passes"] - before["forward_passes"]
+    assert images == 160 and passes < images * 0.8 and after["largest_batch"] > 1, (images, passes, after)
 
 
 def bad_uploads() -> dict[str, tuple[list[tuple[str, bytes]], int, str]]:
@@ -170,11 +176,17 @@ def bad_uploads() -> dict[str, tuple[list[tuple[str, bytes]], int, str]]:
     from PIL import Image
 
     Image.fromarray((np.random.default_rng(0).random((1800, 1800)) * 255).astype(np.uint8)).save(big, "PNG")
+    wide = io.BytesIO()
+    Image.new("L", (6000, 40), 255).save(wide, "PNG")
     return {
         "not an image": ([("notes.txt", b"hello")], 415, "notes.txt: not a readable image"),
         "a decompression bomb": ([("bomb.png", png_bomb())], 413, "bomb.png: too many pixels"),
         "an oversized body": ([("big.png", big.getvalue())], 413, "over the limit of 2,000,000"),
         "too many files": ([("w.png", WORD.read_bytes())] * 9, 413, "9 files, over the limit of 8"),
+        # past what the form parser itself accepts (it stops at the limit + 1): 413 too
+        "far too many files": ([("w.png", WORD.read_bytes())] * 12, 413, "more than 8 files, over the limit"),
+        # a readable image too wide to read as one line: 422, not "not an image" (415)
+        "a line too wide": ([("wide.png", wide.getvalue())], 422, "Crop it into lines"),
     }
 
 
@@ -223,3 +235,55 @@ def test_the_web_page_reads_an_uploaded_image_in_a_headless_browser(server) -> N
             assert shading.startswith("rgba(")
         finally:
             browser.close()
+
+
+def _served(rec, data: bytes, layout: str = "auto") -> dict:
+    """One file read through the server's path (Service.read_file and its batcher)."""
+    from crnn.serve.app import Limits, Service
+
+    async def go() -> dict:
+        batcher = MicroBatcher(rec.backend)
+        await batcher.start()
+        try:
+            return await Service(rec, Limits(), batcher, {}).read_file("f.png", data, rec.beam_width, layout)
+        finally:
+            await batcher.stop()
+
+    return asyncio.run(go())
+
+
+def test_a_served_page_reads_exactly_as_read_page() -> None:
+    """The server decoded a page line's padding (up to 63 repeated columns): its texts
+    and confidences differed from predict --json's. It now trims by the real width."""
+    from test_pages import two_column_page
+
+    from crnn.inference import Recognizer
+
+    rec = Recognizer.bundled("line")
+    buf = io.BytesIO()
+    two_column_page().save(buf, "PNG")
+    served, page = _served(rec, buf.getvalue()), rec.read_page(buf.getvalue())
+    assert served["layout"] == "page" == page.layout
+    assert [ln["text"] for ln in served["lines"]] == [ln.text for ln in page.lines]
+    assert [ln["confidence"] for ln in served["lines"]] == [round(ln.confidence, 4) for ln in page.lines]
+    assert served["char_confidences"] == [[round(c, 6) for c in ln.char_confidences] for ln in page.lines]
+
+
+def test_a_served_read_gets_the_recognizers_post_processing() -> None:
+    """The numeral fix (an o inside a number is a 0) ran in predict but not in the
+    server, which decoded on its own; a rotating reader is refused, not fed tuples."""
+    from PIL import Image
+    from test_inference import _Says
+
+    from crnn.charset import Charset
+    from crnn.inference import Recognizer
+    from crnn.serve.app import create_app
+
+    cs = Charset.from_spec("ascii95")
+    rec = Recognizer(_Says(cs, "sold 5o,ooo copies"))
+    assert rec.predict([np.zeros((32, 100), np.uint8)])[0].text == "sold 50,000 copies"
+    buf = io.BytesIO()
+    Image.new("L", (100, 32), 255).save(buf, "PNG")
+    assert _served(rec, buf.getvalue())["text"] == "sold 50,000 copies"
+    with pytest.raises(ValueError, match="rotate='none'"):
+        create_app(Recognizer(_Says(cs, "x"), rotate="auto"))

@@ -40,6 +40,14 @@ class ImageDecodeError(ValueError):
     """An input that is not a readable image."""
 
 
+class ImageTooLargeError(ImageDecodeError):
+    """A readable image with more pixels than a limit allows (a server answers 413)."""
+
+
+class ImageTooWideError(ImageDecodeError):
+    """A readable image too wide to read as one line (a server answers 422)."""
+
+
 def open_image(source: str | os.PathLike[str] | bytes, name: str = "image") -> Image.Image:
     """Open an encoded image lazily (header only) and refuse one larger than
     :data:`MAX_PIXELS` before any pixel is decompressed. Raises
@@ -47,7 +55,7 @@ def open_image(source: str | os.PathLike[str] | bytes, name: str = "image") -> I
     try:
         img = Image.open(io.BytesIO(source) if isinstance(source, (bytes, bytearray)) else source, formats=FORMATS)
     except Image.DecompressionBombError as e:  # Pillow's own limit, checked at open
-        raise ImageDecodeError(f"{name}: {_too_large(e)}") from None
+        raise ImageTooLargeError(f"{name}: {_too_large(e)}") from None
     except FileNotFoundError:
         raise ImageDecodeError(f"{name}: file not found") from None
     except UnidentifiedImageError:
@@ -57,7 +65,7 @@ def open_image(source: str | os.PathLike[str] | bytes, name: str = "image") -> I
         raise ImageDecodeError(f"{name}: not a readable image ({e})") from None
     if img.width * img.height > MAX_PIXELS:
         img.close()
-        raise ImageDecodeError(
+        raise ImageTooLargeError(
             f"{name}: {img.width} x {img.height} pixels, more than the {MAX_PIXELS:,} any tool "
             "decodes (crnn.data.image.MAX_PIXELS): a decompression bomb or a huge scan; "
             "downscale it first"
@@ -230,7 +238,7 @@ def load_image(source: ImageSource, rgb: bool = False) -> Image.Image:
     except IsADirectoryError:
         raise ImageDecodeError(f"{name}: is a directory, not an image") from None
     except Image.DecompressionBombError as e:
-        raise ImageDecodeError(f"{name}: {_too_large(e)}") from None
+        raise ImageTooLargeError(f"{name}: {_too_large(e)}") from None
     except UnidentifiedImageError:
         raise ImageDecodeError(f"{name}: not a readable image (read as {', '.join(FORMATS)}; convert "
                                "other formats, PDF and PostScript included, to PNG first)") from None
@@ -330,7 +338,7 @@ def preprocess_array(
         return to_array(resize(img, spec, min_width))
     natural = round(spec.height * img.width / max(img.height, 1) * spec.width_scale)
     if natural > INFERENCE_MAX_WIDTH:
-        raise ImageDecodeError(
+        raise ImageTooWideError(
             f"{img.width}x{img.height} image: {natural} px wide at the model's height of "
             f"{spec.height}, over the {INFERENCE_MAX_WIDTH} px limit. Crop it into lines or "
             "words first (a CTC recognizer reads one line)"

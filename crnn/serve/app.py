@@ -2,7 +2,8 @@
 
     GET  /             a web page: pick, drop or paste images, see their text
     GET  /healthz      {"status": "ok"}
-    GET  /v1/model     what is served: charset size, input height, version, device
+    GET  /v1/model     what is served: charset size, input height, version, device, limits,
+                       and the forward passes so far (images, passes, the largest batch)
     POST /v1/recognize multipart form: one or more ``file`` fields, and the options
                        ``beam`` (0 = greedy), ``min_confidence``, ``layout`` (auto|line|page)
                        -> {"results": [{"filename", "text", "confidence",
@@ -27,13 +28,16 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from fastapi import FastAPI, Request
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse
 
-from crnn.calibration import scale_logits
-from crnn.ctc import decode
-from crnn.data.image import MAX_PIXELS, ImageDecodeError, open_image
+from crnn.data.image import (
+    MAX_PIXELS,
+    ImageDecodeError,
+    ImageTooLargeError,
+    ImageTooWideError,
+    open_image,
+)
 from crnn.serve.batcher import MicroBatcher
 
 log = logging.getLogger("crnn.serve")
@@ -140,8 +144,9 @@ class Service:
             raise RequestError(400, f"{name}: the file is empty")
         loop = asyncio.get_running_loop()
         page, jobs = await loop.run_in_executor(None, self._plan, name, data, layout)
-        logits = await asyncio.gather(*(self.batcher.logits(arr) for arr, _, _ in jobs))
-        preds = await loop.run_in_executor(None, self._decode, list(logits), beam)
+        logits = await asyncio.gather(*(self.batcher.logits(arr, width) for arr, width, _ in jobs))
+        # The Recognizer's own decoding and post-processing: a served read is a predicted one.
+        preds = await loop.run_in_executor(None, self.rec.decode_logits, list(logits), beam)
         out: dict[str, Any] = {"filename": name}
         if page.layout == "line":
             p = preds[0]
@@ -165,16 +170,9 @@ class Service:
                     raise RequestError(413, f"{name}: {im.width} x {im.height} pixels, over the "
                                             f"limit of {self.limits.max_pixels:,} (--max-pixels)")  # fmt: skip
             return self.rec.plan_page(data, layout)
-        except ImageDecodeError as e:
-            status = 413 if "pixels" in str(e) else 415
+        except ImageDecodeError as e:  # too many pixels: 413; too wide a line: 422; else 415
+            status = 413 if isinstance(e, ImageTooLargeError) else 422 if isinstance(e, ImageTooWideError) else 415
             raise RequestError(status, f"{name}: {str(e).removeprefix(f'{name}: ')}") from None
-
-    def _decode(self, logits: list[np.ndarray], beam: int) -> list[Any]:
-        temperature = getattr(self.rec.backend, "temperature", 1.0)
-        out = []
-        for lg in logits:
-            out.extend(decode(scale_logits(lg[None], temperature), self.rec.charset, beam_width=beam))
-        return out
 
 
 def options(form: Any, limits: Limits) -> tuple[int, float | None, str]:
@@ -206,6 +204,8 @@ def create_app(
     from crnn import __version__
 
     limits = limits or Limits()
+    if getattr(recognizer, "rotate", "none") != "none":  # its reads are tuples of turns
+        raise ValueError("crnn-serve reads images as given: serve a Recognizer with rotate='none'")
     batcher = MicroBatcher(recognizer.backend, max_batch=max_batch, max_wait_ms=max_wait_ms)
     info = {
         "name": name, "version": __version__,
@@ -233,7 +233,8 @@ def create_app(
 
     @app.get("/v1/model")
     async def model() -> dict[str, Any]:
-        return info
+        st = batcher.stats  # how the forward passes were shared so far
+        return {**info, "served": {"images": st.images, "forward_passes": st.batches, "largest_batch": st.largest}}
 
     @app.get("/", response_class=HTMLResponse)
     async def page() -> Any:
@@ -250,7 +251,10 @@ def create_app(
             form = await request.form(max_files=limits.max_files + 1, max_fields=64)
         except _TooLarge as e:  # raised by BodyLimit while the body streams in
             return JSONResponse({"error": BodyLimit(None, limits.max_request_bytes)._message(e.args[0], True)}, 413)
-        except Exception as e:  # noqa: BLE001 -- a malformed body
+        except Exception as e:  # noqa: BLE001 -- a malformed body, or too many files in it
+            if "too many files" in str(e).lower():  # Starlette's parser stops at max_files
+                return JSONResponse({"error": f"more than {limits.max_files} files, over the limit per "
+                                              "request (--max-files)"}, 413)  # fmt: skip
             return JSONResponse({"error": f"the body is not a readable multipart form ({e})"}, 400)
         try:
             beam, floor, layout = options(form, limits)

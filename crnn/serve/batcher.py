@@ -64,7 +64,7 @@ class MicroBatcher:
         self.max_wait = max_wait_ms / 1000.0
         self.width_step = width_step
         self.stats = BatchStats()
-        self._queue: asyncio.Queue[tuple[np.ndarray, asyncio.Future[np.ndarray]]] | None = None
+        self._queue: asyncio.Queue[tuple[np.ndarray, int, asyncio.Future[np.ndarray]]] | None = None
         self._task: asyncio.Task[None] | None = None
         # One thread: the backend runs one batch at a time (it parallelises inside).
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="crnn-batch")
@@ -82,12 +82,14 @@ class MicroBatcher:
             self._task = None
         self._pool.shutdown(wait=False, cancel_futures=True)
 
-    async def logits(self, image: np.ndarray) -> np.ndarray:
-        """The logits ``(T, K)`` of one preprocessed image ``(C, H, W)``, its own frames only."""
+    async def logits(self, image: np.ndarray, width: int | None = None) -> np.ndarray:
+        """The logits ``(T, K)`` of one preprocessed image ``(C, H, W)``, its own frames
+        only: those of its first ``width`` columns when it comes padded (a page's line),
+        else of its whole width."""
         if self._queue is None:
             await self.start()
         fut: asyncio.Future[np.ndarray] = asyncio.get_running_loop().create_future()
-        await self._queue.put((image, fut))  # type: ignore[union-attr]
+        await self._queue.put((image, width or image.shape[-1], fut))  # type: ignore[union-attr]
         return await fut
 
     async def _run(self) -> None:
@@ -105,23 +107,25 @@ class MicroBatcher:
                     batch.append(await asyncio.wait_for(queue.get(), left))
                 except asyncio.TimeoutError:
                     break
-            batch = [(im, f) for im, f in batch if not f.cancelled()]
+            batch = [(im, w, f) for im, w, f in batch if not f.cancelled()]
             if not batch:
                 continue
             try:
-                results = await loop.run_in_executor(self._pool, self._forward, [im for im, _ in batch])
+                results = await loop.run_in_executor(self._pool, self._forward, [im for im, _, _ in batch],
+                                                     [w for _, w, _ in batch])  # fmt: skip
             except Exception as e:  # noqa: BLE001 -- every waiter hears of it
-                for _, f in batch:
+                for _, _, f in batch:
                     if not f.done():
                         f.set_exception(e)
                 continue
-            for (_, f), out in zip(batch, results):
+            for (_, _, f), out in zip(batch, results):
                 if not f.done():
                     f.set_result(out)
 
-    def _forward(self, images: list[np.ndarray]) -> list[np.ndarray]:
+    def _forward(self, images: list[np.ndarray], widths: list[int] | None = None) -> list[np.ndarray]:
         """Run the images in stacks of equal padded width; each one's logits trimmed to
-        the frames of its real width."""
+        the frames of its real width (``widths``; default: its own width)."""
+        widths = widths or [im.shape[-1] for im in images]
         self.stats.add(len(images))
         groups: dict[int, list[int]] = defaultdict(list)
         padded = []
@@ -136,7 +140,7 @@ class MicroBatcher:
         for idx in groups.values():
             logits = self.backend(np.stack([padded[i] for i in idx]))
             logits = logits.detach().cpu().numpy() if hasattr(logits, "detach") else np.asarray(logits)
-            lengths = np.asarray(self.backend.output_length(np.array([images[i].shape[-1] for i in idx])))
+            lengths = np.asarray(self.backend.output_length(np.array([widths[i] for i in idx])))
             for j, i in enumerate(idx):
                 out[i] = logits[j, : int(min(lengths[j], logits.shape[1]))]
         return out
