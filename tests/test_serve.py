@@ -106,7 +106,8 @@ def server():
     log = open(Path(os.environ.get("TMPDIR", "/tmp")) / f"crnn-serve-{port}.log", "w+")
     proc = subprocess.Popen(
         [sys.executable, "-m", "crnn.cli.serve", "--model", "word", "--port", str(port),
-         "--max-request-bytes", "2000000", "--max-files", "8", "--max-pixels", "4000000"],
+         "--max-request-bytes", "2000000", "--max-files", "8", "--max-pixels", "4000000",
+         "--max-request-pixels", "10000000"],
         cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
@@ -178,6 +179,8 @@ def bad_uploads() -> dict[str, tuple[list[tuple[str, bytes]], int, str]]:
     Image.fromarray((np.random.default_rng(0).random((1800, 1800)) * 255).astype(np.uint8)).save(big, "PNG")
     wide = io.BytesIO()
     Image.new("L", (6000, 40), 255).save(wide, "PNG")
+    white = io.BytesIO()
+    Image.new("L", (2000, 2000), 255).save(white, "PNG")
     return {
         "not an image": ([("notes.txt", b"hello")], 415, "notes.txt: not a readable image"),
         "a decompression bomb": ([("bomb.png", png_bomb())], 413, "bomb.png: too many pixels"),
@@ -187,6 +190,8 @@ def bad_uploads() -> dict[str, tuple[list[tuple[str, bytes]], int, str]]:
         "far too many files": ([("w.png", WORD.read_bytes())] * 12, 413, "more than 8 files, over the limit"),
         # a readable image too wide to read as one line: 422, not "not an image" (415)
         "a line too wide": ([("wide.png", wide.getvalue())], 422, "Crop it into lines"),
+        # each image under --max-pixels, together over --max-request-pixels (a few KB each)
+        "too many pixels in all": ([("white.png", white.getvalue())] * 3, 413, "12,000,000 pixels in this request"),
     }
 
 
@@ -237,12 +242,12 @@ def test_the_web_page_reads_an_uploaded_image_in_a_headless_browser(server) -> N
             browser.close()
 
 
-def _served(rec, data: bytes, layout: str = "auto") -> dict:
+def _served(rec, data: bytes, layout: str = "auto", max_queue: int = 0) -> dict:
     """One file read through the server's path (Service.read_file and its batcher)."""
     from crnn.serve.app import Limits, Service
 
     async def go() -> dict:
-        batcher = MicroBatcher(rec.backend)
+        batcher = MicroBatcher(rec.backend, max_queue=max_queue)
         await batcher.start()
         try:
             return await Service(rec, Limits(), batcher, {}).read_file("f.png", data, rec.beam_width, layout)
@@ -287,3 +292,55 @@ def test_a_served_read_gets_the_recognizers_post_processing() -> None:
     assert _served(rec, buf.getvalue())["text"] == "sold 50,000 copies"
     with pytest.raises(ValueError, match="rotate='none'"):
         create_app(Recognizer(_Says(cs, "x"), rotate="auto"))
+
+
+def test_a_full_queue_answers_503_at_once_instead_of_growing() -> None:
+    """The batcher's queue is bounded: past it a caller hears "busy" at once (the server
+    answers 503), rather than every request waiting behind an unbounded queue."""
+    from test_pages import two_column_page
+
+    from crnn.inference import Recognizer
+    from crnn.serve.app import RequestError
+    from crnn.serve.batcher import Overloaded
+
+    backend = CountingBackend()
+
+    async def go() -> list:
+        b = MicroBatcher(backend, max_batch=1, max_queue=2)
+        await b.start()
+        try:
+            return await asyncio.gather(*(b.logits(np.zeros((1, 32, 40), np.uint8)) for _ in range(6)),
+                                        return_exceptions=True)  # fmt: skip
+        finally:
+            await b.stop()
+
+    out = asyncio.run(go())
+    assert sum(isinstance(x, Overloaded) for x in out) == 4 and "--max-queue" in str(out[-1])
+    buf = io.BytesIO()
+    two_column_page().save(buf, "PNG")  # seven lines: more than a queue of 2 holds
+    with pytest.raises(RequestError) as e:
+        _served(Recognizer.bundled("line"), buf.getvalue(), max_queue=2)
+    assert e.value.status == 503 and "busy" in str(e.value)
+
+
+def test_a_timeout_or_a_hang_up_drops_the_requests_remaining_work() -> None:
+    from crnn.serve.app import _finished_unless_hung_up
+
+    class Client:
+        def __init__(self, gone: bool) -> None:
+            self.gone = gone
+
+        async def is_disconnected(self) -> bool:
+            return self.gone
+
+    async def go(gone: bool, timeout_s: float):
+        work = asyncio.ensure_future(asyncio.sleep(30))
+        try:
+            return await _finished_unless_hung_up(work, Client(gone), timeout_s), work
+        except asyncio.TimeoutError:
+            return "timeout", work
+
+    said, work = asyncio.run(go(True, 10))
+    assert said is False and work.cancelled()
+    said, work = asyncio.run(go(False, 0.3))
+    assert said == "timeout" and work.cancelled()

@@ -39,7 +39,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-request-bytes", type=int, default=d.max_request_bytes, help=f"largest request body (default {d.max_request_bytes:,})")
     p.add_argument("--max-files", type=int, default=d.max_files, help=f"most images per request (default {d.max_files})")
     p.add_argument("--max-pixels", type=int, default=d.max_pixels, help=f"largest image, width x height (default {d.max_pixels:,})")
-    p.add_argument("--timeout-s", type=float, default=d.timeout_s, help=f"longest a request may take (default {d.timeout_s:g})")
+    p.add_argument("--timeout-s", type=float, default=d.timeout_s, help=f"longest a request may take; its remaining work is then dropped (default {d.timeout_s:g})")
+    p.add_argument("--max-request-pixels", type=int, default=d.max_request_pixels,
+                   help=f"most pixels (width x height) in one request's images together (default {d.max_request_pixels:,})")  # fmt: skip
+    p.add_argument("--max-queue", type=int, default=d.max_queue,
+                   help=f"most images waiting for the model; past it requests are answered 503 (default {d.max_queue})")  # fmt: skip
+    p.add_argument("--workers", type=int, default=0,
+                   help="images decoded and laid out at once (default: the machine's cores)")
     p.add_argument("-v", "--verbose", action="store_true")
     return p
 
@@ -59,7 +65,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         path = args.checkpoint or default_checkpoint(prefers_onnx(args.device), args.model)
         rec = Recognizer.from_checkpoint(path, device=args.device)
-        limits = Limits(args.max_file_bytes, args.max_request_bytes, args.max_files, args.max_pixels, args.timeout_s)
+        limits = Limits(args.max_file_bytes, args.max_request_bytes, args.max_files, args.max_pixels, args.timeout_s,
+                        max_request_pixels=args.max_request_pixels, max_queue=args.max_queue, workers=args.workers)  # fmt: skip
         app = create_app(rec, limits, args.max_batch, args.max_wait_ms, name=str(path))
     except (FileNotFoundError, RuntimeError, ValueError) as e:
         log.error("%s", e)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import time
 from dataclasses import asdict, dataclass
 from importlib import resources
@@ -38,7 +39,7 @@ from crnn.data.image import (
     ImageTooWideError,
     open_image,
 )
-from crnn.serve.batcher import MicroBatcher
+from crnn.serve.batcher import MicroBatcher, Overloaded
 
 log = logging.getLogger("crnn.serve")
 
@@ -56,10 +57,15 @@ class Limits:
     max_pixels: int = 40_000_000  # width x height of one image (at most MAX_PIXELS)
     timeout_s: float = 60.0  # a request's time from its body read to its answer
     max_beam: int = 32
+    max_request_pixels: int = 120_000_000  # width x height summed over a request's images
+    max_queue: int = 2048  # images waiting for a forward pass; past it, 503
+    workers: int = 0  # images decoded and laid out at once (0: the machine's cores)
 
     def __post_init__(self) -> None:
         if self.max_pixels > MAX_PIXELS:
             raise ValueError(f"max_pixels={self.max_pixels:,}: at most {MAX_PIXELS:,} (crnn.data.image.MAX_PIXELS)")
+        if self.workers <= 0:
+            self.workers = max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
 
 
 class RequestError(Exception):
@@ -134,6 +140,9 @@ class Service:
     def __init__(self, recognizer: Any, limits: Limits, batcher: MicroBatcher, info: dict[str, Any]) -> None:
         self.rec, self.limits, self.batcher, self.info = recognizer, limits, batcher, info
         self.served = 0
+        # Decoding and line finding hold an image's float temporaries (about 16 bytes a
+        # pixel): at most ``workers`` at once, whatever the thread pool's size.
+        self._planning = asyncio.Semaphore(limits.workers)
 
     async def read_file(self, name: str, data: bytes, beam: int, layout: str) -> dict[str, Any]:
         """One uploaded image's result entry (raises :class:`RequestError` for its error)."""
@@ -143,8 +152,12 @@ class Service:
         if not data:
             raise RequestError(400, f"{name}: the file is empty")
         loop = asyncio.get_running_loop()
-        page, jobs = await loop.run_in_executor(None, self._plan, name, data, layout)
-        logits = await asyncio.gather(*(self.batcher.logits(arr, width) for arr, width, _ in jobs))
+        async with self._planning:  # a cancelled request stops here, before any more work
+            page, jobs = await loop.run_in_executor(None, self._plan, name, data, layout)
+        try:
+            logits = await asyncio.gather(*(self.batcher.logits(arr, width) for arr, width, _ in jobs))
+        except Overloaded as e:
+            raise RequestError(503, f"{name}: {e}") from None
         # The Recognizer's own decoding and post-processing: a served read is a predicted one.
         preds = await loop.run_in_executor(None, self.rec.decode_logits, list(logits), beam)
         out: dict[str, Any] = {"filename": name}
@@ -173,6 +186,37 @@ class Service:
         except ImageDecodeError as e:  # too many pixels: 413; too wide a line: 422; else 415
             status = 413 if isinstance(e, ImageTooLargeError) else 422 if isinstance(e, ImageTooWideError) else 415
             raise RequestError(status, f"{name}: {str(e).removeprefix(f'{name}: ')}") from None
+
+
+def header_pixels(data: bytes) -> int:
+    """Width x height of an encoded image from its header (0 when it is not one: that
+    file's own read reports it)."""
+    try:
+        with open_image(data) as im:
+            return int(im.width * im.height)
+    except ImageDecodeError:
+        return 0
+
+
+async def _finished_unless_hung_up(work: asyncio.Future[Any], request: Any, timeout_s: float) -> bool:
+    """Wait for ``work``; cancel it (its files not yet laid out or batched are dropped)
+    when ``timeout_s`` passes (raising ``asyncio.TimeoutError``) or the client hangs up
+    (returning False)."""
+    deadline = time.monotonic() + timeout_s
+    try:
+        while not work.done():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise asyncio.TimeoutError
+            await asyncio.wait([work], timeout=min(0.25, left))
+            if not work.done() and await request.is_disconnected():
+                return False
+        return True
+    finally:
+        if not work.done():
+            work.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await work
 
 
 def options(form: Any, limits: Limits) -> tuple[int, float | None, str]:
@@ -206,7 +250,7 @@ def create_app(
     limits = limits or Limits()
     if getattr(recognizer, "rotate", "none") != "none":  # its reads are tuples of turns
         raise ValueError("crnn-serve reads images as given: serve a Recognizer with rotate='none'")
-    batcher = MicroBatcher(recognizer.backend, max_batch=max_batch, max_wait_ms=max_wait_ms)
+    batcher = MicroBatcher(recognizer.backend, max_batch=max_batch, max_wait_ms=max_wait_ms, max_queue=limits.max_queue)
     info = {
         "name": name, "version": __version__,
         "charset_size": len(recognizer.charset), "num_classes": recognizer.charset.num_classes,
@@ -266,17 +310,26 @@ def create_app(
             uploads = [(getattr(f, "filename", None) or f"file {i + 1}", f) for i, f in enumerate(files)]
             if any(isinstance(f, str) for _, f in uploads):
                 raise RequestError(400, "a 'file' field holds text, not a file: send images as file uploads")
+            datas = [await f.read() for _, f in uploads]
+            total = sum(header_pixels(d) for d in datas)
+            if total > limits.max_request_pixels:
+                raise RequestError(413, f"{total:,} pixels in this request's images, over the limit of "
+                                        f"{limits.max_request_pixels:,} (--max-request-pixels): send fewer or smaller images")  # fmt: skip
 
-            async def one(n: str, f: Any) -> dict[str, Any]:
+            async def one(n: str, data: bytes) -> dict[str, Any]:
                 try:
-                    return await service.read_file(n, await f.read(), beam, layout)
+                    return await service.read_file(n, data, beam, layout)
                 except RequestError as e:
                     return {"filename": n, "error": str(e), "status": e.status}
                 except Exception:  # noqa: BLE001 -- one file's bug must not fail the others
                     log.exception("reading %s failed", n)
                     return {"filename": n, "error": f"{n}: the server could not read it (see its log)", "status": 500}
 
-            results = await asyncio.wait_for(asyncio.gather(*(one(n, f) for n, f in uploads)), limits.timeout_s)
+            work = asyncio.ensure_future(asyncio.gather(*(one(n, d) for (n, _), d in zip(uploads, datas))))
+            if not await _finished_unless_hung_up(work, request, limits.timeout_s):
+                log.info("a client hung up: its request's remaining work is dropped")
+                return JSONResponse({"error": "the client hung up"}, 499)
+            results = work.result()
         except RequestError as e:
             return JSONResponse({"error": str(e)}, e.status)
         except asyncio.TimeoutError:

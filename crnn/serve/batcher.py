@@ -40,6 +40,10 @@ class BatchStats:
             self.sizes.append(n)
 
 
+class Overloaded(RuntimeError):
+    """More images wait for a forward pass than the batcher's queue holds."""
+
+
 class MicroBatcher:
     """Batches backend forward passes of concurrent callers.
 
@@ -49,10 +53,13 @@ class MicroBatcher:
         max_batch: most images in one forward pass (1: no batching).
         max_wait_ms: how long the first image of a batch waits for others.
         width_step: images are padded to a multiple of this width to share batches.
+        max_queue: most images waiting for a forward pass (0: no bound); past it,
+            :meth:`logits` raises :class:`Overloaded` at once instead of queueing.
     """
 
     def __init__(
-        self, backend: Any, max_batch: int = 32, max_wait_ms: float = 5.0, width_step: int = 64
+        self, backend: Any, max_batch: int = 32, max_wait_ms: float = 5.0, width_step: int = 64,
+        max_queue: int = 0,
     ) -> None:
         if max_batch < 1 or max_wait_ms < 0 or width_step < 1:
             raise ValueError(
@@ -63,6 +70,7 @@ class MicroBatcher:
         self.max_batch = max_batch
         self.max_wait = max_wait_ms / 1000.0
         self.width_step = width_step
+        self.max_queue = max_queue
         self.stats = BatchStats()
         self._queue: asyncio.Queue[tuple[np.ndarray, int, asyncio.Future[np.ndarray]]] | None = None
         self._task: asyncio.Task[None] | None = None
@@ -71,7 +79,7 @@ class MicroBatcher:
 
     async def start(self) -> None:
         if self._task is None:
-            self._queue = asyncio.Queue()
+            self._queue = asyncio.Queue(self.max_queue)
             self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def stop(self) -> None:
@@ -89,7 +97,11 @@ class MicroBatcher:
         if self._queue is None:
             await self.start()
         fut: asyncio.Future[np.ndarray] = asyncio.get_running_loop().create_future()
-        await self._queue.put((image, width or image.shape[-1], fut))  # type: ignore[union-attr]
+        try:
+            self._queue.put_nowait((image, width or image.shape[-1], fut))  # type: ignore[union-attr]
+        except asyncio.QueueFull:
+            raise Overloaded(f"the server is busy: {self.max_queue} images already wait for the model "
+                             "(--max-queue); try again shortly") from None  # fmt: skip
         return await fut
 
     async def _run(self) -> None:
