@@ -141,12 +141,13 @@ def _gt_files(folder: Path) -> list[Path]:
 
 @pytest.mark.slow
 def test_real_word_crops_are_not_taken_for_pages(readers) -> None:
-    """The 7,972 real crops of ../shared/data/real, as stored (at most 64 px high) and
-    enlarged 2x: at most 0.5 % taken for pages (before: 15-26 % at 1x, 26-41 % at 2x)."""
+    """The 7,972 real crops of ../shared/data/real as stored (at most 64 px high), and every
+    third of them enlarged 2x: at most 0.5 % taken for pages (before: 9-26 % at 1x, 26-41 %
+    at 2x; benchmarks/page_decision.py runs all of them at 1-4x)."""
     real = shared_data("real")
     files = [f for name in ("iiit5k_train", "ic15_train", "ic13_857", "svt_647") for f in _gt_files(real / name)]
-    for scale in (1, 2):
-        assert _share_taken_for_pages(readers["word"], files, scale) <= 0.005, scale
+    assert _share_taken_for_pages(readers["word"], files, 1) <= 0.005
+    assert _share_taken_for_pages(readers["word"], files[::3], 2) <= 0.005
 
 
 @pytest.mark.slow
