@@ -84,9 +84,14 @@ class MicroBatcher:
 
     async def stop(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            # Cancelled until it is done: on Python 3.11 a cancellation that meets a
+            # finishing queue.get() inside asyncio.wait_for can be swallowed, and the
+            # runner would go on for ever (a test that stopped it mid-batch hung).
+            while not self._task.done():
+                self._task.cancel()
+                await asyncio.wait([self._task], timeout=0.1)
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                self._task.result()
             self._task = None
         self._pool.shutdown(wait=False, cancel_futures=True)
 
