@@ -338,18 +338,17 @@ class Recognizer:
     def _upside_down(self, lines: list[tuple[Any, int, list[int]]]) -> bool:
         """``rotate="auto"`` on a page: whether its :data:`PAGE_CHECK_LINES` widest lines
         read more probably turned by 180 degrees (by their characters)."""
-        sample = sorted(lines, key=lambda job: -job[1])[:PAGE_CHECK_LINES]
-        pairs = [(a[..., :wd], np.ascontiguousarray(a[..., :wd][..., ::-1, ::-1])) for a, wd, _ in sample]
+        pairs = [(a[..., :wd], np.ascontiguousarray(a[..., :wd][..., ::-1, ::-1])) for a, wd, _ in _widest(lines)]
         reads = self.predict_preprocessed(pairs) if pairs else []
         turned = sum(len(p.text) for p in reads if p.rotation == 180)
         return turned > sum(len(p.text) for p in reads) / 2
 
-    def _reads_better_as_page(self, img: Any, lines: list[tuple[Any, int | None, list[int]]]) -> bool:
+    def _reads_better_as_page(self, img: Any, lines: list[tuple[Any, int, list[int]]]) -> bool:
         """``auto``'s check of a page candidate: the image read whole against its
         :data:`PAGE_CHECK_LINES` widest lines (``crnn.layout.reads_better_as_page``)."""
         from crnn.layout import reads_better_as_page
 
-        sample = sorted(lines, key=lambda job: -(job[1] or 0))[:PAGE_CHECK_LINES]
+        sample = _widest(lines)
         read = self.predict_preprocessed([self.preprocess(img), *(j[0] for j in sample)], [None, *(j[1] for j in sample)])
         return reads_better_as_page(read[0].char_confidences, [p.char_confidences for p in read[1:]])
 
@@ -361,6 +360,12 @@ class Recognizer:
 # A page candidate of --layout auto is checked by reading the image whole and at most this
 # many of its widest lines (crnn.layout.reads_better_as_page).
 PAGE_CHECK_LINES = 4
+
+def _widest(lines: list[tuple[Any, int, list[int]]]) -> list[tuple[Any, int, list[int]]]:
+    """The :data:`PAGE_CHECK_LINES` widest of a page's planned lines (by real width): the
+    lines the page checks read."""
+    return sorted(lines, key=lambda job: -job[1])[:PAGE_CHECK_LINES]
+
 
 # Lines of a page are padded (their last column repeated, as in training batches) to a
 # multiple of this many pixels, so that lines of about the same width share a batch.
