@@ -218,6 +218,32 @@ def test_bad_uploads_are_answered_4xx_and_good_requests_keep_being_served(server
     assert "served 3 file(s), 1 error(s)" in text and "Traceback" not in text
 
 
+def words_pdf(names: list[str]) -> bytes:
+    """A PDF whose pages are the given sample word images, at 72 dpi (a page's pixels
+    are the image's at dpi=72)."""
+    from PIL import Image
+
+    imgs = [Image.open(REPO / "data" / "samples" / n).convert("L") for n in names]
+    buf = io.BytesIO()
+    imgs[0].save(buf, "PDF", resolution=72, save_all=True, append_images=imgs[1:])
+    return buf.getvalue()
+
+
+@pytest.mark.slow
+def test_a_pdf_is_served_page_by_page_and_its_pages_count_against_max_files(server) -> None:
+    url, _ = server
+    names = ["word_01.png", "word_02.png"]
+    r = post(url, [("two.pdf", words_pdf(names)), ("w.png", WORD.read_bytes())], dpi="72")
+    assert r.status_code == 200, r.text
+    res = r.json()["results"]
+    assert [(x["filename"], x.get("page")) for x in res] == [("two.pdf", 1), ("two.pdf", 2), ("w.png", None)]
+    assert [x["text"] for x in res] == [SAMPLES[n] for n in names] + ["homeland"]
+    r = post(url, [("nine.pdf", words_pdf(["word_01.png"] * 9))], dpi="72")
+    assert r.status_code == 413 and "PDF pages" in r.json()["error"]
+    r = post(url, [("cut.pdf", words_pdf(names)[:200]), ("w.png", WORD.read_bytes())])
+    assert r.status_code == 200 and "not a readable PDF" in r.json()["results"][0]["error"]
+
+
 @pytest.mark.slow
 def test_the_web_page_reads_an_uploaded_image_in_a_headless_browser(server) -> None:
     sync_api = pytest.importorskip("playwright.sync_api")
@@ -238,6 +264,12 @@ def test_the_web_page_reads_an_uploaded_image_in_a_headless_browser(server) -> N
             assert page.inner_text(".card .text").strip() == "homeland"
             shading = page.eval_on_selector(".card .text span", "s => s.style.background")
             assert shading.startswith("rgba(")
+            pdf = Path(os.environ.get("TMPDIR", "/tmp")) / f"crnn-web-{os.getpid()}.pdf"
+            pdf.write_bytes(words_pdf(["word_01.png", "word_02.png"]))
+            page.set_input_files("#pick", str(pdf))  # a PDF: one part per page, in order
+            page.wait_for_selector(".card:first-child .text >> nth=1", timeout=30_000)
+            card = page.inner_text(".card:first-child")
+            assert "page 1" in card and "page 2" in card and card.index("page 1") < card.index("page 2")
         finally:
             browser.close()
 

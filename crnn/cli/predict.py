@@ -7,8 +7,10 @@ order (columns left to right, lines top to bottom). With --json: a list of {path
 (the lines joined with newlines), confidence, layout, lines: [{text, confidence, box:
 [x0, y0, x1, y1]}]}, plus char_confidences for an image read as one line. --draw DIR
 writes each image with its line boxes and reads beside them. Folders are searched
-recursively for images. Unreadable files (not an image, truncated, more than 120
-megapixels) are reported on stderr, the rest are still read, and the exit code is then 1.
+recursively for images and PDFs. A PDF is read page by page (rendered at --dpi; --pages
+picks some), each page a result of its own named doc.pdf#page=N ("page": N in JSON).
+Unreadable files (not an image, truncated, more than 120 megapixels, an encrypted or
+broken PDF) are reported on stderr, the rest are still read, and the exit code is then 1.
 
 Decoding is greedy unless --beam N asks for CTC prefix beam search; --lexicon FILE (one
 word per line) snaps each text to the most probable word within --max-edits edits.
@@ -33,6 +35,7 @@ from typing import Any
 
 from crnn.cli import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, add_scale_out_args, setup_logging
 from crnn.data import usable_cores
+from crnn.data.pdf import DEFAULT_DPI
 
 log = logging.getLogger("crnn.predict")
 
@@ -130,6 +133,26 @@ def build_parser() -> argparse.ArgumentParser:
         "(DIR/<name>.draw.png)",
     )
     p.add_argument(
+        "--dpi",
+        type=int,
+        default=DEFAULT_DPI,
+        help=f"resolution PDF pages are rendered at (default {DEFAULT_DPI}: 10 pt print at ~28 px "
+        "a line; raise it for small print)",
+    )
+    p.add_argument(
+        "--pages",
+        metavar="SPEC",
+        help="which pages of each PDF to read, from 1: e.g. 1-3,5,9- (default: all)",
+    )
+    p.add_argument("--pdf-password", metavar="PW", help="password of encrypted PDFs")
+    p.add_argument(
+        "--pdf-text",
+        action="store_true",
+        help="take a PDF page's text from its text layer where it has one (layout 'text', no "
+        "boxes) instead of reading its pixels; pages without one are read (default: always "
+        "read the pixels: a scan's text layer is often an old OCR's)",
+    )
+    p.add_argument(
         "--json",
         action="store_true",
         help="print a JSON list of {path, text, confidence, layout, lines} (see above)",
@@ -154,24 +177,51 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def expand_inputs(inputs: list[str]) -> tuple[list[str], list[tuple[str, str]]]:
-    """Files as given, folders expanded to their images (sorted); plus (path, error) pairs."""
+def expand_inputs(
+    inputs: list[str], pages: str | None = None, password: str | None = None
+) -> tuple[list[str], list[tuple[str, str]]]:
+    """Files as given, folders expanded to their images and PDFs (sorted), each PDF to
+    its pages (``doc.pdf#page=N``, those ``pages`` picks); plus (path, error) pairs.
+    Raises ValueError for a bad ``pages``."""
+    from crnn.data.pdf import PdfError, expand_pdf, is_pdf_file, page_ranges
+
+    page_ranges(pages)  # a bad spec is a usage error before anything is opened
     files: list[str] = []
     errors: list[tuple[str, str]] = []
     for item in inputs:
         p = Path(item)
         if p.is_dir():
             found = sorted(
-                str(f) for f in p.rglob("*") if f.is_file() and f.suffix.lower() in IMAGE_SUFFIXES
+                str(f) for f in p.rglob("*") if f.is_file() and f.suffix.lower() in (*IMAGE_SUFFIXES, ".pdf")
             )
             if not found:
-                errors.append((item, f"folder has no images ({', '.join(sorted(IMAGE_SUFFIXES))})"))
-            files.extend(found)
+                errors.append((item, f"folder has no images or PDFs ({', '.join(sorted(IMAGE_SUFFIXES))}, .pdf)"))
         elif p.exists():
-            files.append(item)
+            found = [item]
         else:
             errors.append((item, "no such file or folder"))
+            continue
+        for f in found:
+            if not is_pdf_file(f):
+                files.append(f)
+                continue
+            try:
+                refs = expand_pdf(f, pages, password)
+            except PdfError as e:
+                errors.append((f, str(e)))
+                continue
+            if not refs:
+                errors.append((f, f"no page selected by --pages {pages}" if pages else "the PDF has no pages"))
+            files.extend(refs)
     return files, errors
+
+
+def open_input(args: argparse.Namespace, rec: Any, name: str) -> Any:
+    """What to read for an input name: the path, or a PDF page rendered at ``--dpi``.
+    Raises ``ImageDecodeError``."""
+    from crnn.data.pdf import open_source
+
+    return open_source(name, args.dpi, args.pdf_password, rec.spec.rgb)
 
 
 def load_recognizer(args: argparse.Namespace) -> Any:
@@ -201,14 +251,14 @@ def load_recognizer(args: argparse.Namespace) -> Any:
     return rec
 
 
-def predict_files(rec: Any, files: list[str]) -> Iterator[tuple[str, Any]]:
+def predict_files(args: argparse.Namespace, rec: Any, files: list[str]) -> Iterator[tuple[str, Any]]:
     """``(path, Prediction or ImageDecodeError)`` for each file, in order; images are
     decoded on threads (PIL releases the GIL) and predicted in rounds of ``_CHUNK``."""
     from crnn.data.image import ImageDecodeError
 
     def load(path: str) -> Any:
         try:
-            return rec.preprocess(path)
+            return rec.preprocess(open_input(args, rec, path))
         except ImageDecodeError as e:
             return e
 
@@ -222,13 +272,16 @@ def predict_files(rec: Any, files: list[str]) -> Iterator[tuple[str, Any]]:
                 yield f, t if isinstance(t, ImageDecodeError) else next(preds)
 
 
-def read_files(rec: Any, files: list[str], layout: str) -> Iterator[tuple[str, Any]]:
+def read_files(args: argparse.Namespace, rec: Any, files: list[str]) -> Iterator[tuple[str, Any]]:
     """``(path, Page or ImageDecodeError)`` for each file, in order: pages' lines are
     batched together, a few pages at a time."""
-    if layout == "line":
-        from crnn.layout import Line, Page
+    from crnn.data.image import ImageDecodeError
+    from crnn.layout import Line, Page
 
-        for f, p in predict_files(rec, files):
+    if args.pdf_text:
+        files, texts = _text_layers(args, files)
+    if args.layout == "line":
+        for f, p in predict_files(args, rec, files):
             if isinstance(p, Exception):
                 yield f, p
             else:
@@ -236,11 +289,44 @@ def read_files(rec: Any, files: list[str], layout: str) -> Iterator[tuple[str, A
         return
     for k in range(0, len(files), _PAGES):
         chunk = files[k : k + _PAGES]
-        yield from zip(chunk, rec.read_pages(chunk, layout, errors="return"))
+        sources: list[Any] = []
+        for f in chunk:
+            try:
+                sources.append(texts[f] if args.pdf_text and f in texts else open_input(args, rec, f))
+            except ImageDecodeError as e:
+                sources.append(e)
+        todo = [s for s in sources if not isinstance(s, (Exception, Page))]
+        read = iter(rec.read_pages(todo, args.layout, errors="return"))
+        yield from zip(chunk, (s if isinstance(s, (Exception, Page)) else next(read) for s in sources))
+
+
+def _text_layers(args: argparse.Namespace, files: list[str]) -> tuple[list[str], dict[str, Any]]:
+    """``--pdf-text``: the PDF pages among ``files`` that have a text layer, as pages of
+    layout ``"text"`` (confidence 1, no boxes)."""
+    from crnn.data.pdf import PdfError, page_text, split_ref
+    from crnn.layout import Line, Page
+
+    texts: dict[str, Any] = {}
+    for f in files:
+        ref = split_ref(f)
+        if ref is None:
+            continue
+        try:
+            lines = [ln.strip() for ln in page_text(ref[0], ref[1], args.pdf_password).split("\n")]
+        except PdfError:
+            continue  # read its pixels, which report the error
+        if any(lines):
+            texts[f] = Page([Line(ln, 1.0, []) for ln in lines if ln], "text")
+    return files, texts
 
 
 def page_json(path: str, page: Any, rotate: bool, floor: float | None) -> dict[str, Any]:
+    from crnn.data.pdf import split_ref
+
     out = page.to_dict(path)
+    ref = split_ref(path)
+    if ref is not None:
+        out["page"] = ref[1]
     if page.layout == "line" and page.lines:
         line = page.lines[0]
         out["char_confidences"] = [round(c, 6) for c in line.char_confidences]
@@ -253,18 +339,21 @@ def page_json(path: str, page: Any, rotate: bool, floor: float | None) -> dict[s
     return out
 
 
-def draw(path: str, page: Any, folder: str) -> None:
+def draw(args: argparse.Namespace, path: str, page: Any, folder: str) -> None:
     from PIL import Image
 
     from crnn.data.image import load_image
+    from crnn.data.pdf import open_source, split_ref
     from crnn.report import draw_page
 
     out = Path(folder)
     out.mkdir(parents=True, exist_ok=True)
-    img = load_image(path, rgb=True)
+    img = load_image(open_source(path, args.dpi, args.pdf_password, rgb=True), rgb=True)
     if page.layout == "line" and page.lines and not page.lines[0].box:
         page.lines[0].box = [0, 0, img.width, img.height]
-    target = out / f"{Path(path).stem}.draw.png"
+    ref = split_ref(path)
+    stem = f"{Path(ref[0]).stem}-p{ref[1]}" if ref else Path(path).stem
+    target = out / f"{stem}.draw.png"
     draw_page(Image.Image.copy(img), page).save(target)
 
 
@@ -279,7 +368,11 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         log.error("%s", e)
         return EXIT_USAGE
-    files, errors = expand_inputs(args.inputs)
+    try:
+        files, errors = expand_inputs(args.inputs, args.pages, args.pdf_password)
+    except ValueError as e:
+        log.error("%s", e)
+        return EXIT_USAGE
     if (devices or shard.world > 1) and not args.output:
         log.error("several processes write JSON lines to a file: give --output FILE.jsonl")
         return EXIT_USAGE
@@ -296,7 +389,7 @@ def main(argv: list[str] | None = None) -> int:
         return write_output(args, rec, files, errors, shard)
     results: list[dict[str, object]] = [{"path": p, "error": why} for p, why in errors]
     n_inputs, counts = len(files) + len(errors), {"uncertain": 0, "reads": 0, "drawn": 0}
-    for f, page in read_files(rec, files, args.layout):
+    for f, page in read_files(args, rec, files):
         if isinstance(page, Exception):
             errors.append((f, str(page)))
             print(f"error: {page}", file=sys.stderr)
@@ -313,7 +406,7 @@ def emit(args: argparse.Namespace, f: str, page: Any, results: list[Any], counts
     """One image's output: its drawing, its JSON record or its printed lines."""
     floor = args.min_confidence
     if args.draw:
-        draw(f, page, args.draw)
+        draw(args, f, page, args.draw)
         counts["drawn"] += 1
     if args.json:
         results.append(page_json(f, page, args.rotate == "auto", floor))
@@ -354,7 +447,7 @@ def write_output(args: argparse.Namespace, rec: Any, files: list[str], errors: l
     bad = list(errors) if shard.rank == 0 else []
     for path, why in bad:
         parts.write({"path": path, "error": why})
-    for f, page in read_files(rec, todo, args.layout):
+    for f, page in read_files(args, rec, todo):
         if isinstance(page, Exception):
             bad.append((f, str(page)))
             print(f"error: {page}", file=sys.stderr)

@@ -5,9 +5,11 @@
     GET  /v1/model     what is served: charset size, input height, version, device, limits,
                        and the forward passes so far (images, passes, the largest batch)
     POST /v1/recognize multipart form: one or more ``file`` fields, and the options
-                       ``beam`` (0 = greedy), ``min_confidence``, ``layout`` (auto|line|page)
+                       ``beam`` (0 = greedy), ``min_confidence``, ``layout`` (auto|line|page),
+                       ``dpi`` (PDF pages' resolution, default 200)
                        -> {"results": [{"filename", "text", "confidence",
-                           "char_confidences", ...}]} in request order
+                           "char_confidences", ...}]} in request order; a PDF gives
+                           one result per page, in order, each with its "page" (from 1)
 
 Images of concurrent requests share forward passes (:class:`~crnn.serve.batcher.
 MicroBatcher`); decoding, image decoding and line finding run on worker threads, so the
@@ -39,6 +41,7 @@ from crnn.data.image import (
     ImageTooWideError,
     open_image,
 )
+from crnn.data.pdf import DEFAULT_DPI, PdfError, is_pdf, page_sizes, render
 from crnn.serve.batcher import MicroBatcher, Overloaded
 
 log = logging.getLogger("crnn.serve")
@@ -144,8 +147,11 @@ class Service:
         # pixel): at most ``workers`` at once, whatever the thread pool's size.
         self._planning = asyncio.Semaphore(limits.workers)
 
-    async def read_file(self, name: str, data: bytes, beam: int, layout: str) -> dict[str, Any]:
-        """One uploaded image's result entry (raises :class:`RequestError` for its error)."""
+    async def read_file(
+        self, name: str, data: bytes, beam: int, layout: str, page: int | None = None, dpi: int = DEFAULT_DPI
+    ) -> dict[str, Any]:
+        """One uploaded image's (or a PDF's ``page``'s) result entry (raises
+        :class:`RequestError` for its error)."""
         if len(data) > self.limits.max_file_bytes:
             raise RequestError(413, f"{name}: {len(data):,} bytes, over the limit of "
                                     f"{self.limits.max_file_bytes:,} per file (--max-file-bytes)")  # fmt: skip
@@ -153,44 +159,57 @@ class Service:
             raise RequestError(400, f"{name}: the file is empty")
         loop = asyncio.get_running_loop()
         async with self._planning:  # a cancelled request stops here, before any more work
-            page, jobs = await loop.run_in_executor(None, self._plan, name, data, layout)
+            planned, jobs = await loop.run_in_executor(None, self._plan, name, data, layout, page, dpi)
+        out: dict[str, Any] = {"filename": name} if page is None else {"filename": name, "page": page}
         try:
             logits = await asyncio.gather(*(self.batcher.logits(arr, width) for arr, width, _ in jobs))
         except Overloaded as e:
             raise RequestError(503, f"{name}: {e}") from None
         # The Recognizer's own decoding and post-processing: a served read is a predicted one.
         preds = await loop.run_in_executor(None, self.rec.decode_logits, list(logits), beam)
-        out: dict[str, Any] = {"filename": name}
-        if page.layout == "line":
+        if planned.layout == "line":
             p = preds[0]
             out.update(text=p.text, confidence=round(p.confidence, 6),
                        char_confidences=[round(c, 6) for c in p.char_confidences], layout="line")  # fmt: skip
-            if page.note:
-                out["note"] = page.note
+            if planned.note:
+                out["note"] = planned.note
             return out
         from crnn.layout import Line
 
         for (_, _, box), p in zip(jobs, preds):
-            page.lines.append(Line(p.text, p.confidence, box, p.char_confidences))
-        out.update(page.to_dict())
-        out["char_confidences"] = [[round(c, 6) for c in ln.char_confidences] for ln in page.lines]
+            planned.lines.append(Line(p.text, p.confidence, box, p.char_confidences))
+        out.update(planned.to_dict())
+        out["char_confidences"] = [[round(c, 6) for c in ln.char_confidences] for ln in planned.lines]
         return out
 
-    def _plan(self, name: str, data: bytes, layout: str) -> Any:
+    def _plan(self, name: str, data: bytes, layout: str, page: int | None, dpi: int) -> Any:
         try:
-            with open_image(data, name) as im:
-                if im.width * im.height > self.limits.max_pixels:
-                    raise RequestError(413, f"{name}: {im.width} x {im.height} pixels, over the "
-                                            f"limit of {self.limits.max_pixels:,} (--max-pixels)")  # fmt: skip
-            return self.rec.plan_page(data, layout)
+            if page is None:
+                with open_image(data, name) as im:
+                    size = im.size
+                source: Any = data
+            else:  # a PDF's page: its size from the PDF before it is rendered
+                size = page_sizes(data, dpi)[page - 1]
+            if size[0] * size[1] > self.limits.max_pixels:
+                what = name if page is None else f"{name}, page {page} at {dpi} dpi,"
+                raise RequestError(413, f"{what}: {size[0]} x {size[1]} pixels, over the limit of "
+                                        f"{self.limits.max_pixels:,} (--max-pixels)")  # fmt: skip
+            if page is not None:
+                source = render(data, page, dpi, rgb=self.rec.spec.rgb)
+            return self.rec.plan_page(source, layout)
         except ImageDecodeError as e:  # too many pixels: 413; too wide a line: 422; else 415
             status = 413 if isinstance(e, ImageTooLargeError) else 422 if isinstance(e, ImageTooWideError) else 415
             raise RequestError(status, f"{name}: {str(e).removeprefix(f'{name}: ')}") from None
 
 
-def header_pixels(data: bytes) -> int:
-    """Width x height of an encoded image from its header (0 when it is not one: that
-    file's own read reports it)."""
+def header_pixels(data: bytes, dpi: int = DEFAULT_DPI) -> int:
+    """Width x height of an encoded image from its header, or a PDF's pages at ``dpi``
+    summed (0 when it is not one: that file's own read reports it)."""
+    if is_pdf(data):
+        try:
+            return sum(w * h for w, h in page_sizes(data, dpi))
+        except PdfError:
+            return 0
     try:
         with open_image(data) as im:
             return int(im.width * im.height)
@@ -219,14 +238,17 @@ async def _finished_unless_hung_up(work: asyncio.Future[Any], request: Any, time
                 await work
 
 
-def options(form: Any, limits: Limits) -> tuple[int, float | None, str]:
-    """``beam``, ``min_confidence`` and ``layout`` from the form, checked."""
+def options(form: Any, limits: Limits) -> tuple[int, float | None, str, int]:
+    """``beam``, ``min_confidence``, ``layout`` and ``dpi`` from the form, checked."""
     try:
         beam = int(form.get("beam") or 0)
         floor = form.get("min_confidence")
         floor = None if floor in (None, "") else float(floor)
+        dpi = int(form.get("dpi") or DEFAULT_DPI)
     except ValueError:
-        raise RequestError(400, "beam must be a whole number and min_confidence a number in [0, 1]") from None
+        raise RequestError(400, "beam and dpi must be whole numbers and min_confidence a number in [0, 1]") from None
+    if not 36 <= dpi <= 600:
+        raise RequestError(400, f"dpi={dpi}: expected 36 to 600 (PDF pages' resolution)")
     layout = str(form.get("layout") or "auto")
     if not 0 <= beam <= limits.max_beam:
         raise RequestError(400, f"beam={beam}: expected 0 (greedy) to {limits.max_beam}")
@@ -234,7 +256,23 @@ def options(form: Any, limits: Limits) -> tuple[int, float | None, str]:
         raise RequestError(400, f"min_confidence={floor}: expected a number in [0, 1]")
     if layout not in ("auto", "line", "page"):
         raise RequestError(400, f"layout={layout!r}: expected auto, line or page")
-    return beam, floor, layout
+    return beam, floor, layout, dpi
+
+
+def pdf_pages(name: str, data: bytes) -> list[int | None]:
+    """The pages (from 1) an upload is read as: each page of a PDF, or [None] for an
+    image (and for a PDF that cannot be opened: its read reports why)."""
+    if not is_pdf(data):
+        return [None]
+    try:
+        from crnn.data.pdf import page_count
+
+        n = page_count(data)
+    except PdfError:
+        return [1]
+    if n == 0:
+        raise RequestError(422, f"{name}: the PDF has no pages")
+    return list(range(1, n + 1))
 
 
 def create_app(
@@ -301,7 +339,7 @@ def create_app(
                                               "request (--max-files)"}, 413)  # fmt: skip
             return JSONResponse({"error": f"the body is not a readable multipart form ({e})"}, 400)
         try:
-            beam, floor, layout = options(form, limits)
+            beam, floor, layout, dpi = options(form, limits)
             files = form.getlist("file")
             if not files:
                 raise RequestError(400, "no 'file' field: send images as multipart/form-data fields named 'file'")
@@ -311,21 +349,27 @@ def create_app(
             if any(isinstance(f, str) for _, f in uploads):
                 raise RequestError(400, "a 'file' field holds text, not a file: send images as file uploads")
             datas = [await f.read() for _, f in uploads]
-            total = sum(header_pixels(d) for d in datas)
+            # A PDF is read page by page, each page a file against --max-files.
+            items = [(n, d, pg) for (n, _), d in zip(uploads, datas) for pg in pdf_pages(n, d)]
+            if len(items) > limits.max_files:
+                raise RequestError(413, f"{len(items)} images and PDF pages, over the limit of {limits.max_files} "
+                                        "per request (--max-files): send fewer pages per request")  # fmt: skip
+            total = sum(header_pixels(d, dpi) for d in datas)
             if total > limits.max_request_pixels:
                 raise RequestError(413, f"{total:,} pixels in this request's images, over the limit of "
                                         f"{limits.max_request_pixels:,} (--max-request-pixels): send fewer or smaller images")  # fmt: skip
 
-            async def one(n: str, data: bytes) -> dict[str, Any]:
+            async def one(n: str, data: bytes, pg: int | None) -> dict[str, Any]:
+                where = {"filename": n} if pg is None else {"filename": n, "page": pg}
                 try:
-                    return await service.read_file(n, data, beam, layout)
+                    return await service.read_file(n, data, beam, layout, pg, dpi)
                 except RequestError as e:
-                    return {"filename": n, "error": str(e), "status": e.status}
+                    return {**where, "error": str(e), "status": e.status}
                 except Exception:  # noqa: BLE001 -- one file's bug must not fail the others
                     log.exception("reading %s failed", n)
-                    return {"filename": n, "error": f"{n}: the server could not read it (see its log)", "status": 500}
+                    return {**where, "error": f"{n}: the server could not read it (see its log)", "status": 500}
 
-            work = asyncio.ensure_future(asyncio.gather(*(one(n, d) for (n, _), d in zip(uploads, datas))))
+            work = asyncio.ensure_future(asyncio.gather(*(one(*item) for item in items)))
             if not await _finished_unless_hung_up(work, request, limits.timeout_s):
                 log.info("a client hung up: its request's remaining work is dropped")
                 return JSONResponse({"error": "the client hung up"}, 499)

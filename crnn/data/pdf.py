@@ -1,0 +1,201 @@
+"""PDF pages as images: what a scan reaches people as.
+
+Each page is rendered by PDFium (``pypdfium2``: wheels for every platform, no system
+package) at ``dpi`` and read like any other image; the text layer is ignored unless asked
+for (:func:`page_text`), since a scan's text layer is often an old OCR's errors.
+
+A page of a PDF on disk is named ``doc.pdf#page=3`` (1-based, the PDF open-parameter
+form): :func:`expand_pdf` gives those names and :func:`open_source` renders one. Bad PDFs
+(encrypted, broken, a page too large to render) raise :class:`PdfError`, an
+:class:`~crnn.data.image.ImageDecodeError`, so a tool reports them and reads the rest.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from pathlib import Path
+from typing import Any
+
+from crnn.data.image import MAX_PIXELS, ImageDecodeError, ImageTooLargeError
+
+# 200 dpi puts 10 pt print at about 28 px a line: enough for the line finder and the
+# recognizer (which reads lines at 32 px) without the cost of 300 dpi.
+DEFAULT_DPI = 200
+_REF = re.compile(r"^(?P<path>.+)#page=(?P<page>[1-9][0-9]*)$")
+# PDFium is not thread-safe (pypdfium2's docs): one call into it at a time per process.
+_LOCK = threading.RLock()
+
+
+class PdfError(ImageDecodeError):
+    """A PDF (or one of its pages) that cannot be read."""
+
+
+def is_pdf(source: str | os.PathLike[str] | bytes) -> bool:
+    """Whether a path ends in ``.pdf`` or bytes start as a PDF does."""
+    if isinstance(source, (bytes, bytearray)):
+        return bytes(source[:1024]).lstrip().startswith(b"%PDF-")
+    return str(source).lower().endswith(".pdf")
+
+
+def page_ref(path: str, page: int) -> str:
+    """The name of a PDF's page (1-based): ``doc.pdf#page=3``."""
+    return f"{path}#page={page}"
+
+
+def split_ref(name: str) -> tuple[str, int] | None:
+    """``(pdf path, page)`` for a name :func:`page_ref` made, else None (also for a file
+    that really is named so)."""
+    m = _REF.match(name)
+    if m is None or os.path.exists(name) or not is_pdf_file(m["path"]):
+        return None
+    return m["path"], int(m["page"])
+
+
+def page_ranges(spec: str | None) -> list[tuple[int, int | None]]:
+    """``"1-3,5,9-"`` as 1-based ``(first, last)`` ranges (last None: to the end).
+    Raises ValueError with what was expected."""
+    out: list[tuple[int, int | None]] = []
+    for part in (spec or "").split(",") if spec else []:
+        m = re.fullmatch(r"\s*(\d*)\s*(-?)\s*(\d*)\s*", part)
+        if m is None or not (m[1] or m[3]) or (not m[2] and not m[1]):
+            raise ValueError(f"--pages {spec!r}: expected page numbers and ranges like 1-3,5,9- (from 1)")
+        first = int(m[1]) if m[1] else 1
+        last = (int(m[3]) if m[3] else None) if m[2] else first
+        if first < 1 or (last is not None and last < first):
+            raise ValueError(f"--pages {spec!r}: {part.strip()!r} is not a range of pages from 1")
+        out.append((first, last))
+    return out
+
+
+def parse_pages(spec: str | None, count: int) -> list[int]:
+    """1-based page numbers of a PDF of ``count`` pages that ``spec`` picks (see
+    :func:`page_ranges`; None or ``""``: all), in the order given, each once; numbers
+    past the last page are dropped. Raises ValueError."""
+    if not spec:
+        return list(range(1, count + 1))
+    out: list[int] = []
+    for first, last in page_ranges(spec):
+        end = count if last is None else min(last, count)
+        out.extend(p for p in range(first, end + 1) if p not in out)
+    return out
+
+
+def _open(source: str | os.PathLike[str] | bytes, password: str | None = None) -> Any:
+    import pypdfium2 as pdfium
+
+    name = "the PDF" if isinstance(source, (bytes, bytearray)) else str(source)
+    try:
+        return pdfium.PdfDocument(bytes(source) if isinstance(source, bytearray) else source, password=password)
+    except pdfium.PdfiumError as e:
+        if "password" in str(e).lower():
+            raise PdfError(f"{name} is encrypted: give its password (--pdf-password) or save an "
+                           "unencrypted copy") from None  # fmt: skip
+        raise PdfError(f"{name} is not a readable PDF ({e}): is it complete?") from None
+    except (OSError, ValueError) as e:
+        raise PdfError(f"{name} could not be opened as a PDF ({e})") from None
+
+
+def page_count(source: str | os.PathLike[str] | bytes, password: str | None = None) -> int:
+    """How many pages a PDF has. Raises :class:`PdfError`."""
+    with _LOCK:
+        doc = _open(source, password)
+        try:
+            return len(doc)
+        finally:
+            doc.close()
+
+
+def render(
+    source: str | os.PathLike[str] | bytes,
+    page: int,
+    dpi: int = DEFAULT_DPI,
+    password: str | None = None,
+    rgb: bool = False,
+) -> Any:
+    """Page ``page`` (1-based) as a PIL image (``L``, or ``RGB``) at ``dpi``: white paper,
+    annotations and form fields drawn. Raises :class:`PdfError` (a page over
+    :data:`~crnn.data.image.MAX_PIXELS` at this dpi: ``ImageTooLargeError``)."""
+    name = "the PDF" if isinstance(source, (bytes, bytearray)) else str(source)
+    if not 18 <= dpi <= 1200:
+        raise ValueError(f"dpi must be between 18 and 1200, got {dpi}")
+    with _LOCK:
+        doc = _open(source, password)
+        return _render(doc, name, page, dpi, rgb)
+
+
+def _render(doc: Any, name: str, page: int, dpi: int, rgb: bool) -> Any:
+    try:
+        if not 1 <= page <= len(doc):
+            raise PdfError(f"{name} has {len(doc)} pages; there is no page {page}")
+        pg = doc[page - 1]
+        w_pt, h_pt = pg.get_size()
+        w, h = round(w_pt * dpi / 72), round(h_pt * dpi / 72)
+        if w * h > MAX_PIXELS:
+            raise ImageTooLargeError(
+                f"{page_ref(name, page)}: {w_pt / 72:.1f} x {h_pt / 72:.1f} in at {dpi} dpi is {w} x {h} "
+                f"pixels, more than the {MAX_PIXELS:,} any tool decodes: give a lower --dpi"
+            )  # fmt: skip
+        if w < 1 or h < 1:
+            raise PdfError(f"{page_ref(name, page)} is empty ({w_pt:.0f} x {h_pt:.0f} pt)")
+        try:
+            img = pg.render(scale=dpi / 72, grayscale=not rgb, may_draw_forms=True).to_pil()
+        except Exception as e:  # PDFium's own failures: one page, not the run
+            raise PdfError(f"{page_ref(name, page)} could not be rendered ({e})") from None
+        return img.convert("RGB" if rgb else "L")
+    finally:
+        doc.close()
+
+
+def page_sizes(source: str | os.PathLike[str] | bytes, dpi: int = DEFAULT_DPI,
+               password: str | None = None) -> list[tuple[int, int]]:  # fmt: skip
+    """Each page's size in pixels at ``dpi`` (what :func:`render` would make), from the
+    PDF's page boxes: nothing is rendered. Raises :class:`PdfError`."""
+    with _LOCK:
+        doc = _open(source, password)
+        try:
+            return [(round(w * dpi / 72), round(h * dpi / 72)) for w, h in (doc[i].get_size() for i in range(len(doc)))]
+        finally:
+            doc.close()
+
+
+def page_text(source: str | os.PathLike[str] | bytes, page: int, password: str | None = None) -> str:
+    """The text layer of page ``page`` (1-based), as PDFium extracts it ("" if none)."""
+    with _LOCK:
+        doc = _open(source, password)
+        try:
+            tp = doc[page - 1].get_textpage()
+            try:
+                return str(tp.get_text_range()).replace("\r\n", "\n").replace("\r", "\n")
+            finally:
+                tp.close()
+        finally:
+            doc.close()
+
+
+def expand_pdf(path: str, pages: str | None = None, password: str | None = None) -> list[str]:
+    """The names (``doc.pdf#page=N``) of the pages of ``path`` that ``pages`` selects
+    (see :func:`parse_pages`). Raises :class:`PdfError` or ValueError."""
+    return [page_ref(path, p) for p in parse_pages(pages, page_count(path, password))]
+
+
+def open_source(name: str, dpi: int = DEFAULT_DPI, password: str | None = None, rgb: bool = False) -> Any:
+    """What a tool reads for an input name: a PDF page rendered (``doc.pdf#page=3``), or
+    the path itself. Raises :class:`PdfError`."""
+    ref = split_ref(name)
+    if ref is None:
+        return name
+    return render(ref[0], ref[1], dpi, password, rgb)
+
+
+def is_pdf_file(path: str | os.PathLike[str]) -> bool:
+    """Whether a file on disk is a PDF, by its name or its first bytes."""
+    p = Path(path)
+    if is_pdf(str(p)):
+        return True
+    try:
+        with p.open("rb") as f:
+            return is_pdf(f.read(1024))
+    except OSError:
+        return False

@@ -1,0 +1,116 @@
+"""PDFs read page by page (crnn/data/pdf.py, crnn-predict): scans saved as PDFs, a PDF
+with a text layer, broken and oversized ones."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from PIL import Image
+from rapidfuzz.distance import Levenshtein
+from test_pages import TRUTH, two_column_page
+
+from crnn.cli.predict import main as predict_main
+from crnn.data.image import ImageTooLargeError
+from crnn.data.pdf import PdfError, page_count, parse_pages, render, split_ref
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def text_pdf(path: Path, text: str, size: tuple[int, int] = (200, 36)) -> Path:
+    """A one-page PDF that draws ``text`` in Helvetica: a text layer (and its pixels)."""
+    stream = f"BT /F1 24 Tf 8 10 Td ({text}) Tj ET".encode()
+    objs = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 {size[0]} {size[1]}] /Contents 4 0 R "
+        "/Resources << /Font << /F1 5 0 R >> >> >>".encode(),
+        b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream",
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+    ]
+    out, offsets = bytearray(b"%PDF-1.4\n"), []
+    for i, body in enumerate(objs, 1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n" % i + body + b"\nendobj\n"
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objs) + 1)
+    out += b"".join(b"%010d 00000 n \n" % o for o in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objs) + 1, xref)
+    path.write_bytes(bytes(out))
+    return path
+
+
+@pytest.fixture(scope="module")
+def scan_pdf(tmp_path_factory) -> Path:
+    """Two scanned pages in one PDF (images only, no text layer), at 150 dpi; the second
+    is a different page (one column's lines only) so that the order shows."""
+    path = tmp_path_factory.mktemp("pdf") / "scan.pdf"
+    first = two_column_page().convert("L")
+    second = first.crop((0, 80, 560, 380))
+    first.save(path, "PDF", resolution=150, save_all=True, append_images=[second])
+    return path
+
+
+def run_json(capsys, *argv: str) -> tuple[int, list[dict], str]:
+    code = predict_main([*argv, "--json"])
+    out = capsys.readouterr()
+    return code, json.loads(out.out), out.err
+
+
+def test_a_scanned_pdf_is_read_page_by_page_in_order(scan_pdf, capsys) -> None:
+    code, res, _ = run_json(capsys, str(scan_pdf), "--model", "line", "--dpi", "150")
+    assert code == 0
+    assert [r["page"] for r in res] == [1, 2]
+    assert [r["path"] for r in res] == [f"{scan_pdf}#page=1", f"{scan_pdf}#page=2"]
+    assert Levenshtein.distance(res[0]["text"], TRUTH) / len(TRUTH) < 0.01, res[0]["text"]
+    assert res[1]["text"].startswith("Reading a page"), res[1]["text"]
+    assert res[0]["layout"] == "page" and len(res[0]["lines"]) == 7
+
+
+def test_pages_picks_pages_and_a_bad_spec_is_a_usage_error(scan_pdf, capsys) -> None:
+    code, res, _ = run_json(capsys, str(scan_pdf), "--model", "line", "--dpi", "150", "--pages", "2-")
+    assert code == 0 and [r["page"] for r in res] == [2]
+    assert predict_main([str(scan_pdf), "--pages", "3-1"]) == 2
+    assert "not a range" in capsys.readouterr().err
+    assert parse_pages("1-3,5,9-", 10) == [1, 2, 3, 5, 9, 10]
+    assert parse_pages("2,2,7-", 4) == [2] and parse_pages("", 3) == [1, 2, 3]
+    with pytest.raises(ValueError, match="expected page numbers"):
+        parse_pages("a", 3)
+
+
+def test_a_broken_pdf_is_reported_and_the_rest_is_read(tmp_path, scan_pdf, capsys) -> None:
+    broken = tmp_path / "broken.pdf"
+    broken.write_bytes(scan_pdf.read_bytes()[:300])
+    not_pdf = tmp_path / "notes.pdf"
+    not_pdf.write_text("just some text")
+    code, res, err = run_json(capsys, str(broken), str(not_pdf), str(REPO / "data/samples/word_01.png"))
+    assert code == 1
+    assert "broken.pdf is not a readable PDF" in err and "notes.pdf" in err
+    assert [r.get("error", "") != "" for r in res] == [True, True, False]
+    assert res[2]["text"] == "homeland"
+    with pytest.raises(PdfError, match="no page 3"):
+        render(scan_pdf, 3)
+
+
+def test_a_page_too_large_to_render_says_to_lower_the_dpi(tmp_path) -> None:
+    big = text_pdf(tmp_path / "poster.pdf", "BIG", size=(14400, 14400))  # 200 x 200 in
+    with pytest.raises(ImageTooLargeError, match="lower --dpi"):
+        render(big, 1, dpi=200)
+    assert render(big, 1, dpi=36).size == (7200, 7200)
+
+
+def test_the_text_layer_is_used_only_when_asked(tmp_path, capsys) -> None:
+    pdf = text_pdf(tmp_path / "born_digital.pdf", "Hello layer 42")
+    assert page_count(pdf) == 1 and split_ref(f"{pdf}#page=1") == (str(pdf), 1)
+    code, res, _ = run_json(capsys, str(pdf), "--pdf-text")
+    assert code == 0 and res[0]["layout"] == "text" and res[0]["text"] == "Hello layer 42"
+    code, res, _ = run_json(capsys, str(pdf), "--model", "line")  # the pixels, by default
+    assert code == 0 and res[0]["layout"] != "text"
+    assert Levenshtein.distance(res[0]["text"], "Hello layer 42") <= 1, res[0]["text"]
+
+
+def test_a_file_named_like_a_page_reference_is_itself(tmp_path) -> None:
+    odd = tmp_path / "odd.pdf#page=2"
+    Image.new("L", (10, 10)).save(odd, "PNG")
+    assert split_ref(str(odd)) is None
