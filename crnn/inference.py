@@ -254,7 +254,27 @@ class Recognizer:
         """
         if isinstance(images, (str, os.PathLike, bytes, Path)) or not isinstance(images, Sequence):
             images = [images]
-        return self.predict_preprocessed([self.preprocess(im) for im in images])
+        loaded = [load_image(im, self.spec.rgb) for im in images]
+        items = [self.preprocess(img) for img in loaded]
+        preds = self.predict_preprocessed(items)
+        return [self.locate(p, item, img.size) for p, item, img in zip(preds, items, loaded)]
+
+    def locate(
+        self, p: Prediction, item: Any, size: tuple[int, int], width: int | None = None, placement: Any = None
+    ) -> Prediction:
+        """``p`` with its ``char_boxes``: each character's box on the image of ``size``
+        (W, H) that :meth:`preprocess` made ``item`` of (a line of a page: ``width``, its
+        real width, and ``placement``, where it sits; see ``crnn.layout.chars``)."""
+        from crnn.layout.chars import Placement, char_boxes
+
+        if not p.char_frames:
+            return p
+        arr = np.asarray(item[ROTATIONS.index(p.rotation)] if isinstance(item, tuple) else item)
+        wd = arr.shape[-1] if width is None else width
+        n = int(np.asarray(self.backend.output_length(np.array([wd])))[0])
+        place = placement or Placement((0.0, 0.0, float(size[0]), float(size[1])), size)
+        boxes = char_boxes(arr, wd, n, p.char_frames, p.text)
+        return dataclasses.replace(p, char_boxes=tuple(tuple(place.box(b, wd, arr.shape[-2], p.rotation)) for b in boxes))
 
 
     # ---- pages ------------------------------------------------------------------------
@@ -286,8 +306,10 @@ class Recognizer:
             pages.append(page)
             jobs.extend((k, *job) for job in lines)
         preds = self.predict_preprocessed([j[1] for j in jobs], [j[2] for j in jobs]) if jobs else []
-        for (k, _, _, box), p in zip(jobs, preds):
-            pages[k].lines.append(Line(p.text, p.confidence, box, p.char_confidences, p.rotation))
+        for (k, item, width, box), p in zip(jobs, preds):
+            page = pages[k]
+            p = self.locate(p, item, page.placements[len(page.lines)].size, width, page.placements[len(page.lines)])
+            page.lines.append(Line(p.text, p.confidence, box, p.char_confidences, p.rotation, p.char_boxes))
         return pages
 
     def plan_page(self, image: ImageSource, layout: str = "auto") -> tuple[Page, list[tuple[Any, int | None, list[int]]]]:
@@ -296,6 +318,7 @@ class Recognizer:
         line padded to a multiple of :data:`PAGE_WIDTH_STEP` px (width None: an image
         read whole, as :meth:`preprocess` gives it). Raises ``ImageDecodeError``."""
         from crnn.layout import Page, choose_layout, find_lines
+        from crnn.layout.chars import Placement
 
         if layout not in ("auto", "page", "line"):
             raise ValueError(f"layout={layout!r}: expected 'auto', 'page' or 'line'")
@@ -307,33 +330,41 @@ class Recognizer:
         if note:
             name = image if isinstance(image, (str, os.PathLike)) else "an image"
             log.warning("%s: %s", name, note)
-        lines, turn = [], 0
+        lines, turn, places = [], 0, []
         if choice == "page" and found is not None:
-            lines = self._page_lines(found, (w, h))
+            lines, places = self._page_lines(found, (w, h))
             if self.rotate == "auto" and self._upside_down(lines):  # read it turned over
                 turn, found = 180, find_lines(np.ascontiguousarray(grey[::-1, ::-1]))
-                lines = [(a, wd, [w - b[2], h - b[3], w - b[0], h - b[1]]) for a, wd, b in self._page_lines(found, (w, h))]
+                lines, places = self._page_lines(found, (w, h), turn)
+                lines = [(a, wd, [w - b[2], h - b[3], w - b[0], h - b[1]]) for a, wd, b in lines]
             if layout == "auto" and not self._reads_better_as_page(img, lines):
                 lines, turn = [], 0
         if not lines:  # as predict() reads it, rotations included
-            return Page([], "line", 0.0, note), [(self.preprocess(img), None, [0, 0, w, h])]
-        return Page([], "page", found.angle, note, rotation=turn), lines
+            whole = [Placement((0.0, 0.0, float(w), float(h)), (w, h))]
+            return Page([], "line", 0.0, note, placements=whole), [(self.preprocess(img), None, [0, 0, w, h])]
+        return Page([], "page", found.angle, note, rotation=turn, placements=places), lines
 
-    def _page_lines(self, found: Any, size: tuple[int, int]) -> list[tuple[Any, int, list[int]]]:
+    def _page_lines(
+        self, found: Any, size: tuple[int, int], turn: int = 0
+    ) -> tuple[list[tuple[Any, int, list[int]]], list[Any]]:
         """The found lines as ``(pixels padded to PAGE_WIDTH_STEP, real width, box on the
-        image of ``size``)``."""
+        image of ``size``)``, and where each sits (``crnn.layout.chars.Placement``;
+        ``turn``: 180 when ``found`` is the page turned over)."""
         from crnn.data.image import INFERENCE_MAX_WIDTH
         from crnn.layout import unrotate_box
-        from crnn.layout.lines import crop, split_wide
+        from crnn.layout.chars import Placement
+        from crnn.layout.lines import crop_rect, split_wide
 
-        out = []
+        out, places = [], []
         for line in found.lines:
             # A line wider than the recognizer reads (at its height) is read in pieces.
             scale = self.spec.height / max(1.0, line.height * 1.3) * self.spec.width_scale
             for box in split_wide(found.page, line, int(0.9 * INFERENCE_MAX_WIDTH / scale)):
-                arr = preprocess_array(crop(found.page, box, found.char_height, found.line_height), self.spec)
+                x0, y0, x1, y1 = crop_rect(found.page.shape, box, found.char_height, found.line_height)
+                arr = preprocess_array(found.page[y0:y1, x0:x1], self.spec)
                 out.append((_pad_to(arr, PAGE_WIDTH_STEP), arr.shape[-1], unrotate_box(box, found.angle, size)))
-        return out
+                places.append(Placement((x0, y0, x1, y1), size, found.angle, turn))
+        return out, places
 
     def _upside_down(self, lines: list[tuple[Any, int, list[int]]]) -> bool:
         """``rotate="auto"`` on a page: whether its :data:`PAGE_CHECK_LINES` widest lines

@@ -206,7 +206,7 @@ def test_predict_prints_a_line_per_text_line_and_draws(tmp_path, capsys, line_mo
 
     (result,) = json.loads(out)
     assert result["layout"] == "page" and len(result["lines"]) == 7
-    assert set(result["lines"][0]) == {"text", "confidence", "box"}
+    assert set(result["lines"][0]) == {"text", "confidence", "box", "chars"}
     assert result["text"] == "\n".join(r[1] for r in rows)
 
 

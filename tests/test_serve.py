@@ -304,6 +304,7 @@ def test_a_served_page_reads_exactly_as_read_page() -> None:
     assert [ln["text"] for ln in served["lines"]] == [ln.text for ln in page.lines]
     assert [ln["confidence"] for ln in served["lines"]] == [round(ln.confidence, 4) for ln in page.lines]
     assert served["char_confidences"] == [[round(c, 6) for c in ln.char_confidences] for ln in page.lines]
+    assert [ln["chars"] for ln in served["lines"]] == [ln.to_dict()["chars"] for ln in page.lines]
 
 
 def test_a_served_read_gets_the_recognizers_post_processing() -> None:

@@ -256,9 +256,12 @@ def predict_files(args: argparse.Namespace, rec: Any, files: list[str]) -> Itera
     decoded on threads (PIL releases the GIL) and predicted in rounds of ``_CHUNK``."""
     from crnn.data.image import ImageDecodeError
 
+    from crnn.data.image import load_image
+
     def load(path: str) -> Any:
         try:
-            return rec.preprocess(open_input(args, rec, path))
+            img = load_image(open_input(args, rec, path), rec.spec.rgb)
+            return rec.preprocess(img), img.size
         except ImageDecodeError as e:
             return e
 
@@ -267,9 +270,13 @@ def predict_files(args: argparse.Namespace, rec: Any, files: list[str]) -> Itera
             chunk = files[k : k + _CHUNK]
             loaded = list(pool.map(load, chunk))
             good = [t for t in loaded if not isinstance(t, ImageDecodeError)]
-            preds = iter(rec.predict_preprocessed(good))
+            preds = iter(zip(rec.predict_preprocessed([t[0] for t in good]), good))
             for f, t in zip(chunk, loaded):
-                yield f, t if isinstance(t, ImageDecodeError) else next(preds)
+                if isinstance(t, ImageDecodeError):
+                    yield f, t
+                else:
+                    p, (item, size) = next(preds)
+                    yield f, rec.locate(p, item, size)
 
 
 def read_files(args: argparse.Namespace, rec: Any, files: list[str]) -> Iterator[tuple[str, Any]]:
@@ -285,7 +292,7 @@ def read_files(args: argparse.Namespace, rec: Any, files: list[str]) -> Iterator
             if isinstance(p, Exception):
                 yield f, p
             else:
-                yield f, Page([Line(p.text, p.confidence, [], p.char_confidences, p.rotation)], "line")
+                yield f, Page([Line(p.text, p.confidence, [], p.char_confidences, p.rotation, p.char_boxes)], "line")
         return
     for k in range(0, len(files), _PAGES):
         chunk = files[k : k + _PAGES]

@@ -58,6 +58,12 @@ class Prediction:
     char_confidences: tuple[float, ...] = ()
     # Degrees the image was turned (clockwise) to read it (``Recognizer(rotate="auto")``).
     rotation: int = 0
+    # For each character of ``text``, the first and last frame (of the model's output)
+    # that emitted it: where the CTC alignment put it (see ``crnn.layout.char_boxes``).
+    char_frames: tuple[tuple[int, int], ...] = ()
+    # Each character's box ``[x0, y0, x1, y1]`` on the image read (``Recognizer`` fills
+    # it in from ``char_frames``; empty where the image's geometry is not known).
+    char_boxes: tuple[tuple[int, int, int, int], ...] = ()
 
     def __iter__(self) -> Iterator[str | float]:
         return iter((self.text, self.confidence))
@@ -89,14 +95,18 @@ def greedy_decode(
     for ids, ps, n in zip(best, best_p, lens):
         chars: list[int] = []
         confs: list[float] = []
+        frames: list[list[int]] = []
         prev = BLANK
-        for c, p in zip(ids[:n], ps[:n]):
+        for t, (c, p) in enumerate(zip(ids[:n], ps[:n])):
             if c != BLANK:
                 if c != prev:
                     chars.append(c)
                     confs.append(p)
-                elif p > confs[-1]:
-                    confs[-1] = p
+                    frames.append([t, t])
+                else:
+                    frames[-1][1] = t
+                    if p > confs[-1]:
+                        confs[-1] = p
             prev = c
         if confs:
             conf = 1.0
@@ -105,7 +115,7 @@ def greedy_decode(
         else:
             conf = min(ps[:n]) if n else 0.0
         text, pos = charset.decode_aligned(chars)
-        out.append(Prediction(text, conf, tuple(confs[k] for k in pos)))
+        out.append(Prediction(text, conf, tuple(confs[k] for k in pos), char_frames=tuple((frames[k][0], frames[k][1]) for k in pos)))
     return out
 
 
@@ -296,18 +306,20 @@ def alignment_confidences(log_probs: Array, ids: Sequence[int]) -> tuple[float, 
         ids: the text's label ids.
     """
     lp = _to_numpy(log_probs, np.float64)[None]
-    return _alignment_confidences(lp, [lp.shape[1]], [ids])[0]
+    return _alignment(lp, [lp.shape[1]], [ids])[0][0]
 
 
-def _alignment_confidences(
+def _alignment(
     lp: np.ndarray, lengths: Sequence[int], texts: Sequence[Sequence[int]]
-) -> list[tuple[float, ...]]:
-    """:func:`alignment_confidences` for a batch: ``lp`` ``(B, T, K)``, one text per
-    sample, frames past ``lengths[i]`` ignored. Vectorised over samples and states."""
+) -> tuple[list[tuple[float, ...]], list[tuple[tuple[int, int], ...]]]:
+    """:func:`alignment_confidences` for a batch, and each character's first and last
+    frame on the best alignment (empty where the text cannot be aligned): ``lp``
+    ``(B, T, K)``, one text per sample, frames past ``lengths[i]`` ignored. Vectorised
+    over samples and states."""
     b, t_max, _ = lp.shape
     n = np.array([len(x) for x in texts])
     if b == 0 or n.max() == 0:
-        return [() for _ in texts]
+        return [() for _ in texts], [() for _ in texts]
     s_max = 2 * int(n.max()) + 1
     labels = np.zeros((b, s_max), dtype=np.int64)
     for i, ids in enumerate(texts):
@@ -339,17 +351,21 @@ def _alignment_confidences(
     end = np.where(delta[r, last] >= delta[r, last - 1], last, last - 1)
     aligned = np.isfinite(delta[r, end])
     best = np.zeros((b, s_max // 2))
+    first = np.full((b, s_max // 2), t_max)
+    last = np.full((b, s_max // 2), -1)
     state = end
     for t in range(t_max - 1, -1, -1):
         is_char = (state % 2 == 1) & (t < lens)
         ci = state // 2
         p = np.exp(emit[r, t, state])
-        best[r[is_char], ci[is_char]] = np.maximum(best[r[is_char], ci[is_char]], p[is_char])
+        rc, cc = r[is_char], ci[is_char]
+        best[rc, cc] = np.maximum(best[rc, cc], p[is_char])
+        first[rc, cc] = np.minimum(first[rc, cc], t)
+        last[rc, cc] = np.maximum(last[rc, cc], t)
         state = state - back[r, t, state]
-    return [
-        tuple(float(v) for v in best[i, : n[i]]) if aligned[i] else (0.0,) * int(n[i])
-        for i in range(b)
-    ]
+    confs = [tuple(float(v) for v in best[i, : n[i]]) if aligned[i] else (0.0,) * int(n[i]) for i in range(b)]
+    spans = [tuple((int(first[i, k]), int(last[i, k])) for k in range(n[i])) if aligned[i] else () for i in range(b)]
+    return confs, spans
 
 
 def _best_path_ids(log_probs: np.ndarray, lengths: list[int]) -> list[list[int]]:
@@ -414,9 +430,10 @@ def decode(
         if score == _NEG_INF:  # greedy candidate: score its text exactly
             score = sequence_log_probs(lp, [ids])[0]
         chosen.append((ids, score))
-    confs = _alignment_confidences(log_probs.astype(np.float64), lens, [ids for ids, _ in chosen])
+    confs, spans = _alignment(log_probs.astype(np.float64), lens, [ids for ids, _ in chosen])
     out = []
-    for (ids, score), conf in zip(chosen, confs):
+    for (ids, score), conf, span in zip(chosen, confs, spans):
         text, pos = charset.decode_aligned(ids)
-        out.append(Prediction(text, float(np.exp(score)), tuple(conf[k] for k in pos)))
+        out.append(Prediction(text, float(np.exp(score)), tuple(conf[k] for k in pos),
+                              char_frames=tuple(span[k] for k in pos) if span else ()))  # fmt: skip
     return out

@@ -34,9 +34,19 @@ class Line:
     char_confidences: tuple[float, ...] = ()
     # Degrees the line was turned (clockwise) to read it (``rotate="auto"``).
     rotation: int = 0
+    # Each character's box on the input image (crnn.layout.chars), where known.
+    char_boxes: tuple[tuple[int, ...], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {"text": self.text, "confidence": round(self.confidence, 4), "box": self.box}
+        out: dict[str, Any] = {"text": self.text, "confidence": round(self.confidence, 4), "box": self.box}
+        if self.char_boxes:
+            out["chars"] = chars_json(self.text, self.char_confidences, self.char_boxes)
+        return out
+
+
+def chars_json(text: str, confidences: Sequence[float], boxes: Sequence[Sequence[int]]) -> list[dict[str, Any]]:
+    """``[{"char", "confidence", "box"}]``: a read's characters with their boxes."""
+    return [{"char": c, "confidence": round(float(p), 4), "box": list(b)} for c, p, b in zip(text, confidences, boxes)]
 
 
 @dataclass
@@ -51,6 +61,9 @@ class Page:
     note: str = ""
     # Degrees the page was turned (clockwise) to read it (``rotate="auto"``: 0 or 180).
     rotation: int = 0
+    # Where each line to read sits on the image (crnn.layout.chars.Placement), in the
+    # order Recognizer.plan_page returns the lines; not part of the result.
+    placements: list[Any] = field(default_factory=list, repr=False, compare=False)
 
     @property
     def text(self) -> str:

@@ -166,21 +166,30 @@ class Service:
         except Overloaded as e:
             raise RequestError(503, f"{name}: {e}") from None
         # The Recognizer's own decoding and post-processing: a served read is a predicted one.
-        preds = await loop.run_in_executor(None, self.rec.decode_logits, list(logits), beam)
+        preds = await loop.run_in_executor(None, self._decode, list(logits), beam, jobs, planned.placements)
         if planned.layout == "line":
+            from crnn.layout.page import chars_json
+
             p = preds[0]
             out.update(text=p.text, confidence=round(p.confidence, 6),
-                       char_confidences=[round(c, 6) for c in p.char_confidences], layout="line")  # fmt: skip
+                       char_confidences=[round(c, 6) for c in p.char_confidences], layout="line",
+                       chars=chars_json(p.text, p.char_confidences, p.char_boxes))  # fmt: skip
             if planned.note:
                 out["note"] = planned.note
             return out
         from crnn.layout import Line
 
         for (_, _, box), p in zip(jobs, preds):
-            planned.lines.append(Line(p.text, p.confidence, box, p.char_confidences))
+            planned.lines.append(Line(p.text, p.confidence, box, p.char_confidences, char_boxes=p.char_boxes))
         out.update(planned.to_dict())
         out["char_confidences"] = [[round(c, 6) for c in ln.char_confidences] for ln in planned.lines]
         return out
+
+    def _decode(self, logits: list[Any], beam: int, jobs: list[Any], places: list[Any]) -> list[Any]:
+        """The Recognizer's decoding of a file's logits, each read with its characters'
+        boxes (``Recognizer.locate``)."""
+        preds = self.rec.decode_logits(logits, beam)
+        return [self.rec.locate(p, arr, place.size, width, place) for p, (arr, width, _), place in zip(preds, jobs, places)]
 
     def _plan(self, name: str, data: bytes, layout: str, page: int | None, dpi: int) -> Any:
         try:
