@@ -13,7 +13,9 @@ development figures, never test figures):
   ``benchmarks/zh_vs_peers.py`` (the generator was fitted to this row's errors in stages
   4-6: a development row, and a synthetic one);
 * ``dev-real``: ``../shared/data/zh_real_dev``, 420 real photographed lines (RCTW-17:
-  PP-OCR trained on its photographs, so PP-OCR's figure there is optimistic).
+  PP-OCR trained on its photographs, so PP-OCR's figure there is optimistic);
+* ``dev-vertical``: the ``dev-ming`` lines set top to bottom in AR PL UMing, one
+  character upright in each cell, spaces dropped (``zh_vs_peers.render_vertical``).
 
 **Frozen test** (``--set test``: run once per release candidate, after every choice is
 made, and reported as the test figure; nothing is chosen on it):
@@ -25,7 +27,9 @@ made, and reported as the test figure; nothing is chosen on it):
   draws;
 * faces that no stage trained on or was chosen by: AR PL SungtiL GB (a Song face,
   ``fonts-arphic-gbsn00lp``) and AR PL KaitiM GB (a Kai face, ``fonts-arphic-gkai00mp``),
-  printed and as photographs (``test-song``, ``test-kai``, ``test-photo``). They come from
+  printed and as photographs (``test-song``, ``test-kai``, ``test-photo``), and the
+  ``test-song`` lines set vertically in the Song face (``test-vertical``, added
+  2026-11-26; the labels digest leaves it out, so it stays comparable). They come from
   the same foundry as the development faces, so they are not independent of them in
   design; they are outside every training package.
 * No real photographs: ``zh_real_dev`` is the only real Chinese set here, and it is a
@@ -36,7 +40,8 @@ made, and reported as the test figure; nothing is chosen on it):
 
 Readers, one run, the same PNG files: ours through ``crnn-predict --json`` with its
 default options (what users type); Tesseract 5 (``chi_sim+eng``, ``--psm 7``, each line as
-is and enlarged 3x with Lanczos, as the English benchmark gives it); with
+is and enlarged 3x with Lanczos, as the English benchmark gives it; columns with
+``chi_sim_vert``, ``--psm 5``); with
 ``--peer-python``, PP-OCRv4's recognizer and PP-OCRv6 small and tiny
 (``benchmarks/peer_read.py``). Scores: CER after NFKC with whitespace removed, lines read
 exactly, ms per line on this machine.
@@ -179,6 +184,9 @@ def _rows(which: str, count: int, seed: int) -> list[tuple[str, list[Image.Image
     face_list = list(paths.values())
     rows.append((f"{which}-photo", [zb.render_photo(t, face_list[i % len(face_list)], r)  # type: ignore[arg-type]
                                     for i, t in enumerate(photo_labels)], photo_labels))  # fmt: skip
+    r = random.Random(f"{seed}:{which}-vertical")
+    column = ["".join(t.split()) for t in labels]
+    rows.append((f"{which}-vertical", [zb.render_vertical(t, face_list[0], r) for t in column], column))  # type: ignore[arg-type]
     real = Path(__file__).resolve().parents[2] / "shared" / "data" / "zh_real_dev"
     if which == "dev" and (real / "gt.txt").is_file():
         pairs = [ln.split("\t", 1) for ln in (real / "gt.txt").read_text(encoding="utf-8").splitlines() if ln.strip()]
@@ -199,10 +207,15 @@ def _ours(spec: str, paths: list[Path]) -> list[str]:
 
 
 def _tesseract(path: Path, scale: int) -> str:
+    """Tesseract at its best setting for the crop: a column (at least 1.5 times as high
+    as wide) with its vertical model (``chi_sim_vert``, ``--psm 5``: a vertical block;
+    Debian's ``tesseract-ocr-chi-sim-vert``), a line with ``chi_sim+eng --psm 7``."""
     img = Image.open(path)
+    vertical = img.height >= 1.5 * img.width
+    langs, psm = ("chi_sim_vert", "5") if vertical else ("chi_sim+eng", "7")
     with tempfile.NamedTemporaryFile(suffix=".png") as f:
         img.resize((img.width * scale, img.height * scale), Image.LANCZOS).save(f.name)
-        out = subprocess.run(["tesseract", f.name, "-", "-l", "chi_sim+eng", "--psm", "7"],
+        out = subprocess.run(["tesseract", f.name, "-", "-l", langs, "--psm", psm],
                              capture_output=True, text=True, check=False)  # fmt: skip
     return out.stdout
 
@@ -244,7 +257,8 @@ def main() -> int:
         for p, im in zip(files[name], imgs):
             im.save(p)
         (tmp / name / "gt.txt").write_text("".join(f"{p.name}\t{t}\n" for p, t in zip(files[name], labels)), encoding="utf-8")
-    digest = frozen_digest([t for _, _, labels in rows for t in labels])
+    # The vertical rows repeat the first face's lines: left out, the digest is as before.
+    digest = frozen_digest([t for name, _, labels in rows if not name.endswith("-vertical") for t in labels])
     print(f"{args.set} set, rows {', '.join(r[0] for r in rows)}; labels digest {digest}; images in {tmp}")
     readers: list[tuple[str, object]] = [(f"crnn-ocr {m}", lambda ps, m=m: _ours(m, ps)) for m in (args.model or ["zh"])]
     if not args.no_tesseract and shutil.which("tesseract"):

@@ -167,6 +167,29 @@ def render_print(text: str, font_path: str, r: random.Random) -> Image.Image:
     return _jpeg(Image.fromarray(np.clip(arr, 0, 255).astype(np.uint8), "L"), r.randint(40, 88))
 
 
+def render_vertical(text: str, font_path: str, r: random.Random) -> Image.Image:
+    """A vertical column as signs, spines and classical print set it: each character
+    upright and centred in its own square cell, top to bottom (spaces dropped), with the
+    scan effects of :func:`render_print`."""
+    size = r.randint(28, 44)
+    font = load_font(font_path, size)
+    chars = [c for c in text if not c.isspace()]
+    step = size + int(size * r.uniform(0.05, 0.3))
+    pad_x, pad_y = r.randint(4, 14), r.randint(4, 14)
+    paper, ink = r.randint(200, 250), r.randint(10, 80)
+    img = Image.new("L", (size + 2 * pad_x, len(chars) * step - (step - size) + 2 * pad_y), paper)
+    d = ImageDraw.Draw(img)
+    for k, c in enumerate(chars):
+        d.text((pad_x + size / 2, pad_y + k * step + size / 2), c, font=font, fill=ink, anchor="mm")
+    img = img.rotate(r.uniform(-0.8, 0.8), Image.BICUBIC, expand=False, fillcolor=paper)
+    img = img.filter(ImageFilter.GaussianBlur(r.uniform(0.3, 1.0)))
+    scale = r.uniform(0.6, 1.0)
+    img = img.resize((max(8, round(img.width * scale)), max(8, round(img.height * scale))), Image.BILINEAR)
+    arr = np.asarray(img, dtype=np.float32)
+    arr = arr + np.random.default_rng(r.randrange(2**32)).normal(0, r.uniform(3, 8), arr.shape)
+    return _jpeg(Image.fromarray(np.clip(arr, 0, 255).astype(np.uint8), "L"), r.randint(50, 90))
+
+
 # ---- the photograph row: backgrounds, light, warps and blurs of its own ----------------
 
 

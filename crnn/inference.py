@@ -326,6 +326,10 @@ class Recognizer:
         img = load_image(image, rgb=self.spec.rgb)
         grey = np.asarray(img.convert("L") if img.mode != "L" else img)
         h, w = grey.shape
+        if layout == "auto":
+            column = self._vertical(img, grey)
+            if column is not None:
+                return column
         choice, note, found = choose_layout(grey, layout)
         if note:
             name = image if isinstance(image, (str, os.PathLike)) else "an image"
@@ -343,6 +347,31 @@ class Recognizer:
             whole = [Placement((0.0, 0.0, float(w), float(h)), (w, h))]
             return Page([], "line", 0.0, note, placements=whole), [(self.preprocess(img), None, [0, 0, w, h])]
         return Page([], "page", found.angle, note, rotation=turn, placements=places), lines
+
+    def _vertical(self, img: Any, grey: np.ndarray) -> tuple[Page, list[tuple[Any, int | None, list[int]]]] | None:
+        """``auto``'s check of a tall image: one vertical column of characters (cut into
+        cells and read as a line, ``crnn.layout.vertical``) when it may be one and its
+        cells read more probably than the image read whole; else None."""
+        from crnn.layout import Page, reads_better_as_page
+        from crnn.layout.page import mean_log
+        from crnn.layout.vertical import (
+            COLUMN_MIN_LOG_CONFIDENCE,
+            looks_vertical,
+            one_per_cell,
+            stack_cells,
+        )
+
+        maybe, cells, ink = looks_vertical(grey)
+        if not maybe:
+            return None
+        line, place = stack_cells(grey, cells, ink)
+        stacked = preprocess_array(line, self.spec)
+        whole, column = self.predict_preprocessed([self.preprocess(img), stacked])
+        if not (one_per_cell(column.text, cells) and mean_log(column.char_confidences) >= COLUMN_MIN_LOG_CONFIDENCE
+                and reads_better_as_page(whole.char_confidences, [column.char_confidences])):  # fmt: skip
+            return None
+        h, w = grey.shape
+        return Page([], "line", 0.0, direction="ttb", placements=[place]), [(stacked, None, [0, 0, w, h])]
 
     def _page_lines(
         self, found: Any, size: tuple[int, int], turn: int = 0

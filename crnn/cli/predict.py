@@ -254,9 +254,7 @@ def load_recognizer(args: argparse.Namespace) -> Any:
 def predict_files(args: argparse.Namespace, rec: Any, files: list[str]) -> Iterator[tuple[str, Any]]:
     """``(path, Prediction or ImageDecodeError)`` for each file, in order; images are
     decoded on threads (PIL releases the GIL) and predicted in rounds of ``_CHUNK``."""
-    from crnn.data.image import ImageDecodeError
-
-    from crnn.data.image import load_image
+    from crnn.data.image import ImageDecodeError, load_image
 
     def load(path: str) -> Any:
         try:

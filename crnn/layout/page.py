@@ -61,6 +61,8 @@ class Page:
     note: str = ""
     # Degrees the page was turned (clockwise) to read it (``rotate="auto"``: 0 or 180).
     rotation: int = 0
+    # "ttb": the image is one vertical column, read top to bottom (crnn.layout.vertical).
+    direction: str = "ltr"
     # Where each line to read sits on the image (crnn.layout.chars.Placement), in the
     # order Recognizer.plan_page returns the lines; not part of the result.
     placements: list[Any] = field(default_factory=list, repr=False, compare=False)
@@ -86,6 +88,8 @@ class Page:
             out["note"] = self.note
         if self.rotation:
             out["rotation"] = self.rotation
+        if self.direction != "ltr":
+            out["direction"] = self.direction
         return out
 
 
@@ -155,6 +159,13 @@ def decide_layout(found: Layout, image_h: int) -> tuple[str, str]:
     return "page", ""
 
 
+def mean_log(confidences: Sequence[float]) -> float:
+    """The mean log confidence of a read's characters (-inf without any)."""
+    if not confidences:
+        return -math.inf
+    return sum(math.log(max(c, 1e-9)) for c in confidences) / len(confidences)
+
+
 def reads_better_as_page(whole: Sequence[float], lines: Sequence[Sequence[float]]) -> bool:
     """Whether a page candidate's lines read more probably than the whole image read as
     one line: the mean log confidence of their characters against the whole read's (no
@@ -162,12 +173,6 @@ def reads_better_as_page(whole: Sequence[float], lines: Sequence[Sequence[float]
     (mean log confidence -1.1 to -2.7 on the real crops that reach this test, against
     -0.0 to -0.5 read whole, one at -1.5); a page read whole is a few characters
     (-0.5 to -3.5, against -0.2 or better read as lines)."""
-
-    def mean_log(confidences: Sequence[float]) -> float:
-        if not confidences:
-            return -math.inf
-        return sum(math.log(max(c, 1e-9)) for c in confidences) / len(confidences)
-
     return mean_log([c for line in lines for c in line]) > mean_log(whole)
 
 

@@ -1,0 +1,100 @@
+"""Vertical Chinese (crnn/layout/vertical.py): a column of characters read top to bottom
+as one line, by default, with "direction": "ttb"; what is not a column is read as before."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import numpy as np
+from PIL import Image, ImageDraw, ImageFont
+from rapidfuzz.distance import Levenshtein
+
+from crnn.cli.predict import main as predict_main
+from crnn.data.synth.fonts import bundled_font_dir
+from crnn.data.synth.labelfonts import label_font_dir
+from crnn.inference import Recognizer
+from crnn.layout.chars import ink_mask
+from crnn.layout.vertical import column_cells
+
+CJK = str(label_font_dir() / "crnn-ocr-LabelCJK-Regular.otf")
+COLUMNS = ["床前明月光疑是地上霜", "十二点三十五分到达南京站", "我们应该尊重不同的意见，共同寻找解决办法。",
+           "三百二十公里", "天气预报说明天有小雨"]  # fmt: skip
+
+
+def column(text: str, size: int = 36, gap: float = 0.15, seed: int = 0) -> Image.Image:
+    """``text`` set top to bottom, one character centred in each cell, on grey paper."""
+    r = random.Random(seed)
+    font = ImageFont.truetype(CJK, size)
+    step = size + int(gap * size)
+    img = Image.new("L", (size + 20, len(text) * step + 20), r.randint(215, 245))
+    d = ImageDraw.Draw(img)
+    for k, c in enumerate(text):
+        d.text((10 + size / 2, 10 + k * step + size / 2), c, font=font, fill=r.randint(10, 60), anchor="mm")
+    return img
+
+
+def test_cells_hold_one_character_each_however_many_strokes_it_has() -> None:
+    """二 and 三 are strokes with gaps as wide as the gaps between characters; a comma is
+    a speck of its own; each is one cell."""
+    for text in ("十二点三十五分", "意见，共同", "三百二十"):
+        cells = column_cells(ink_mask(np.asarray(column(text, gap=0.08))))
+        assert len(cells) == len(text), (text, cells)
+    # As AR PL UMing sets 点二十 at 36 px, 二 a little taller: its two strokes 19 px
+    # apart, the gaps between characters 11-12 px: gaps alone cannot tell them apart,
+    # heights can (a stroke is far shorter than the column's usual character).
+    ink = np.zeros((175, 40), bool)
+    for y0, y1 in ((11, 35), (37, 45), (56, 59), (78, 81), (92, 125), (133, 163)):
+        ink[y0:y1, 4:36] = True
+    assert column_cells(ink) == [(11, 45), (56, 81), (92, 125), (133, 163)]
+
+
+def test_a_vertical_column_is_read_top_to_bottom_as_one_line() -> None:
+    rec = Recognizer.bundled("zh")
+    pages = rec.read_pages([column(t, size=s, seed=i) for i, t in enumerate(COLUMNS) for s in (30, 44)])
+    assert all(p.direction == "ttb" and p.layout == "line" and len(p.lines) == 1 for p in pages)
+    reads = [p.text for p in pages]
+    truth = [t for t in COLUMNS for _ in (30, 44)]
+    errors = sum(Levenshtein.distance(a, b) for a, b in zip(reads, truth))
+    assert errors <= 0.03 * sum(map(len, truth)), list(zip(reads, truth))
+    # Each character's box is its cell, top to bottom down the column.
+    boxes = pages[0].lines[0].char_boxes
+    assert len(boxes) == len(COLUMNS[0]) and all(a[3] <= b[1] + 2 for a, b in zip(boxes, boxes[1:]))
+
+
+def test_punctuation_keeps_its_place_in_its_cell() -> None:
+    """A column on a grid is cut at the grid, so each mark keeps its height in its cell:
+    quote marks high, 。 low, as horizontal print sets them (cut at the ink, “ and 。
+    alike were read as … or ,)."""
+    import unicodedata
+
+    rec = Recognizer.bundled("zh")
+    texts = ["他说：“明天见。”", "山不在高，有仙则名。", "“你好！”她笑着问。"]
+    pages = rec.read_pages([column(t, size=s) for t in texts for s in (30, 44)])
+    reads = [unicodedata.normalize("NFKC", p.text) for p in pages]
+    assert reads == [unicodedata.normalize("NFKC", t) for t in texts for _ in (30, 44)]
+
+
+def test_predict_json_says_ttb(tmp_path, capsys) -> None:
+    column(COLUMNS[0]).save(tmp_path / "spine.png")
+    assert predict_main([str(tmp_path / "spine.png"), "--model", "zh", "--json"]) == 0
+    (res,) = json.loads(capsys.readouterr().out)
+    assert res["direction"] == "ttb" and res["text"] == COLUMNS[0]
+
+
+def test_what_is_not_a_column_reads_as_before() -> None:
+    """A horizontal line, a word turned on its side, a tall crop of one big character:
+    none is read as a column (each reads exactly as with the column check off)."""
+    rec = Recognizer.bundled("word")
+    font = ImageFont.truetype(str(bundled_font_dir() / "liberation" / "LiberationSans-Bold.ttf"), 40)
+    word = Image.new("L", (200, 60), 240)
+    ImageDraw.Draw(word).text((10, 5), "STUDIO", font=font, fill=20)
+    big = Image.new("L", (60, 140), 240)
+    ImageDraw.Draw(big).text((5, 20), "A", font=ImageFont.truetype(str(bundled_font_dir() / "liberation" / "LiberationSans-Bold.ttf"), 90), fill=20)
+    images = [word, word.rotate(90, expand=True), word.rotate(270, expand=True), big]
+    pages = rec.read_pages(images)
+    assert [p.direction for p in pages] == ["ltr"] * 4
+    zh = Recognizer.bundled("zh")
+    line = Image.new("L", (420, 56), 240)
+    ImageDraw.Draw(line).text((10, 8), "床前明月光疑是地上霜", font=ImageFont.truetype(CJK, 38), fill=20)
+    assert zh.read_page(line).direction == "ltr"
