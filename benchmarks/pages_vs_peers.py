@@ -193,13 +193,19 @@ def main() -> None:
     ap.add_argument("--zh-model", default="zh", help="'zh' (bundled) or a checkpoint/.onnx")
     ap.add_argument("--no-tesseract", action="store_true")
     ap.add_argument("--no-rapidocr", action="store_true")
+    ap.add_argument("--turn", type=int, choices=(0, 90, 180, 270), default=0,
+                    help="turn every page this many degrees clockwise before it is read (default 0)")  # fmt: skip
+    ap.add_argument("--rotate", choices=("none", "pages", "auto"), default="pages",
+                    help="crnn-ocr's Recognizer(rotate=...): pages (the default) turns pages read upside down")  # fmt: skip
     ap.add_argument("--json", type=Path)
     ap.add_argument("--keep", type=Path, help="keep the pages and their truth here")
     args = ap.parse_args()
     from crnn.inference import Recognizer
 
     def model(spec: str) -> Recognizer:
-        return Recognizer.bundled(spec) if spec in ("line", "zh", "word") else Recognizer.from_checkpoint(spec)
+        if spec in ("line", "zh", "word"):
+            return Recognizer.bundled(spec, rotate=args.rotate)
+        return Recognizer.from_checkpoint(spec, rotate=args.rotate)
 
     ours = {"en": model(args.en_model), "zh": model(args.zh_model)}
     faces = {lang: [locate(f) for f in fs] for lang, fs in (("en", EN_FACES), ("zh", ZH_FACES))}
@@ -222,6 +228,8 @@ def main() -> None:
             for i in range(args.pages):
                 face = faces[lang][i % len(faces[lang])]
                 img, truth = make_page(lang, kind, face, r)  # type: ignore[arg-type]
+                if args.turn:
+                    img = img.rotate(-args.turn, expand=True)
                 path = tmp / f"{lang}_{kind}_{i:02d}.png"
                 img.save(path)
                 path.with_suffix(".txt").write_text("\n".join(truth) + "\n", encoding="utf-8")
@@ -246,7 +254,7 @@ def main() -> None:
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         meta = {"command": " ".join(sys.argv), "machine": platform.processor() or platform.machine(),
-                "seed": args.seed, "pages": args.pages}  # fmt: skip
+                "seed": args.seed, "pages": args.pages, "turn": args.turn, "rotate": args.rotate}  # fmt: skip
         args.json.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1), encoding="utf-8")
 
 

@@ -224,11 +224,12 @@ def test_a_broken_opencv_says_how_to_mend_it(monkeypatch: pytest.MonkeyPatch) ->
     assert importlib.import_module("crnn.layout.lines").find_lines is find_lines
 
 
-def test_rotate_auto_reads_an_upside_down_page_turned_over(line_model) -> None:
-    """With rotate="auto" a page's lines are read upright or turned over, as its widest
-    lines read more probably; the boxes are on the image as given (upside down)."""
+def test_an_upside_down_page_is_turned_over_by_default(line_model) -> None:
+    """By default (rotate="pages", as with "auto") a page's lines are read upright or
+    turned over, as its widest lines read more probably; the boxes are on the image as
+    given (upside down)."""
     turned = two_column_page().rotate(180)
-    rec = Recognizer.bundled("line", rotate="auto")
+    rec = line_model
     page = rec.read_page(turned, layout="page")
     assert page.rotation == 180 and page.to_dict()["rotation"] == 180
     assert cer(page.text, TRUTH) < 0.02, page.text
@@ -236,4 +237,5 @@ def test_rotate_auto_reads_an_upside_down_page_turned_over(line_model) -> None:
     assert y0 > turned.height * 0.7 and x1 > turned.width * 0.5, page.lines[0].box
     upright = rec.read_page(two_column_page(), layout="page")
     assert upright.rotation == 0 and cer(upright.text, TRUTH) < 0.01
-    assert line_model.read_page(turned, layout="page").rotation == 0  # rotate="none": as given
+    as_given = Recognizer.bundled("line", rotate="none")
+    assert as_given.read_page(turned, layout="page").rotation == 0

@@ -102,11 +102,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--rotate",
-        choices=("none", "auto"),
-        default="none",
-        help="auto: also read each image upside down (and turned 90/270 degrees when it is "
-        "taller than wide) and keep the most probable reading; its turn is printed (4th "
-        "column, or 'rotation' in JSON)",
+        choices=("none", "pages", "auto"),
+        default="pages",
+        help="pages (default): turn a page over when its lines read more probably upside down, "
+        "and read an image taller than wide turned 90/270 degrees too; auto: besides, read "
+        "every image upside down too (a turn is kept only when it reads far more probably); "
+        "none: read everything as given. A turn is 'rotation' in JSON (and a 4th column "
+        "with auto)",
     )
     p.add_argument(
         "--min-confidence",
@@ -329,6 +331,8 @@ def page_json(path: str, page: Any, rotate: bool, floor: float | None) -> dict[s
     from crnn.data.pdf import split_ref
 
     out = page.to_dict(path)
+    if page.layout == "line" and page.lines and page.lines[0].rotation:
+        out["rotation"] = page.lines[0].rotation
     ref = split_ref(path)
     if ref is not None:
         out["page"] = ref[1]

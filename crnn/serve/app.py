@@ -296,7 +296,7 @@ def create_app(
 
     limits = limits or Limits()
     if getattr(recognizer, "rotate", "none") != "none":  # its reads are tuples of turns
-        raise ValueError("crnn-serve reads images as given: serve a Recognizer with rotate='none'")
+        raise ValueError("crnn-serve reads images as given: serve a Recognizer(..., rotate='none')")
     batcher = MicroBatcher(recognizer.backend, max_batch=max_batch, max_wait_ms=max_wait_ms, max_queue=limits.max_queue)
     info = {
         "name": name, "version": __version__,
