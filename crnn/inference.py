@@ -370,18 +370,23 @@ class Recognizer:
             if column is not None:
                 return column
         choice, note, found = choose_layout(grey, layout)
+        if layout != "line" and found is not None and self._writes_cjk and min(h, w) > 2 * found.char_height:
+            columns = self._vertical_page(img, grey, found if choice == "page" else None)
+            if columns is not None:
+                return columns
         if note:
             name = image if isinstance(image, (str, os.PathLike)) else "an image"
             log.warning("%s: %s", name, note)
         lines, turn, places = [], 0, []
         if choice == "page" and found is not None:
             lines, places = self._page_lines(found, (w, h))
-            if self.rotate != "none" and self._upside_down(lines):  # read it turned over
+            # Page or line first, as given; then, for a page, which way up.
+            if layout == "auto" and not self._reads_better_as_page(img, lines):
+                lines = []
+            if lines and self.rotate != "none" and self._upside_down(lines):  # read it turned over
                 turn, found = 180, find_lines(np.ascontiguousarray(grey[::-1, ::-1]))
                 lines, places = self._page_lines(found, (w, h), turn)
                 lines = [(a, wd, [w - b[2], h - b[3], w - b[0], h - b[1]]) for a, wd, b in lines]
-            if layout == "auto" and not self._reads_better_as_page(img, lines):
-                lines, turn = [], 0
         if not lines:  # as predict() reads it, rotations included
             whole = [Placement((0.0, 0.0, float(w), float(h)), (w, h))]
             return Page([], "line", 0.0, note, placements=whole), [(self.preprocess(img), None, [0, 0, w, h])]
@@ -405,12 +410,68 @@ class Recognizer:
             return None
         line, place = stack_cells(grey, cells, ink)
         stacked = preprocess_array(line, self.spec)
-        whole, column = self.predict_preprocessed([self.preprocess(img), stacked])
+        whole, column = self.predict_preprocessed([self._as_given(img), stacked])
         if not (one_per_cell(column.text, cells) and mean_log(column.char_confidences) >= COLUMN_MIN_LOG_CONFIDENCE
                 and reads_better_as_page(whole.char_confidences, [column.char_confidences])):  # fmt: skip
             return None
         h, w = grey.shape
         return Page([], "line", 0.0, direction="ttb", placements=[place]), [(stacked, None, [0, 0, w, h])]
+
+    @property
+    def _writes_cjk(self) -> bool:
+        """Whether the model writes Chinese characters (only they are set in columns)."""
+        if not hasattr(self, "_cjk"):
+            self._cjk = sum("\u4e00" <= c <= "\u9fff" for c in self.charset.chars) >= 100
+        return self._cjk
+
+    def _vertical_page(
+        self, img: Any, grey: np.ndarray, rows: Any = None
+    ) -> tuple[Page, list[tuple[Any, int | None, list[int]]]] | None:
+        """A page set in vertical columns (classical print, some signs and notices): its
+        columns found as the lines of the page turned a quarter (the rightmost column
+        first, then leftwards; bands top to bottom), each cut into cells and read top to
+        bottom (``crnn.layout.vertical``). A grid of Chinese characters is a page either
+        way, so the columns are kept only when their widest read more probably than the
+        rows ``rows`` (the line finder's on the image as given) or, without rows, than
+        the image read whole. None when it is not such a page."""
+        from crnn.layout import Page, decide_layout, find_lines, reads_better_as_page, unrotate_box
+        from crnn.layout.vertical import column_cells, grid_cells, ink_mask, stack_cells
+
+        h, w = grey.shape
+        turned = np.ascontiguousarray(np.rot90(grey))  # turned[i, j] = grey[j, w - 1 - i]
+        found = find_lines(turned)
+        if decide_layout(found, turned.shape[0])[0] != "page":
+            return None
+        jobs, places = [], []
+        for b in found.lines:
+            t0, u0, t1, u1 = unrotate_box(b, found.angle, (h, w))  # on the turned image
+            x0, x1, y0, y1 = max(0, w - u1), min(w, w - u0), max(0, t0), min(h, t1)
+            column = grey[y0:y1, x0:x1]
+            ink = ink_mask(column)
+            cells = grid_cells(ink) or column_cells(ink)
+            if not cells:
+                continue
+            line, place = stack_cells(column, cells, ink)
+            place.origin = (x0, y0)
+            place.size = (w, h)
+            arr = preprocess_array(line, self.spec)
+            jobs.append((_pad_to(arr, PAGE_WIDTH_STEP), arr.shape[-1], [x0, y0, x1, y1]))
+            places.append(place)
+        if len(jobs) < 2:
+            return None
+        sample = _widest(jobs)
+        if rows is not None:  # against the rows' widest lines
+            other = _widest(self._page_lines(rows, (w, h))[0])
+            read = self.predict_preprocessed([*(j[0] for j in other), *(j[0] for j in sample)],
+                                             [*(j[1] for j in other), *(j[1] for j in sample)])  # fmt: skip
+            against = [c for p in read[: len(other)] for c in p.char_confidences]
+            read = read[len(other) - 1 :]
+            read[0] = dataclasses.replace(read[0], char_confidences=tuple(against))
+        else:
+            read = self.predict_preprocessed([self._as_given(img), *(j[0] for j in sample)], [None, *(j[1] for j in sample)])
+        if not reads_better_as_page(read[0].char_confidences, [p.char_confidences for p in read[1:]]):
+            return None
+        return Page([], "page", 0.0, direction="ttb", placements=places), jobs
 
     def _page_lines(
         self, found: Any, size: tuple[int, int], turn: int = 0
@@ -453,8 +514,13 @@ class Recognizer:
         from crnn.layout import reads_better_as_page
 
         sample = _widest(lines)
-        read = self.predict_preprocessed([self.preprocess(img), *(j[0] for j in sample)], [None, *(j[1] for j in sample)])
+        read = self.predict_preprocessed([self._as_given(img), *(j[0] for j in sample)], [None, *(j[1] for j in sample)])
         return reads_better_as_page(read[0].char_confidences, [p.char_confidences for p in read[1:]])
+
+    def _as_given(self, img: Any) -> np.ndarray:
+        """An image preprocessed as given, without its turns: what the layout checks read
+        whole (a turn read whole is no page and no column)."""
+        return self._seen(preprocess_array(img, self.spec, inference=not self.squeeze))
 
     def read_page(self, image: ImageSource, layout: str = "auto") -> Page:
         """One image's :class:`~crnn.layout.Page` (see :meth:`read_pages`)."""

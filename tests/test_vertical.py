@@ -98,3 +98,32 @@ def test_what_is_not_a_column_reads_as_before() -> None:
     line = Image.new("L", (420, 56), 240)
     ImageDraw.Draw(line).text((10, 8), "床前明月光疑是地上霜", font=ImageFont.truetype(CJK, 38), fill=20)
     assert zh.read_page(line).direction == "ltr"
+
+
+POEM = ["床前明月光疑是地上霜", "举头望明月低头思故乡", "春眠不觉晓处处闻啼鸟", "夜来风雨声花落知多少"]
+
+
+def vertical_page(columns: list[str], size: int = 32, gap: float = 0.6) -> Image.Image:
+    """Columns set top to bottom, the first on the right, as classical print sets them."""
+    font = ImageFont.truetype(CJK, size)
+    step, cstep = int(size * 1.1), int(size * (1 + gap))
+    img = Image.new("L", (len(columns) * cstep + 60, max(map(len, columns)) * step + 60), 245)
+    d = ImageDraw.Draw(img)
+    for k, col in enumerate(columns):
+        x = img.width - 30 - (k + 1) * cstep + (cstep - size) // 2
+        for j, c in enumerate(col):
+            d.text((x + size / 2, 30 + j * step + size / 2), c, font=font, fill=20, anchor="mm")
+    return img
+
+
+def test_a_page_of_columns_is_read_right_to_left_each_top_to_bottom() -> None:
+    """A grid of characters is a page both ways; the columns are kept because they read
+    more probably than the rows (which read 床举春夜... across the columns)."""
+    rec = Recognizer.bundled("zh")
+    for gap in (0.3, 1.0):
+        page = rec.read_page(vertical_page(POEM, gap=gap))
+        assert page.direction == "ttb" and [ln.text for ln in page.lines] == POEM, page.text
+        boxes = [ln.box for ln in page.lines]
+        assert all(a[0] > b[0] for a, b in zip(boxes, boxes[1:]))  # right to left
+        first = page.lines[0].char_boxes
+        assert len(first) == 10 and all(a[1] < b[1] for a, b in zip(first, first[1:]))  # top to bottom

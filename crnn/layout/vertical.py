@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -164,13 +165,15 @@ class StackPlacement:
     boxes: list[tuple[int, int, int, int]]  # each tile's cell on the column
     ends: list[int]  # each tile's right end on the line, in the line's own pixels
     width: int  # the line's width in its own pixels
-    size: tuple[int, int]  # the column image's (W, H)
+    size: tuple[int, int]  # the image's (W, H)
+    origin: tuple[int, int] = (0, 0)  # where the column's top left is on the image
 
     def box(self, b: Sequence[float], width: int, height: int, turn: int = 0) -> list[int]:
-        """A box on the line as read (``width`` px wide) -> its cell on the column."""
+        """A box on the line as read (``width`` px wide) -> its cell on the image."""
         centre = (b[0] + b[2]) / 2.0 * self.width / max(1, width)
         k = min(int(np.searchsorted(self.ends, centre, side="right")), len(self.boxes) - 1)
-        return list(self.boxes[k])
+        x0, y0, x1, y1 = self.boxes[k]
+        return [x0 + self.origin[0], y0 + self.origin[1], x1 + self.origin[0], y1 + self.origin[1]]
 
 
 def looks_vertical(grey: np.ndarray) -> tuple[bool, list[tuple[int, int]], np.ndarray]:
@@ -203,3 +206,13 @@ def one_per_cell(text: str, cells: Sequence[tuple[int, int]]) -> bool:
 # the words turned on their side of ICDAR 2015 that pass every other test read at -0.5
 # to -1.4, Chinese columns at -0.0 to -0.2.
 COLUMN_MIN_LOG_CONFIDENCE = -0.3
+
+
+def stacked_characters(found: Any) -> bool:
+    """Whether the line finder's boxes on an image look like characters stacked in
+    columns rather than lines of print: at least 4 boxes, most of them at most twice as
+    wide as high (a horizontal page's lines are many times wider)."""
+    boxes = found.lines
+    if len(boxes) < 4:
+        return False
+    return float(np.median([b.width / max(1, b.height) for b in boxes])) <= 2.0
