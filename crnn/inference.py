@@ -465,11 +465,11 @@ class Recognizer:
             read = self.predict_preprocessed([*(j[0] for j in other), *(j[0] for j in sample)],
                                              [*(j[1] for j in other), *(j[1] for j in sample)])  # fmt: skip
             against = [c for p in read[: len(other)] for c in p.char_confidences]
-            read = read[len(other) - 1 :]
-            read[0] = dataclasses.replace(read[0], char_confidences=tuple(against))
+            columns = [p.char_confidences for p in read[len(other) :]]
         else:
             read = self.predict_preprocessed([self._as_given(img), *(j[0] for j in sample)], [None, *(j[1] for j in sample)])
-        if not reads_better_as_page(read[0].char_confidences, [p.char_confidences for p in read[1:]]):
+            against, columns = list(read[0].char_confidences), [p.char_confidences for p in read[1:]]
+        if not reads_better_as_page(against, columns):
             return None
         return Page([], "page", 0.0, direction="ttb", placements=places), jobs
 

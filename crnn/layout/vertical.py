@@ -24,7 +24,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -207,12 +206,3 @@ def one_per_cell(text: str, cells: Sequence[tuple[int, int]]) -> bool:
 # to -1.4, Chinese columns at -0.0 to -0.2.
 COLUMN_MIN_LOG_CONFIDENCE = -0.3
 
-
-def stacked_characters(found: Any) -> bool:
-    """Whether the line finder's boxes on an image look like characters stacked in
-    columns rather than lines of print: at least 4 boxes, most of them at most twice as
-    wide as high (a horizontal page's lines are many times wider)."""
-    boxes = found.lines
-    if len(boxes) < 4:
-        return False
-    return float(np.median([b.width / max(1, b.height) for b in boxes])) <= 2.0
