@@ -1,0 +1,266 @@
+"""Reading whole images as pages: the :class:`~crnn.inference.Recognizer`'s page methods
+(a mixin it inherits), kept beside it so that each file stays one room.
+
+``plan_page`` decides how one image is read: one line (a crop, with its turns), a page of
+lines found by ``crnn.layout.lines`` (in reading order, turned over when it reads more
+probably upside down), one vertical column of Chinese characters, or a page of such
+columns (``crnn.layout.vertical``); ``read_pages`` batches the planned lines of many
+images together by width. Imports nothing of the training engine.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from crnn.data.image import ImageSource, load_image, preprocess_array
+
+if TYPE_CHECKING:
+    from crnn.layout import Page
+
+log = logging.getLogger("crnn.inference")
+
+
+class PageReading:
+    """Page reading for a recognizer with ``preprocess``, ``predict_preprocessed``,
+    ``_predict_flat``, ``locate``, ``spec``, ``charset``, ``rotate`` and ``squeeze``
+    (:class:`crnn.inference.Recognizer`)."""
+
+    def read_pages(
+        self, images: Sequence[ImageSource], layout: str = "auto", errors: str = "raise"
+    ) -> list[Any]:
+        """Each image as a :class:`~crnn.layout.Page`: its text lines found (printed
+        pages, screenshots, slides, receipts; ``crnn.layout.lines``), read at their own
+        widths and put in reading order. ``layout``: ``"page"`` always finds lines,
+        ``"line"`` reads each image whole, ``"auto"`` finds lines in an image that holds
+        several and reads a line or word whole (and one it cannot place whole, with a
+        warning and a ``note``). The lines of all the images are batched together by
+        width. An image that is not readable raises ``ImageDecodeError``, or with
+        ``errors="return"`` is given that error in place of its page."""
+        from crnn.data.image import ImageDecodeError
+        from crnn.layout import Line
+
+        pages: list[Any] = []
+        jobs: list[tuple[int, Any, int | None, list[int]]] = []  # (page, pixels, width, box)
+        for k, image in enumerate(images):
+            try:
+                page, lines = self.plan_page(image, layout)
+            except ImageDecodeError as e:
+                if errors != "return":
+                    raise
+                pages.append(e)
+                continue
+            pages.append(page)
+            jobs.extend((k, *job) for job in lines)
+        preds = self.predict_preprocessed([j[1] for j in jobs], [j[2] for j in jobs]) if jobs else []
+        for (k, item, width, box), p in zip(jobs, preds):
+            page = pages[k]
+            p = self.locate(p, item, page.placements[len(page.lines)].size, width, page.placements[len(page.lines)])
+            page.lines.append(Line(p.text, p.confidence, box, p.char_confidences, p.rotation, p.char_boxes))
+        return pages
+
+    def plan_page(self, image: ImageSource, layout: str = "auto") -> tuple[Page, list[tuple[Any, int | None, list[int]]]]:
+        """How :meth:`read_pages` reads one image: its :class:`~crnn.layout.Page` (no lines
+        read yet) and, per line to read, ``(pixels, real width, box)``: the preprocessed
+        line padded to a multiple of :data:`PAGE_WIDTH_STEP` px (width None: an image
+        read whole, as :meth:`preprocess` gives it). Raises ``ImageDecodeError``."""
+        from crnn.layout import Page, choose_layout, find_lines
+        from crnn.layout.chars import Placement
+
+        if layout not in ("auto", "page", "line"):
+            raise ValueError(f"layout={layout!r}: expected 'auto', 'page' or 'line'")
+        # Decoded once: the line finder reads it grey, the recognizer in its own mode.
+        img = load_image(image, rgb=self.spec.rgb)
+        grey = np.asarray(img.convert("L") if img.mode != "L" else img)
+        h, w = grey.shape
+        if layout == "auto":
+            column = self._vertical(img, grey)
+            if column is not None:
+                return column
+        choice, note, found = choose_layout(grey, layout)
+        if layout != "line" and found is not None and self._writes_cjk and min(h, w) > 2 * found.char_height:
+            columns = self._vertical_page(img, grey, found if choice == "page" else None)
+            if columns is not None:
+                return columns
+        if note:
+            name = image if isinstance(image, (str, os.PathLike)) else "an image"
+            log.warning("%s: %s", name, note)
+        lines, turn, places = [], 0, []
+        if choice == "page" and found is not None:
+            lines, places = self._page_lines(found, (w, h))
+            # Page or line first, as given; then, for a page, which way up.
+            if layout == "auto" and not self._reads_better_as_page(img, lines):
+                lines = []
+            if lines and self.rotate != "none" and self._upside_down(lines):  # read it turned over
+                turn, found = 180, find_lines(np.ascontiguousarray(grey[::-1, ::-1]))
+                lines, places = self._page_lines(found, (w, h), turn)
+                lines = [(a, wd, [w - b[2], h - b[3], w - b[0], h - b[1]]) for a, wd, b in lines]
+        if not lines:  # as predict() reads it, rotations included
+            whole = [Placement((0.0, 0.0, float(w), float(h)), (w, h))]
+            return Page([], "line", 0.0, note, placements=whole), [(self.preprocess(img), None, [0, 0, w, h])]
+        return Page([], "page", found.angle, note, rotation=turn, placements=places), lines
+
+    def _vertical(self, img: Any, grey: np.ndarray) -> tuple[Page, list[tuple[Any, int | None, list[int]]]] | None:
+        """``auto``'s check of a tall image: one vertical column of characters (cut into
+        cells and read as a line, ``crnn.layout.vertical``) when it may be one and its
+        cells read more probably than the image read whole; else None."""
+        from crnn.layout import Page, reads_better_as_page
+        from crnn.layout.page import mean_log
+        from crnn.layout.vertical import (
+            COLUMN_MIN_LOG_CONFIDENCE,
+            looks_vertical,
+            one_per_cell,
+            stack_cells,
+        )
+
+        maybe, cells, ink = looks_vertical(grey)
+        if not maybe:
+            return None
+        line, place = stack_cells(grey, cells, ink)
+        stacked = preprocess_array(line, self.spec)
+        whole, column = self.predict_preprocessed([self._as_given(img), stacked])
+        if not (one_per_cell(column.text, cells) and mean_log(column.char_confidences) >= COLUMN_MIN_LOG_CONFIDENCE
+                and reads_better_as_page(whole.char_confidences, [column.char_confidences])):  # fmt: skip
+            return None
+        h, w = grey.shape
+        return Page([], "line", 0.0, direction="ttb", placements=[place]), [(stacked, None, [0, 0, w, h])]
+
+    @property
+    def _writes_cjk(self) -> bool:
+        """Whether the model writes Chinese characters (only they are set in columns)."""
+        if not hasattr(self, "_cjk"):
+            self._cjk = sum("\u4e00" <= c <= "\u9fff" for c in self.charset.chars) >= 100
+        return self._cjk
+
+    def _vertical_page(
+        self, img: Any, grey: np.ndarray, rows: Any = None
+    ) -> tuple[Page, list[tuple[Any, int | None, list[int]]]] | None:
+        """A page set in vertical columns (classical print, some signs and notices): its
+        columns found as the lines of the page turned a quarter (the rightmost column
+        first, then leftwards; bands top to bottom), each cut into cells and read top to
+        bottom (``crnn.layout.vertical``). A grid of Chinese characters is a page either
+        way, so the columns are kept only when their widest read more probably than the
+        rows ``rows`` (the line finder's on the image as given) or, without rows, than
+        the image read whole. None when it is not such a page."""
+        from crnn.layout import Page, decide_layout, find_lines, reads_better_as_page, unrotate_box
+        from crnn.layout.vertical import column_cells, grid_cells, ink_mask, stack_cells
+
+        h, w = grey.shape
+        turned = np.ascontiguousarray(np.rot90(grey))  # turned[i, j] = grey[j, w - 1 - i]
+        found = find_lines(turned)
+        if decide_layout(found, turned.shape[0])[0] != "page":
+            return None
+        jobs, places = [], []
+        for b in found.lines:
+            t0, u0, t1, u1 = unrotate_box(b, found.angle, (h, w))  # on the turned image
+            x0, x1, y0, y1 = max(0, w - u1), min(w, w - u0), max(0, t0), min(h, t1)
+            column = grey[y0:y1, x0:x1]
+            ink = ink_mask(column)
+            cells = grid_cells(ink) or column_cells(ink)
+            if not cells:
+                continue
+            line, place = stack_cells(column, cells, ink)
+            place.origin = (x0, y0)
+            place.size = (w, h)
+            arr = preprocess_array(line, self.spec)
+            jobs.append((_pad_to(arr, PAGE_WIDTH_STEP), arr.shape[-1], [x0, y0, x1, y1]))
+            places.append(place)
+        if len(jobs) < 2:
+            return None
+        sample = _widest(jobs)
+        if rows is not None:  # against the rows' widest lines
+            other = _widest(self._page_lines(rows, (w, h))[0])
+            read = self.predict_preprocessed([*(j[0] for j in other), *(j[0] for j in sample)],
+                                             [*(j[1] for j in other), *(j[1] for j in sample)])  # fmt: skip
+            against = [c for p in read[: len(other)] for c in p.char_confidences]
+            columns = [p.char_confidences for p in read[len(other) :]]
+        else:
+            read = self.predict_preprocessed([self._as_given(img), *(j[0] for j in sample)], [None, *(j[1] for j in sample)])
+            against, columns = list(read[0].char_confidences), [p.char_confidences for p in read[1:]]
+        if not reads_better_as_page(against, columns):
+            return None
+        return Page([], "page", 0.0, direction="ttb", placements=places), jobs
+
+    def _page_lines(
+        self, found: Any, size: tuple[int, int], turn: int = 0
+    ) -> tuple[list[tuple[Any, int, list[int]]], list[Any]]:
+        """The found lines as ``(pixels padded to PAGE_WIDTH_STEP, real width, box on the
+        image of ``size``)``, and where each sits (``crnn.layout.chars.Placement``;
+        ``turn``: 180 when ``found`` is the page turned over)."""
+        from crnn.data.image import INFERENCE_MAX_WIDTH
+        from crnn.layout import unrotate_box
+        from crnn.layout.chars import Placement
+        from crnn.layout.lines import crop_rect, split_wide
+
+        out, places = [], []
+        for line in found.lines:
+            # A line wider than the recognizer reads (at its height) is read in pieces.
+            scale = self.spec.height / max(1.0, line.height * 1.3) * self.spec.width_scale
+            for box in split_wide(found.page, line, int(0.9 * INFERENCE_MAX_WIDTH / scale)):
+                x0, y0, x1, y1 = crop_rect(found.page.shape, box, found.char_height, found.line_height)
+                arr = preprocess_array(found.page[y0:y1, x0:x1], self.spec)
+                out.append((_pad_to(arr, PAGE_WIDTH_STEP), arr.shape[-1], unrotate_box(box, found.angle, size)))
+                places.append(Placement((x0, y0, x1, y1), size, found.angle, turn))
+        return out, places
+
+    def _upside_down(self, lines: list[tuple[Any, int, list[int]]]) -> bool:
+        """``rotate="pages"`` or ``"auto"`` on a page: whether its
+        :data:`ORIENTATION_CHECK_LINES` widest lines read more probably turned by 180
+        degrees, counted by the characters of the more probable reads (each line's text
+        scored over its CTC alignments)."""
+        flat = []
+        for a, wd, _ in _widest(lines)[:ORIENTATION_CHECK_LINES]:
+            flat += [a[..., :wd], np.ascontiguousarray(a[..., :wd][..., ::-1, ::-1])]
+        scored = self._predict_flat(flat, score=True) if flat else []
+        pairs = list(zip(scored[::2], scored[1::2]))
+        turned = sum(len(t[1].text) for u, t in pairs if t[0] > u[0])
+        return turned > sum(len((t if t[0] > u[0] else u)[1].text) for u, t in pairs) / 2
+
+    def _reads_better_as_page(self, img: Any, lines: list[tuple[Any, int, list[int]]]) -> bool:
+        """``auto``'s check of a page candidate: the image read whole against its
+        :data:`PAGE_CHECK_LINES` widest lines (``crnn.layout.reads_better_as_page``)."""
+        from crnn.layout import reads_better_as_page
+
+        sample = _widest(lines)
+        read = self.predict_preprocessed([self._as_given(img), *(j[0] for j in sample)], [None, *(j[1] for j in sample)])
+        return reads_better_as_page(read[0].char_confidences, [p.char_confidences for p in read[1:]])
+
+    def _as_given(self, img: Any) -> np.ndarray:
+        """An image preprocessed as given, without its turns: what the layout checks read
+        whole (a turn read whole is no page and no column)."""
+        return self._seen(preprocess_array(img, self.spec, inference=not self.squeeze))
+
+    def read_page(self, image: ImageSource, layout: str = "auto") -> Page:
+        """One image's :class:`~crnn.layout.Page` (see :meth:`read_pages`)."""
+        return self.read_pages([image], layout)[0]  # type: ignore[no-any-return]
+
+
+# A page candidate of --layout auto is checked by reading the image whole and at most this
+# many of its widest lines (crnn.layout.reads_better_as_page).
+PAGE_CHECK_LINES = 4
+# A page is turned over when most characters of this many of its widest lines read more
+# probably upside down (2 read both ways: +11-23 % of an upright page's time on 2 busy
+# cores, against 4: +23-77 %; the 48 benchmark pages turned over all read as upright).
+ORIENTATION_CHECK_LINES = 2
+
+def _widest(lines: list[tuple[Any, int, list[int]]]) -> list[tuple[Any, int, list[int]]]:
+    """The :data:`PAGE_CHECK_LINES` widest of a page's planned lines (by real width): the
+    lines the page checks read."""
+    return sorted(lines, key=lambda job: -job[1])[:PAGE_CHECK_LINES]
+
+
+# Lines of a page are padded (their last column repeated, as in training batches) to a
+# multiple of this many pixels, so that lines of about the same width share a batch.
+PAGE_WIDTH_STEP = 64
+
+
+def _pad_to(arr: np.ndarray, step: int) -> np.ndarray:
+    w = arr.shape[-1]
+    target = -(-w // step) * step
+    if target == w:
+        return arr
+    return np.concatenate([arr, np.repeat(arr[..., -1:], target - w, axis=-1)], axis=-1)
