@@ -28,7 +28,7 @@ import os
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -38,9 +38,6 @@ from crnn.ctc import Lexicon, Prediction, decode, log_softmax_np, sequence_log_p
 from crnn.ctc.numerals import fix_prediction, fixes_numerals
 from crnn.data.image import ImageSource, load_image, preprocess_array
 from crnn.page_reading import PAGE_CHECK_LINES, PAGE_WIDTH_STEP, PageReading  # noqa: F401 (re-exported)
-
-if TYPE_CHECKING:
-    pass
 
 log = logging.getLogger(__name__)
 
@@ -88,10 +85,10 @@ class Recognizer(PageReading):
         rotate: ``"pages"`` (the default): a page is turned over when its widest lines
             read more probably upside down, and an image taller than wide is also read
             turned by 90 and 270 degrees; ``"auto"``: besides, every image is also read
-            upside down; ``"none"``: everything is read as given. A turn of an image is
-            read only when the image as given reads doubtfully and kept only when its
-            text is more probable (under CTC, summed over its alignments) by
-            :data:`ROTATE_MARGIN`; the prediction's ``rotation`` says which.
+            upside down; ``"none"``: everything is read as given. A turn is kept only
+            when its text is more probable (under CTC, summed over its alignments) than
+            the image's as given by :data:`ROTATE_MARGIN`; the prediction's ``rotation``
+            says which.
         squeeze: cap each image's width at the model's training width (``max_width`` of
             its image spec) as training does, instead of reading it whole. Better for a
             word model on word crops wider than that, wrong for lines (the bundled word
@@ -214,12 +211,15 @@ class Recognizer(PageReading):
         def width(i: int, im: Any) -> int:
             return im.shape[-1] if real[i] is None else real[i]  # type: ignore[return-value]
 
-        firsts = [item[0] if isinstance(item, tuple) else item for item in images]
-        out = [p for _, p in self._predict_flat(firsts, score=False, widths=[width(i, im) for i, im in enumerate(firsts)])]
-        doubtful = [i for i, item in enumerate(images) if isinstance(item, tuple) and len(item) > 1]
-        # Those with turns again, as given and turned, each scored by its text's probability.
+        turning = [isinstance(item, tuple) and len(item) > 1 for item in images]
+        out: list[Prediction | None] = [None] * len(images)
+        plain = [i for i, t in enumerate(turning) if not t]
+        firsts = [images[i][0] if isinstance(images[i], tuple) else images[i] for i in plain]
+        for i, (_, p) in zip(plain, self._predict_flat(firsts, score=False, widths=[width(i, im) for i, im in zip(plain, firsts)])):
+            out[i] = p
+        # Images with turns: every turn read once, each scored by its text's probability.
         flat, owner = [], []
-        for i in doubtful:
+        for i in (i for i, t in enumerate(turning) if t):
             for turn, im in zip(getattr(images[i], "turns", ROTATIONS), images[i]):
                 flat.append(im)
                 owner.append((i, turn))
@@ -228,10 +228,10 @@ class Recognizer(PageReading):
             best: dict[int, float] = {}
             for (i, turn), (score, pred) in zip(owner, reads):
                 if turn == 0:
-                    best[i] = score + ROTATE_MARGIN
+                    best[i], out[i] = score + ROTATE_MARGIN, pred
                 elif score > best[i]:
                     best[i], out[i] = score, dataclasses.replace(pred, rotation=turn)
-        return out
+        return out  # type: ignore[return-value]
 
     def _predict_flat(
         self, images: list[Any], score: bool, widths: list[int] | None = None

@@ -59,7 +59,8 @@ class PageReading:
         preds = self.predict_preprocessed([j[1] for j in jobs], [j[2] for j in jobs]) if jobs else []
         for (k, item, width, box), p in zip(jobs, preds):
             page = pages[k]
-            p = self.locate(p, item, page.placements[len(page.lines)].size, width, page.placements[len(page.lines)])
+            place = page.placements[len(page.lines)]  # the lines' places, in the jobs' order
+            p = self.locate(p, item, place.size, width, place)
             page.lines.append(Line(p.text, p.confidence, box, p.char_confidences, p.rotation, p.char_boxes))
         return pages
 
@@ -171,17 +172,15 @@ class PageReading:
             places.append(place)
         if len(jobs) < 2:
             return None
-        sample = _widest(jobs)
-        if rows is not None:  # against the rows' widest lines
-            other = _widest(self._page_lines(rows, (w, h))[0])
+        if rows is None:  # against the image read whole, as a page candidate is checked
+            better = self._reads_better_as_page(img, jobs)
+        else:  # against the rows' widest lines
+            sample, other = _widest(jobs), _widest(self._page_lines(rows, (w, h))[0])
             read = self.predict_preprocessed([*(j[0] for j in other), *(j[0] for j in sample)],
                                              [*(j[1] for j in other), *(j[1] for j in sample)])  # fmt: skip
             against = [c for p in read[: len(other)] for c in p.char_confidences]
-            columns = [p.char_confidences for p in read[len(other) :]]
-        else:
-            read = self.predict_preprocessed([self._as_given(img), *(j[0] for j in sample)], [None, *(j[1] for j in sample)])
-            against, columns = list(read[0].char_confidences), [p.char_confidences for p in read[1:]]
-        if not reads_better_as_page(against, columns):
+            better = reads_better_as_page(against, [p.char_confidences for p in read[len(other) :]])
+        if not better:
             return None
         return Page([], "page", 0.0, direction="ttb", placements=places), jobs
 

@@ -204,7 +204,9 @@ def expand_inputs(
             errors.append((item, "no such file or folder"))
             continue
         for f in found:
-            if not is_pdf_file(f):
+            # A folder's files by their names (no read of each image); a file named on the
+            # command line also by its first bytes.
+            if not (f.lower().endswith(".pdf") if p.is_dir() else is_pdf_file(f)):
                 files.append(f)
                 continue
             try:
@@ -285,8 +287,7 @@ def read_files(args: argparse.Namespace, rec: Any, files: list[str]) -> Iterator
     from crnn.data.image import ImageDecodeError
     from crnn.layout import Line, Page
 
-    if args.pdf_text:
-        files, texts = _text_layers(args, files)
+    texts = _text_layers(args, files) if args.pdf_text else {}
     if args.layout == "line":
         for f, p in predict_files(args, rec, files):
             if isinstance(p, Exception):
@@ -299,7 +300,7 @@ def read_files(args: argparse.Namespace, rec: Any, files: list[str]) -> Iterator
         sources: list[Any] = []
         for f in chunk:
             try:
-                sources.append(texts[f] if args.pdf_text and f in texts else open_input(args, rec, f))
+                sources.append(texts[f] if f in texts else open_input(args, rec, f))
             except ImageDecodeError as e:
                 sources.append(e)
         todo = [s for s in sources if not isinstance(s, (Exception, Page))]
@@ -307,7 +308,7 @@ def read_files(args: argparse.Namespace, rec: Any, files: list[str]) -> Iterator
         yield from zip(chunk, (s if isinstance(s, (Exception, Page)) else next(read) for s in sources))
 
 
-def _text_layers(args: argparse.Namespace, files: list[str]) -> tuple[list[str], dict[str, Any]]:
+def _text_layers(args: argparse.Namespace, files: list[str]) -> dict[str, Any]:
     """``--pdf-text``: the PDF pages among ``files`` that have a text layer, as pages of
     layout ``"text"`` (confidence 1, no boxes)."""
     from crnn.data.pdf import PdfError, page_text, split_ref
@@ -324,7 +325,7 @@ def _text_layers(args: argparse.Namespace, files: list[str]) -> tuple[list[str],
             continue  # read its pixels, which report the error
         if any(lines):
             texts[f] = Page([Line(ln, 1.0, []) for ln in lines if ln], "text")
-    return files, texts
+    return texts
 
 
 def page_json(path: str, page: Any, rotate: bool, floor: float | None) -> dict[str, Any]:

@@ -41,7 +41,7 @@ from crnn.data.image import (
     ImageTooWideError,
     open_image,
 )
-from crnn.data.pdf import DEFAULT_DPI, PdfError, is_pdf, page_sizes, render
+from crnn.data.pdf import DEFAULT_DPI, PdfError, is_pdf, page_count, page_sizes, render
 from crnn.serve.batcher import MicroBatcher, Overloaded
 
 log = logging.getLogger("crnn.serve")
@@ -274,8 +274,6 @@ def pdf_pages(name: str, data: bytes) -> list[int | None]:
     if not is_pdf(data):
         return [None]
     try:
-        from crnn.data.pdf import page_count
-
         n = page_count(data)
     except PdfError:
         return [1]
