@@ -20,6 +20,7 @@ page's tilt and turn).
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -43,24 +44,28 @@ def ink_mask(arr: np.ndarray, width: int | None = None) -> np.ndarray:
 def char_cells(frames: Sequence[tuple[int, int]], stride: float, ink: np.ndarray) -> list[tuple[float, float]]:
     """Each character's ``[x0, x1)`` on the line, from its frames (``stride``: pixels per
     output frame) and the line's ink mask (steps 1 and 2 above)."""
-    n = len(frames)
-    w = ink.shape[1]
+    return _cells(frames, stride, ink.sum(axis=0).tolist())
+
+
+def _cells(frames: Sequence[tuple[int, int]], stride: float, col: list[int]) -> list[tuple[float, float]]:
+    """:func:`char_cells` on the ink's column sums ``col`` (plain Python: a line has a few
+    dozen characters, and numpy's per-call cost was most of the time)."""
+    n, w = len(frames), len(col)
     if n == 0:
         return []
-    col = ink.sum(axis=0).astype(np.float64)
-    inked = np.flatnonzero(col)
-    lo, hi = (float(inked[0]), float(inked[-1] + 1)) if len(inked) else (0.0, float(w))
+    inked = [x for x, c in enumerate(col) if c]
+    lo, hi = (float(inked[0]), float(inked[-1] + 1)) if inked else (0.0, float(w))
     centres = [(f0 + f1 + 1) / 2.0 * stride for f0, f1 in frames]
     if n == 1:
         return [(lo, hi)]
-    spacing = float(np.median(np.diff(centres))) if n > 1 else hi - lo
+    spacing = statistics.median(b - a for a, b in zip(centres, centres[1:]))
     centres[0] = min(max(centres[0], lo + 0.5 * spacing), centres[1] - 0.25 * spacing)
     centres[-1] = max(min(centres[-1], hi - 0.5 * spacing), centres[-2] + 0.25 * spacing)
     # The line's spike bias: how far the lightest column between two neighbours sits
     # from their centres' midpoint, as a median over the line (0 for the Chinese model,
     # about +3 px at 32 px high for the English ones, whose spikes fire early).
-    shifts = [_lightest(col, (a + b) / 2.0, 0.5 * (b - a)) - (a + b) / 2.0 for a, b in zip(centres, centres[1:])]
-    bias = float(np.median(shifts))
+    bias = statistics.median(_lightest(col, (a + b) / 2.0, 0.5 * (b - a)) - (a + b) / 2.0
+                             for a, b in zip(centres, centres[1:]))  # fmt: skip
     cuts = [lo]
     for a, b in zip(centres, centres[1:]):
         mid = (a + b) / 2.0 + bias
@@ -69,16 +74,15 @@ def char_cells(frames: Sequence[tuple[int, int]], stride: float, ink: np.ndarray
     return list(zip(cuts[:-1], cuts[1:]))
 
 
-def _lightest(col: np.ndarray, mid: float, half: float) -> float:
+def _lightest(col: Sequence[int], mid: float, half: float) -> float:
     """The column of least ink within ``half`` px of ``mid`` (the one nearest ``mid``
     among equals), as the position of its centre."""
     half = max(1.0, half)
     x0, x1 = max(int(math.floor(mid - half)), 0), min(int(math.ceil(mid + half)) + 1, len(col))
     if x1 <= x0:
         return mid
-    window = col[x0:x1]
-    lightest = np.flatnonzero(window == window.min()) + x0
-    return float(lightest[np.argmin(np.abs(lightest + 0.5 - mid))]) + 0.5
+    least = min(col[x0:x1])
+    return min((x for x in range(x0, x1) if col[x] == least), key=lambda x: abs(x + 0.5 - mid)) + 0.5
 
 
 def char_boxes(
@@ -89,15 +93,19 @@ def char_boxes(
     (in ``text``) keeps its whole cell."""
     ink = ink_mask(arr, width)
     h = ink.shape[0]
+    col = ink.sum(axis=0).tolist()
+    inked = ink.any(axis=0)
+    tops = np.where(inked, ink.argmax(axis=0), h).tolist()  # each column's first and last ink row
+    bottoms = np.where(inked, h - ink[::-1].argmax(axis=0), 0).tolist()
     out = []
-    for k, (a, b) in enumerate(char_cells(frames, width / max(1, n_frames), ink)):
+    for k, (a, b) in enumerate(_cells(frames, width / max(1, n_frames), col)):
         x0, x1 = int(math.floor(a)), max(int(math.ceil(b)), int(math.floor(a)) + 1)
-        part = ink[:, x0:x1]
-        cols, rows = np.flatnonzero(part.any(axis=0)), np.flatnonzero(part.any(axis=1))
-        if (k < len(text) and text[k].isspace()) or not len(cols):
+        cols = [x for x in range(x0, min(x1, len(col))) if col[x]]
+        if (k < len(text) and text[k].isspace()) or not cols:
             out.append((a, 0.0, b, float(h)))
         else:
-            out.append((float(x0 + cols[0]), float(rows[0]), float(x0 + cols[-1] + 1), float(rows[-1] + 1)))
+            top, bottom = min(tops[x] for x in cols), max(bottoms[x] for x in cols)
+            out.append((float(cols[0]), float(top), float(cols[-1] + 1), float(bottom)))
     return out
 
 
