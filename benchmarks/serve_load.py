@@ -181,6 +181,71 @@ def bad_under_load(url: str, images: list, count: int, limit: int) -> dict[str, 
     return {"bad": answered, "good_meanwhile": good}
 
 
+def white_png(side: int) -> bytes:
+    """An all-white ``side`` x ``side`` greyscale PNG: a few KB on the wire, ``side``\u00b2
+    pixels once decoded."""
+    import io
+
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.new("L", (side, side), 255).save(buf, "PNG")
+    return buf.getvalue()
+
+
+def rss_mb(pid: int) -> float:
+    """The process's peak resident memory so far (VmHWM), in MB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def hostile(url: str, pid: int, images: list, count: int, side: int, clients: int = 4) -> dict[str, object]:
+    """``count`` all-white ``side``-px PNGs in one request (issue 43's replay: 64 of 6,300
+    px answered 200 after 43 s at 3.8 GB and starved every other client) while
+    ``clients`` threads keep sending one good word each: the hostile request's status and
+    time, the good requests' latencies meanwhile, the server's peak memory."""
+    stop = threading.Event()
+    lat: list[float] = []
+    bad = [0]
+
+    def keep_serving() -> None:
+        with httpx.Client(timeout=60) as c:
+            i = 0
+            while not stop.is_set():
+                name, data, label = images[i % len(images)]
+                t0 = time.perf_counter()
+                try:
+                    r = c.post(url + "/v1/recognize", files=[("file", (name, data))])
+                    ok = r.status_code == 200 and r.json()["results"][0].get("text") == label
+                except httpx.HTTPError:
+                    ok = False
+                lat.append(time.perf_counter() - t0)
+                bad[0] += not ok
+                i += 1
+
+    threads = [threading.Thread(target=keep_serving) for _ in range(clients)]
+    for t in threads:
+        t.start()
+    time.sleep(1.0)
+    body = white_png(side)
+    t0 = time.perf_counter()
+    with httpx.Client(timeout=600) as c:
+        r = c.post(url + "/v1/recognize", files=[("file", (f"white{k}.png", body)) for k in range(count)])
+    took = time.perf_counter() - t0
+    time.sleep(1.0)
+    stop.set()
+    for t in threads:
+        t.join()
+    lat.sort()
+    return {"request": f"{count} x {side} x {side} white PNGs ({len(body):,} bytes each)",
+            "status": r.status_code, "seconds": round(took, 2), "answer": r.text[:200],
+            "good_requests": len(lat), "good_wrong_or_failed": bad[0],
+            "good_p50_ms": round(1000 * statistics.median(lat), 1), "good_max_ms": round(1000 * lat[-1], 1),
+            "server_peak_rss_mb": round(rss_mb(pid))}  # fmt: skip
+
+
 def predict_throughput(model: str, images: list, n: int) -> float:
     """The library's batch read of ``n`` images in memory (batches of 64): no files, no
     start-up, the floor under any per-request cost."""
@@ -235,6 +300,14 @@ def main() -> None:
             proc.terminate()
             proc.wait(timeout=30)
         print(name, json.dumps(rows[name]), flush=True)
+    proc, url = start(args.model, 32, [])  # the default limits
+    try:
+        for count, side in ((64, 6300), (3, 6300)):  # over the request's pixels; the most one may hold
+            rows[f"hostile: {count} x {side} px"] = hostile(url, proc.pid, images, count, side)
+            print(json.dumps(rows[f"hostile: {count} x {side} px"]), flush=True)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
     rows["crnn-predict FOLDER (the command, start-up included)"] = {
         "images_per_s": predict_cli_throughput(args.model, images, args.requests)}
     rows["Recognizer.predict in memory, batches of 64"] = {

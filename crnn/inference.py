@@ -50,6 +50,17 @@ ROTATIONS = (0, 180, 90, 270)
 # rotate="pages" (tall crops tried sideways), at 0 IC13 and IIIT5K lost 2 and 3 exact
 # reads; at 2 every real set reads as well or better, IC15 3,539 -> 3,558 exact.
 ROTATE_MARGIN = 2.0
+# An image whose pixels all lie within this many grey levels of each other holds no text
+# and reads as "" (the word model read a blank page as "t"). The real crops of
+# ../shared/data span 20 grey levels or more after preprocessing (29 or more but for SVT).
+BLANK_RANGE = 8
+
+
+def is_blank(image: Any, width: int | None = None) -> bool:
+    """Whether a preprocessed ``(C, H, W)`` uint8 image (its first ``width`` columns) has
+    no contrast to read (:data:`BLANK_RANGE`)."""
+    a = np.asarray(image)[..., :width]
+    return a.size == 0 or int(a.max()) - int(a.min()) < BLANK_RANGE
 
 
 class Turns(tuple):  # type: ignore[type-arg]
@@ -263,6 +274,8 @@ class Recognizer(PageReading):
                 )
                 lp = log_softmax_np(_numpy(logits).astype(np.float64)) if score else None
                 for j, (i, p) in enumerate(zip(chunk, preds)):
+                    if is_blank(images[i], None if widths is None else widths[i]):
+                        p = Prediction("", 1.0)
                     s = sequence_log_probs(lp[j], [self.charset.encode(p.text)])[0] if score else 0.0
                     out[i] = (s, self._finish(p))
         return out  # type: ignore[return-value]
@@ -271,16 +284,22 @@ class Recognizer(PageReading):
         """What every read gets after decoding: the numeral fix (``numerals``)."""
         return fix_prediction(p) if self.numerals else p
 
-    def decode_logits(self, logits: Sequence[Any], beam_width: int | None = None) -> list[Prediction]:
+    def decode_logits(
+        self, logits: Sequence[Any], beam_width: int | None = None, images: Sequence[tuple[Any, int]] | None = None
+    ) -> list[Prediction]:
         """Predictions from logits ``(T, K)`` of this reader's backend, one per image, each
         trimmed to its image's own frames (the server's batcher computes them): the
         temperature, decoding (``beam_width``: this reader's unless given; its lexicon)
         and post-processing that :meth:`predict` applies, so that a served read is the
-        same as a predicted one."""
+        same as a predicted one; ``images``: each one's preprocessed pixels and real width
+        (a blank one reads as "", :func:`is_blank`)."""
         temperature = getattr(self.backend, "temperature", 1.0)
         beam = self.beam_width if beam_width is None else beam_width
         out = []
-        for lg in logits:
+        for k, lg in enumerate(logits):
+            if images is not None and is_blank(*images[k]):
+                out.append(Prediction("", 1.0))
+                continue
             (p,) = decode(scale_logits(np.asarray(lg)[None], temperature), self.charset, beam_width=beam,
                           lexicon=self.lexicon, max_edits=self.max_edits)  # fmt: skip
             out.append(self._finish(p))

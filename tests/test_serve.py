@@ -319,9 +319,11 @@ def test_a_served_read_gets_the_recognizers_post_processing() -> None:
 
     cs = Charset.from_spec("ascii95")
     rec = Recognizer(_Says(cs, "sold 5o,ooo copies"))
-    assert rec.predict([np.zeros((32, 100), np.uint8)])[0].text == "sold 50,000 copies"
+    ink = np.full((32, 100), 255, np.uint8)
+    ink[8:24, 10:90:4] = 0  # something to read: a blank image reads as ""
+    assert rec.predict([ink])[0].text == "sold 50,000 copies"
     buf = io.BytesIO()
-    Image.new("L", (100, 32), 255).save(buf, "PNG")
+    Image.fromarray(ink).save(buf, "PNG")
     assert _served(rec, buf.getvalue())["text"] == "sold 50,000 copies"
     with pytest.raises(ValueError, match="rotate='none'"):
         create_app(Recognizer(_Says(cs, "x"), rotate="auto"))
@@ -377,3 +379,20 @@ def test_a_timeout_or_a_hang_up_drops_the_requests_remaining_work() -> None:
     assert said is False and work.cancelled()
     said, work = asyncio.run(go(False, 0.3))
     assert said == "timeout" and work.cancelled()
+
+
+def test_a_blank_image_reads_as_nothing_served_or_predicted() -> None:
+    """The word model read an all-white image (a page, or 6,300 x 6,300 px sent to the
+    server) as "t" at confidence 0.08: an image with no contrast now reads as ""."""
+    from PIL import Image
+
+    from crnn.inference import Recognizer
+
+    rec = Recognizer.bundled("word")
+    blanks = [Image.new("L", (100, 32), 255), Image.new("L", (300, 300), 0), Image.new("L", (120, 32), 200)]
+    assert [p.text for p in rec.predict(blanks)] == ["", "", ""]
+    buf = io.BytesIO()
+    blanks[0].save(buf, "PNG")
+    assert _served(rec, buf.getvalue())["text"] == ""
+    word = Image.open(Path(__file__).resolve().parents[1] / "data" / "samples" / "word_01.png")
+    assert rec.predict([word])[0].text != ""  # contrast is still read

@@ -198,7 +198,7 @@ class Service:
     def _decode(self, logits: list[Any], beam: int, jobs: list[Any], places: list[Any]) -> list[Any]:
         """The Recognizer's decoding of a file's logits, each read with its characters'
         boxes (``Recognizer.locate``)."""
-        preds = self.rec.decode_logits(logits, beam)
+        preds = self.rec.decode_logits(logits, beam, [(arr, width) for arr, width, _ in jobs])
         return [self.rec.locate(p, arr, place.size, width, place) for p, (arr, width, _), place in zip(preds, jobs, places)]
 
     def _plan(self, name: str, data: bytes, layout: str, page: int | None, dpi: int) -> Any:
