@@ -213,8 +213,12 @@ def estimate_char_height(ink: np.ndarray) -> float:
 
 def solid_blocks(page: np.ndarray, ch: float) -> np.ndarray:
     """Solid areas many strokes thick (pictures, filled boxes, photos): dark on the page
-    after an opening a character and a half wide, which removes every stroke of text."""
+    after an opening a character and a half wide, which removes every stroke of text.
+    Dark is judged with the light evened out at half the page's size: a scan's shaded
+    bottom was a "block" that hid its last lines, while a picture up to half the page
+    across stays dark."""
     k = max(5, int(round(1.5 * ch)))
+    page, _ = normalise(page, scale=2.0)
     dark = (page < min(otsu(page), 200.0)).astype(np.uint8)
     blocks = cv2.dilate(cv2.erode(dark, _square(k)), _square(k))
     return cv2.dilate(blocks, _square(k // 2 * 2 + 1)).astype(bool)
