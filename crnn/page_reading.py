@@ -83,10 +83,17 @@ class PageReading:
             if column is not None:
                 return column
         choice, note, found = choose_layout(grey, layout)
+        # Other ways to read a page, each kept only when it reads more probably than the
+        # rows as given: on its side, and (Chinese) in columns; both: the more probable.
+        rows = found if choice == "page" else None
+        others = []
+        if layout != "line" and self.rotate != "none" and found is not None and _maybe_sideways(found, h, w):
+            others.append(self._sideways(img, grey, rows))
         if layout != "line" and found is not None and self._writes_cjk and min(h, w) > 2 * found.char_height:
-            columns = self._vertical_page(img, grey, found if choice == "page" else None)
-            if columns is not None:
-                return columns
+            others.append(self._vertical_page(img, grey, rows))
+        others = [o for o in others if o is not None]
+        if others:
+            return others[0] if len(others) == 1 or self._reads_better(others[0][1], others[1][1]) else others[1]
         if note:
             name = image if isinstance(image, (str, os.PathLike)) else "an image"
             log.warning("%s: %s", name, note)
@@ -147,7 +154,7 @@ class PageReading:
         way, so the columns are kept only when their widest read more probably than the
         rows ``rows`` (the line finder's on the image as given) or, without rows, than
         the image read whole. None when it is not such a page."""
-        from crnn.layout import Page, decide_layout, find_lines, reads_better_as_page, unrotate_box
+        from crnn.layout import Page, decide_layout, find_lines, unrotate_box
         from crnn.layout.vertical import column_cells, grid_cells, ink_mask, stack_cells
 
         h, w = grey.shape
@@ -175,14 +182,41 @@ class PageReading:
         if rows is None:  # against the image read whole, as a page candidate is checked
             better = self._reads_better_as_page(img, jobs)
         else:  # against the rows' widest lines
-            sample, other = _widest(jobs), _widest(self._page_lines(rows, (w, h))[0])
-            read = self.predict_preprocessed([*(j[0] for j in other), *(j[0] for j in sample)],
-                                             [*(j[1] for j in other), *(j[1] for j in sample)])  # fmt: skip
-            against = [c for p in read[: len(other)] for c in p.char_confidences]
-            better = reads_better_as_page(against, [p.char_confidences for p in read[len(other) :]])
+            better = self._reads_better(jobs, self._page_lines(rows, (w, h))[0])
         if not better:
             return None
         return Page([], "page", 0.0, direction="ttb", placements=places), jobs
+
+    def _sideways(self, img: Any, grey: np.ndarray, rows: Any = None) -> tuple[Page, list[tuple[Any, int, list[int]]]] | None:
+        """A page lying on its side (a scan fed sideways, a photo of a page in landscape):
+        its lines found on the page turned a quarter clockwise, turned the other way
+        instead when its widest lines read more probably so (:meth:`_upside_down`), and
+        kept only when they read more probably than the rows ``rows`` found as given (or,
+        without rows, than the image read whole). None when it is not such a page."""
+        from crnn.layout import Page, decide_layout, find_lines
+
+        h, w = grey.shape
+        turn, turned = 90, np.ascontiguousarray(np.rot90(grey, -1))  # clockwise: (h, w) -> (w, h)
+        found = find_lines(turned)
+        if decide_layout(found, turned.shape[0])[0] != "page":
+            return None
+        lines, places = self._page_lines(found, (h, w), turn)
+        if self._upside_down(lines):
+            turn, turned = 270, np.ascontiguousarray(turned[::-1, ::-1])
+            found = find_lines(turned)
+            lines, places = self._page_lines(found, (h, w), turn)
+        if not lines:
+            return None
+        if rows is None:
+            better = self._reads_better_as_page(img, lines)
+        else:  # against the rows' widest lines
+            better = self._reads_better(lines, self._page_lines(rows, (w, h))[0])
+        if not better:
+            return None
+        # Boxes from the turned page onto the image as given (as Placement.box maps them).
+        back = (lambda b: [b[1], h - b[2], b[3], h - b[0]]) if turn == 90 else (lambda b: [w - b[3], b[0], w - b[1], b[2]])
+        lines = [(a, wd, back(b)) for a, wd, b in lines]
+        return Page([], "page", found.angle, "", rotation=turn, placements=places), lines
 
     def _page_lines(
         self, found: Any, size: tuple[int, int], turn: int = 0
@@ -219,6 +253,16 @@ class PageReading:
         turned = sum(len(t[1].text) for u, t in pairs if t[0] > u[0])
         return turned > sum(len((t if t[0] > u[0] else u)[1].text) for u, t in pairs) / 2
 
+    def _reads_better(self, these: list[tuple[Any, int, list[int]]], those: list[tuple[Any, int, list[int]]]) -> bool:
+        """Whether the widest of ``these`` planned lines read more probably than the widest
+        of ``those`` (``crnn.layout.reads_better_as_page``)."""
+        from crnn.layout import reads_better_as_page
+
+        a, b = _widest(these), _widest(those)
+        read = self.predict_preprocessed([j[0] for j in (*b, *a)], [j[1] for j in (*b, *a)])
+        return reads_better_as_page([c for p in read[: len(b)] for c in p.char_confidences],
+                                    [p.char_confidences for p in read[len(b) :]])  # fmt: skip
+
     def _reads_better_as_page(self, img: Any, lines: list[tuple[Any, int, list[int]]]) -> bool:
         """``auto``'s check of a page candidate: the image read whole against its
         :data:`PAGE_CHECK_LINES` widest lines (``crnn.layout.reads_better_as_page``)."""
@@ -245,6 +289,24 @@ PAGE_CHECK_LINES = 4
 # probably upside down (2 read both ways: +11-23 % of an upright page's time on 2 busy
 # cores, against 4: +23-77 %; the 48 benchmark pages turned over all read as upright).
 ORIENTATION_CHECK_LINES = 2
+
+def _maybe_sideways(found: Any, h: int, w: int) -> bool:
+    """Whether an image more than two characters high may be a page lying on its side:
+    the line finder found no lines, lines of median width under
+    :data:`SIDEWAYS_MAX_ASPECT` heights, or three or more lines that make no page."""
+    from crnn.layout import decide_layout
+
+    if min(h, w) <= 2 * max(found.char_height, 8.0):
+        return False
+    if not found.lines or (len(found.lines) >= 3 and decide_layout(found, h)[0] == "line"):
+        return True
+    return float(np.median([b.width / max(1, b.height) for b in found.lines])) < SIDEWAYS_MAX_ASPECT
+
+
+# A page whose found lines are of median width under this many heights is also tried on
+# its side (the 48 benchmark pages: 14-32 upright, 0.5-9.9 turned a quarter).
+SIDEWAYS_MAX_ASPECT = 8.0
+
 
 def _widest(lines: list[tuple[Any, int, list[int]]]) -> list[tuple[Any, int, list[int]]]:
     """The :data:`PAGE_CHECK_LINES` widest of a page's planned lines (by real width): the

@@ -114,7 +114,8 @@ class Placement:
     """Where a line the recognizer read sits on the user's image: ``rect`` ``(x0, y0, x1,
     y1)`` is the region (on the page levelled by ``angle`` degrees; the image as given is
     ``size`` (W, H)) whose pixels, turned and resized, the recognizer read;
-    ``page_turn``: 180 when the whole page was read upside down."""
+    ``page_turn``: degrees the whole page was turned clockwise to be read (90, 180 or
+    270; then ``size`` is the turned page's and ``angle`` levelled the turned page)."""
 
     rect: tuple[float, float, float, float]
     size: tuple[int, int]
@@ -144,6 +145,10 @@ class Placement:
             corners = [(cx + c * (x - cx) + s * (y - cy), cy - s * (x - cx) + c * (y - cy)) for x, y in corners]
         if self.page_turn == 180:
             corners = [(w - x, h - y) for x, y in corners]
+        elif self.page_turn == 90:  # read turned clockwise: (x, y) read is (y, w - x) given
+            corners, (w, h) = [(y, w - x) for x, y in corners], (h, w)
+        elif self.page_turn == 270:  # turned anticlockwise: (x, y) read is (h - y, x) given
+            corners, (w, h) = [(h - y, x) for x, y in corners], (h, w)
         xs, ys = [x for x, _ in corners], [y for _, y in corners]
         return [max(0, int(math.floor(min(xs)))), max(0, int(math.floor(min(ys)))),
                 min(w, int(math.ceil(max(xs)))), min(h, int(math.ceil(max(ys))))]  # fmt: skip
