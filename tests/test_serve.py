@@ -396,3 +396,39 @@ def test_a_blank_image_reads_as_nothing_served_or_predicted() -> None:
     assert _served(rec, buf.getvalue())["text"] == ""
     word = Image.open(Path(__file__).resolve().parents[1] / "data" / "samples" / "word_01.png")
     assert rec.predict([word])[0].text != ""  # contrast is still read
+
+
+def test_a_small_image_is_read_while_large_ones_hold_every_planning_slot() -> None:
+    """Three 6,300 px images in one request held both planning slots of a 2-core server
+    and one-word requests waited up to 3.0 s; small images now go by the slots, large
+    ones (and PDF pages) still wait for one."""
+    from PIL import Image
+
+    from crnn.inference import Recognizer
+    from crnn.serve.app import SMALL_IMAGE_PIXELS, Limits, Service
+
+    rec = Recognizer.bundled("word")
+    word = (Path(__file__).resolve().parents[1] / "data" / "samples" / "word_01.png").read_bytes()
+    big = io.BytesIO()
+    Image.new("L", (1500, 1500), 255).save(big, "PNG")
+    assert 1500 * 1500 > SMALL_IMAGE_PIXELS
+
+    async def go() -> tuple:
+        batcher = MicroBatcher(rec.backend)
+        await batcher.start()
+        service = Service(rec, Limits(workers=1), batcher, {})
+        try:
+            await service._planning.acquire()  # a large image is being laid out
+            small = await asyncio.wait_for(service.read_file("w.png", word, 0, "auto"), 30)
+            large = asyncio.ensure_future(service.read_file("big.png", big.getvalue(), 0, "auto"))
+            await asyncio.sleep(0.5)
+            waited = not large.done()
+            service._planning.release()
+            await asyncio.wait_for(large, 30)
+            return small, waited
+        finally:
+            await batcher.stop()
+
+    small, waited = asyncio.run(go())
+    assert small["text"] == "homeland", small
+    assert waited  # the large image waited for its slot
