@@ -664,3 +664,10 @@ def test_sentences_read_like_printed_chinese() -> None:
         assert all(m in joined for m in marks), marks
     assert sum(any(c.isascii() and c.isalnum() for c in t) for t in texts) > 60, "digits and Latin"
     assert any("年" in t and any(c.isdigit() for c in t) for t in texts), "dates"
+    # As in print, 。 ends most sentences and … few (it ended one in seven, and the model
+    # read 。 as …); speech ends with its own mark inside its quotes (：“……。”).
+    more = [sampler.sample(r) for _ in range(3000)]
+    ends = [t[-1] for t in more if t[-1] in "。！？；…"]
+    assert ends.count("。") > 0.5 * len(ends) and ends.count("…") < 0.1 * len(ends), (len(ends), ends.count("…"))
+    joined = "".join(more)
+    assert sum(joined.count(m + "”") for m in "。！？") >= 30 and "：“" in joined
