@@ -179,11 +179,7 @@ class PageReading:
             places.append(place)
         if len(jobs) < 2:
             return None
-        if rows is None:  # against the image read whole, as a page candidate is checked
-            better = self._reads_better_as_page(img, jobs)
-        else:  # against the rows' widest lines
-            better = self._reads_better(jobs, self._page_lines(rows, (w, h))[0])
-        if not better:
+        if not self._beats_rows(img, jobs, rows, (w, h)):
             return None
         return Page([], "page", 0.0, direction="ttb", placements=places), jobs
 
@@ -207,11 +203,7 @@ class PageReading:
             lines, places = self._page_lines(found, (h, w), turn)
         if not lines:
             return None
-        if rows is None:
-            better = self._reads_better_as_page(img, lines)
-        else:  # against the rows' widest lines
-            better = self._reads_better(lines, self._page_lines(rows, (w, h))[0])
-        if not better:
+        if not self._beats_rows(img, lines, rows, (w, h)):
             return None
         # Boxes from the turned page onto the image as given (as Placement.box maps them).
         back = (lambda b: [b[1], h - b[2], b[3], h - b[0]]) if turn == 90 else (lambda b: [w - b[3], b[0], w - b[1], b[2]])
@@ -252,6 +244,14 @@ class PageReading:
         pairs = list(zip(scored[::2], scored[1::2]))
         turned = sum(len(t[1].text) for u, t in pairs if t[0] > u[0])
         return turned > sum(len((t if t[0] > u[0] else u)[1].text) for u, t in pairs) / 2
+
+    def _beats_rows(self, img: Any, lines: list[tuple[Any, int, list[int]]], rows: Any, size: tuple[int, int]) -> bool:
+        """Whether another reading's planned ``lines`` read more probably than the rows
+        ``rows`` the line finder found on the image as given (of ``size``), or, without
+        rows, than the image read whole (as a page candidate is checked)."""
+        if rows is None:
+            return self._reads_better_as_page(img, lines)
+        return self._reads_better(lines, self._page_lines(rows, size)[0])
 
     def _reads_better(self, these: list[tuple[Any, int, list[int]]], those: list[tuple[Any, int, list[int]]]) -> bool:
         """Whether the widest of ``these`` planned lines read more probably than the widest

@@ -164,7 +164,8 @@ class Service:
         self._planning = asyncio.Semaphore(limits.workers)
 
     async def read_file(
-        self, name: str, data: bytes, beam: int, layout: str, page: int | None = None, dpi: int = DEFAULT_DPI
+        self, name: str, data: bytes, beam: int, layout: str, page: int | None = None, dpi: int = DEFAULT_DPI,
+        pixels: int | None = None,
     ) -> dict[str, Any]:
         """One uploaded image's (or a PDF's ``page``'s) result entry (raises
         :class:`RequestError` for its error)."""
@@ -176,7 +177,7 @@ class Service:
         loop = asyncio.get_running_loop()
         # Large images take a planning slot (a cancelled request stops here, before any more
         # work); small ones go by, so a request of huge images cannot hold up every word.
-        small = page is None and 0 < header_pixels(data) <= SMALL_IMAGE_PIXELS
+        small = page is None and 0 < (header_pixels(data) if pixels is None else pixels) <= SMALL_IMAGE_PIXELS
         async with contextlib.nullcontext() if small else self._planning:
             planned, jobs = await loop.run_in_executor(None, self._plan, name, data, layout, page, dpi)
         out: dict[str, Any] = {"filename": name} if page is None else {"filename": name, "page": page}
@@ -376,23 +377,22 @@ def create_app(
                 raise RequestError(400, "a 'file' field holds text, not a file: send images as file uploads")
             datas = [await f.read() for _, f in uploads]
             # A PDF is read page by page, each page a file against --max-files.
-            items = [(n, d, pg) for (n, _), d in zip(uploads, datas) for pg in pdf_pages(n, d)]
+            items = [(n, d, pg, k) for k, ((n, _), d) in enumerate(zip(uploads, datas)) for pg in pdf_pages(n, d)]
             if len(items) > limits.max_files:
                 raise RequestError(413, f"{len(items)} images and PDF pages, over the limit of {limits.max_files} "
                                         "per request (--max-files): send fewer pages per request")  # fmt: skip
-            # The request's pixels from the headers, before any work; one image is held to
-            # --max-pixels by its own read, which is no more than this limit (no header parse
-            # on the event loop for the common one-image request).
-            one_image = len(items) == 1 and items[0][2] is None and limits.max_pixels <= limits.max_request_pixels
-            total = 0 if one_image else sum(header_pixels(d, dpi) for d in datas)
+            # The request's pixels from the headers, before any work (each file's count also
+            # decides whether it needs a planning slot).
+            pixels = [header_pixels(d, dpi) for d in datas]
+            total = sum(pixels)
             if total > limits.max_request_pixels:
                 raise RequestError(413, f"{total:,} pixels in this request's images, over the limit of "
                                         f"{limits.max_request_pixels:,} (--max-request-pixels): send fewer or smaller images")  # fmt: skip
 
-            async def one(n: str, data: bytes, pg: int | None) -> dict[str, Any]:
+            async def one(n: str, data: bytes, pg: int | None, k: int) -> dict[str, Any]:
                 where = {"filename": n} if pg is None else {"filename": n, "page": pg}
                 try:
-                    return await service.read_file(n, data, beam, layout, pg, dpi)
+                    return await service.read_file(n, data, beam, layout, pg, dpi, pixels[k])
                 except RequestError as e:
                     return {**where, "error": str(e), "status": e.status}
                 except Exception:  # noqa: BLE001 -- one file's bug must not fail the others
