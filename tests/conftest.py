@@ -16,9 +16,21 @@ from PIL import Image, ImageDraw, ImageFont
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data"
 
-# Keep tests on the CPU and light on threads (CI has 2 cores).
+# Keep tests light on threads (CI has 2 cores), and on the CPU unless the gpu tier runs.
 torch.set_num_threads(1)
-os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Hide CUDA devices from every test but the gpu tier's (``pytest -m gpu``): the
+    default run is the CPU run on any machine. CUDA reads the variable when it starts,
+    which no test has done at this point."""
+    if not gpu_tier_selected(config.option.markexpr):
+        os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
+
+
+def gpu_tier_selected(markexpr: str) -> bool:
+    """Whether ``-m`` selects the gpu tier (``gpu``, ``gpu and not slow``), not excludes it."""
+    return "gpu" in markexpr and "not gpu" not in markexpr
 
 
 @pytest.fixture(autouse=True)
@@ -187,7 +199,8 @@ def run_tool(
     name: str, *args: str, env: dict[str, str] | None = None, timeout: int = 300
 ) -> subprocess.CompletedProcess[str]:
     """Run ``tools/<name>.py`` in a subprocess, as a user would."""
-    full_env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", **(env or {})}
+    pythonpath = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    full_env = {**os.environ, "PYTHONPATH": pythonpath, "OMP_NUM_THREADS": "1", **(env or {})}
     return subprocess.run(
         [sys.executable, str(ROOT / "tools" / f"{name}.py"), *args],
         capture_output=True,

@@ -86,3 +86,59 @@ def test_a_silent_hang_is_killed_on_time_and_the_progress_so_far_is_kept(tmp_pat
     assert time.monotonic() - t0 < 15
     assert json.loads((tmp_path / "stage1.json").read_text()) == {"first": 0, "hang": 124}
     assert "killed after 2 s" in (tmp_path / "log").read_text()
+
+
+def _program():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gpu_program", ROOT / "tools" / "gpu_program.py")
+    gp = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gp)
+    return gp
+
+
+def test_slim_leaves_the_big_files_behind_and_unslim_restores_the_index(tmp_path):
+    """The repository is over the device tool's 64 MiB: slim untracks and ignores the
+    release files and training logs (kept on disk), unslim puts the index back as it was."""
+    gp = _program()
+    repo = tmp_path / "repo"
+    for name in ("crnn/assets/models/crnn_zh-1.pt", "crnn/assets/models/crnn_en-1.pt",
+                 "crnn/assets/models/crnn_en-1.onnx", "docs/training/run/tb/events", "src.py"):  # fmt: skip
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_text(name)
+    git = lambda *a: subprocess.run(["git", *a], cwd=repo, check=True, capture_output=True, text=True).stdout  # noqa: E731
+    git("init", "-q")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "all")
+    carried = lambda: sorted(git("ls-files", "-co", "--exclude-standard").split())  # noqa: E731
+    every = carried()
+
+    assert gp.slim_tree(repo)
+    assert carried() == ["crnn/assets/models/crnn_en-1.pt", "src.py"]
+    assert all((repo / p).exists() for p in every)
+    assert gp.slim_tree(repo) == []  # twice is once
+
+    assert len(gp.unslim_tree(repo)) == 3
+    assert carried() == every
+    assert git("status", "--porcelain") == ""
+    assert gp.unslim_tree(repo) == []
+
+
+def test_a_tier_that_passed_nothing_is_told_apart(tmp_path):
+    """On a GPU machine a tier whose tests all skipped has not run (the first GPU slot
+    found it so: the suite hid CUDA from itself)."""
+    gp = _program()
+    xml = tmp_path / "t.xml"
+    xml.write_text('<testsuites><testsuite><testcase name="a"><skipped message="no"/></testcase>'
+                   '<testcase name="b"/><testcase name="c"><failure message="x"/></testcase>'
+                   "</testsuite></testsuites>")  # fmt: skip
+    assert gp.tier_passed(xml) == 1
+    assert gp.tier_passed(tmp_path / "missing.xml") == 0
+
+
+def test_the_gpu_tier_sees_cuda_and_every_other_run_hides_it():
+    from conftest import gpu_tier_selected
+
+    assert gpu_tier_selected("gpu") and gpu_tier_selected("gpu and not slow")
+    assert not gpu_tier_selected("") and not gpu_tier_selected("not gpu")
+    assert not gpu_tier_selected("not slow and not gpu")
