@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.responses import FileResponse, HTMLResponse, JSONResponse
+from fastapi.responses import FileResponse, HTMLResponse
 
 from crnn.data.image import (
     MAX_PIXELS,
@@ -133,20 +133,24 @@ class _TooLarge(Exception):
     pass
 
 
+def _json_bytes(body: dict[str, Any]) -> bytes:
+    """Every JSON answer of the server, errors included, in one encoding (UTF-8, the
+    text as it is: Chinese reads as Chinese, not as \\u escapes)."""
+    import json
+
+    return json.dumps(body, ensure_ascii=False).encode()
+
+
 def _json_response(body: dict[str, Any], status: int = 200) -> Any:
     """``body`` as JSON, encoded once here (FastAPI's validation of a returned dict cost
     more than the rest of the answer)."""
-    import json
-
     from fastapi.responses import Response
 
-    return Response(json.dumps(body, ensure_ascii=False).encode(), status, media_type="application/json")
+    return Response(_json_bytes(body), status, media_type="application/json")
 
 
 async def _send_json(send: Any, status: int, body: dict[str, Any]) -> None:
-    import json
-
-    data = json.dumps(body, ensure_ascii=False).encode()
+    data = _json_bytes(body)
     await send({"type": "http.response.start", "status": status,
                 "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]})  # fmt: skip
     await send({"type": "http.response.body", "body": data})
@@ -359,12 +363,12 @@ def create_app(
         try:
             form = await request.form(max_files=limits.max_files + 1, max_fields=64)
         except _TooLarge as e:  # raised by BodyLimit while the body streams in
-            return JSONResponse({"error": BodyLimit(None, limits.max_request_bytes)._message(e.args[0], True)}, 413)
+            return _json_response({"error": BodyLimit(None, limits.max_request_bytes)._message(e.args[0], True)}, 413)
         except Exception as e:  # noqa: BLE001 -- a malformed body, or too many files in it
             if "too many files" in str(e).lower():  # Starlette's parser stops at max_files
-                return JSONResponse({"error": f"more than {limits.max_files} files, over the limit per "
+                return _json_response({"error": f"more than {limits.max_files} files, over the limit per "
                                               "request (--max-files)"}, 413)  # fmt: skip
-            return JSONResponse({"error": f"the body is not a readable multipart form ({e})"}, 400)
+            return _json_response({"error": f"the body is not a readable multipart form ({e})"}, 400)
         try:
             beam, floor, layout, dpi = options(form, limits)
             files = form.getlist("file")
@@ -402,12 +406,12 @@ def create_app(
             work = asyncio.ensure_future(asyncio.gather(*(one(*item) for item in items)))
             if not await _finished_unless_hung_up(work, request, limits.timeout_s):
                 log.info("a client hung up: its request's remaining work is dropped")
-                return JSONResponse({"error": "the client hung up"}, 499)
+                return _json_response({"error": "the client hung up"}, 499)
             results = work.result()
         except RequestError as e:
-            return JSONResponse({"error": str(e)}, e.status)
+            return _json_response({"error": str(e)}, e.status)
         except asyncio.TimeoutError:
-            return JSONResponse({"error": f"the request took over {limits.timeout_s:g} s (--timeout-s)"}, 504)
+            return _json_response({"error": f"the request took over {limits.timeout_s:g} s (--timeout-s)"}, 504)
         finally:
             await form.close()
         if floor is not None:
@@ -422,7 +426,7 @@ def create_app(
             status = bad[0]["status"] if len({r["status"] for r in bad}) == 1 else 400
             for r in bad:
                 r.pop("status")
-            return JSONResponse({"error": "; ".join(r["error"] for r in bad), "results": results}, status)
+            return _json_response({"error": "; ".join(r["error"] for r in bad), "results": results}, status)
         for r in bad:
             r.pop("status")
         return _json_response({"results": results})
