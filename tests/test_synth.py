@@ -209,9 +209,10 @@ def test_no_ink_is_clipped_by_geometry_or_crop() -> None:
 
 
 # p_oldstyle changes only digits, in faces that have old-style figures; p_level_box only
-# rotated lines: their own tests.
+# rotated lines; p_punct_style only CJK marks: their own tests.
 @pytest.mark.parametrize(
-    "name", [p for p in EFFECT_PROBABILITIES if p not in ("p_color", "p_oldstyle", "p_level_box")]
+    "name",
+    [p for p in EFFECT_PROBABILITIES if p not in ("p_color", "p_oldstyle", "p_level_box", "p_punct_style")],
 )
 def test_each_effect_fires_at_probability_one(name: str, alnum36: Charset) -> None:
     clean = SynthGenerator(alnum36, effects_off(SynthConfig()), seed=2, height=32)
@@ -626,6 +627,40 @@ def test_char_jitter_moves_each_character_on_its_own() -> None:
     heights = [b[3] - b[1] for b in moved.glyph_boxes]
     assert len({b[1] for b in plain.glyph_boxes}) == 1
     assert tops[3] - tops[1] == 4 and heights[0] < heights[1] < heights[2]
+
+
+def test_punct_style_draws_cjk_marks_larger_and_higher_and_nothing_else() -> None:
+    from crnn.data.synth.render import punct_style
+
+    text = "中文，测试。ab"
+    sizes, shifts = punct_style(random.Random(1), text, 32, None, None, 0.6, 0.3)
+    marks = [i for i, c in enumerate(text) if c in "，。"]
+    assert all(sizes[i] > 32 and shifts[i] < 0 for i in marks)
+    assert sizes[marks[0]] == sizes[marks[1]] and shifts[marks[0]] == shifts[marks[1]]  # one face
+    assert all(sizes[i] == 32 and shifts[i] == 0 for i in range(len(text)) if i not in marks)
+
+
+def test_punct_style_changes_the_image_of_a_line_with_marks_not_its_label() -> None:
+    """With the effect's size and rise at zero the same random stream draws the same
+    images: what differs is the marks, and the labels stay."""
+    charset = Charset.from_spec("zh5529")
+    font = Path(__file__).resolve().parents[1] / "crnn/assets/label_fonts/crnn-ocr-LabelCJK-Regular.otf"
+    base = dataclasses.replace(effects_off(SynthConfig()), p_sentence=1.0, p_word=0.0, p_number=0.0,
+                               p_date=0.0, p_price=0.0, p_code=0.0, p_random=0.0, p_phrase=0.0,
+                               p_punct_style=1.0, word_list="chinese")  # fmt: skip
+    flat = dataclasses.replace(base, max_punct_scale=0.0, max_punct_rise=0.0)
+    styled = SynthGenerator(charset, base, seed=3, height=32, font_paths=[font])
+    plain = SynthGenerator(charset, flat, seed=3, height=32, font_paths=[font])
+    styled_lines = 0
+    for i in range(24):
+        img_a, label_a, meta_a = styled.render_with_meta(i)
+        img_b, label_b, _ = plain.render_with_meta(i)
+        assert label_a == label_b
+        has_marks = bool(set("，。、；：！？") & set(meta_a.text))
+        assert ("punct_style" in meta_a.effects) == has_marks, meta_a
+        assert np.array_equal(np.asarray(img_a), np.asarray(img_b)) != has_marks, meta_a
+        styled_lines += has_marks
+    assert styled_lines >= 4
 
 
 def test_full_width_text_is_drawn_full_width_and_labelled_in_ascii(tmp_path: Path) -> None:

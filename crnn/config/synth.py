@@ -104,6 +104,13 @@ class SynthConfig:
     p_char_jitter: float = 0.0
     max_char_scale: float = 0.12
     max_char_shift: float = 0.06
+    # CJK punctuation as other faces draw it: in a line drawn with it, each mark of
+    # PUNCT_STYLE_MARKS is up to max_punct_scale larger and raised by up to
+    # max_punct_rise of the font size (AR PL UKai's comma reaches from mid-line to below
+    # the baseline; the Noto SC comma sits in the bottom third). Off unless set.
+    p_punct_style: float = 0.0
+    max_punct_scale: float = 0.6
+    max_punct_rise: float = 0.3
     # Ink bleed or erosion: the ink blurred (up to max_bleed px at the output height)
     # and cut again at a random level: strokes grown with rounded ends, or thinned and worn.
     p_bleed: float = 0.0
@@ -238,6 +245,8 @@ class SynthConfig:
             "max_slant",
             "max_char_scale",
             "max_char_shift",
+            "max_punct_scale",
+            "max_punct_rise",
             "max_bleed",
             "max_motion_blur",
             "max_defocus",

@@ -51,10 +51,13 @@ from crnn.data.synth.text import BUNDLED_WORD_LISTS, TextSampler, drawable_alpha
 
 log = logging.getLogger(__name__)
 
+# The CJK marks whose size and height differ most between faces (p_punct_style).
+PUNCT_STYLE_MARKS = frozenset("，。、；：！？")
+
 # Every probability of SynthConfig that changes how an image looks (not what it says).
 EFFECT_PROBABILITIES = tuple(
     """
-    p_spacing p_stretch p_weight p_outline p_oldstyle p_slant p_char_jitter p_bleed
+    p_spacing p_stretch p_weight p_outline p_oldstyle p_slant p_char_jitter p_punct_style p_bleed
     p_uneven_light p_motion_blur p_defocus p_resample p_light_text p_color
     p_gradient_bg p_noise_bg p_texture_bg p_shadow p_rotate p_perspective p_curve
     p_blur p_noise p_jpeg p_tight_crop p_clip p_level_box
@@ -351,6 +354,10 @@ class SynthGenerator:
             sizes = [max(8, size + _SIZE_STEP * r.randint(-k, k)) for _ in text]
             shifts = [r.uniform(-1.0, 1.0) * cfg.max_char_shift * size for _ in text]
             applied.append("char_jitter")
+        # Drawn only when set and the text has a mark, so other recipes keep their stream.
+        if cfg.p_punct_style > 0 and not PUNCT_STYLE_MARKS.isdisjoint(text) and r.random() < cfg.p_punct_style:
+            sizes, shifts = punct_style(r, text, size, sizes, shifts, cfg.max_punct_scale, cfg.max_punct_rise)
+            applied.append("punct_style")
         # Drawn only when set, so that recipes without it keep their random stream.
         oldstyle = cfg.p_oldstyle > 0 and r.random() < cfg.p_oldstyle and any("0" <= c <= "9" for c in text)
         if oldstyle:
@@ -490,3 +497,26 @@ class SynthGenerator:
             quad = fx.apply_h(h, quad)
         p = fx.perspective(quad, r, self.cfg.max_perspective * text_h)
         return p if h is None else p @ h
+
+
+def punct_style(
+    r: random.Random,
+    text: str,
+    size: int,
+    sizes: list[int] | None,
+    shifts: list[float] | None,
+    max_scale: float,
+    max_rise: float,
+) -> tuple[list[int], list[float]]:
+    """Per-character sizes and baseline shifts with each of PUNCT_STYLE_MARKS drawn up to
+    ``max_scale`` larger (on the glyph cache's size grid) and raised by up to ``max_rise``
+    of ``size``; one scale and rise for the whole line, as one face draws its marks alike."""
+    sizes = list(sizes) if sizes is not None else [size] * len(text)
+    shifts = list(shifts) if shifts is not None else [0.0] * len(text)
+    grow = max(8, _SIZE_STEP * round(size * (1.0 + r.uniform(0.0, max_scale)) / _SIZE_STEP))
+    rise = r.uniform(0.0, max_rise) * size
+    for i, c in enumerate(text):
+        if c in PUNCT_STYLE_MARKS:
+            sizes[i] = max(sizes[i], grow)
+            shifts[i] -= rise
+    return sizes, shifts
