@@ -630,10 +630,10 @@ def test_char_jitter_moves_each_character_on_its_own() -> None:
 
 
 def test_punct_style_draws_cjk_marks_larger_and_higher_and_nothing_else() -> None:
-    from crnn.data.synth.render import punct_style
+    from crnn.data.synth.layout import punct_style
 
     text = "中文，测试。ab"
-    sizes, shifts = punct_style(random.Random(1), text, 32, None, None, 0.6, 0.3)
+    sizes, shifts = punct_style(random.Random(1), text, 32, None, None, 0.6, 0.3, 4)
     marks = [i for i, c in enumerate(text) if c in "，。"]
     assert all(sizes[i] > 32 and shifts[i] < 0 for i in marks)
     assert sizes[marks[0]] == sizes[marks[1]] and shifts[marks[0]] == shifts[marks[1]]  # one face

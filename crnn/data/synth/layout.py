@@ -4,6 +4,7 @@ line box and glyph boxes that geometric effects transform."""
 from __future__ import annotations
 
 import math
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -143,3 +144,30 @@ def level_box(pts: np.ndarray, line: tuple[float, float, float, float]) -> tuple
     y0 = min(cy - height / 2.0, line[1] + height / 2.0)
     y1 = max(cy + height / 2.0, line[3] - height / 2.0)
     return line[0], y0, line[2], y1
+
+
+# The CJK marks whose size and height differ most between faces (p_punct_style).
+PUNCT_STYLE_MARKS = frozenset("，。、；：！？")
+
+def punct_style(
+    r: random.Random,
+    text: str,
+    size: int,
+    sizes: list[int] | None,
+    shifts: list[float] | None,
+    max_scale: float,
+    max_rise: float,
+    step: int,
+) -> tuple[list[int], list[float]]:
+    """Per-character sizes and baseline shifts with each of PUNCT_STYLE_MARKS drawn up to
+    ``max_scale`` larger (on the glyph cache's size grid, ``step`` px) and raised by up to ``max_rise``
+    of ``size``; one scale and rise for the whole line, as one face draws its marks alike."""
+    sizes = list(sizes) if sizes is not None else [size] * len(text)
+    shifts = list(shifts) if shifts is not None else [0.0] * len(text)
+    grow = max(8, step * round(size * (1.0 + r.uniform(0.0, max_scale)) / step))
+    rise = r.uniform(0.0, max_rise) * size
+    for i, c in enumerate(text):
+        if c in PUNCT_STYLE_MARKS:
+            sizes[i] = max(sizes[i], grow)
+            shifts[i] -= rise
+    return sizes, shifts

@@ -37,6 +37,7 @@ from PIL import Image
 from crnn.charset import Charset
 from crnn.config import SynthConfig
 from crnn.data.synth import effects as fx
+from crnn.data.synth import layout as synth_layout
 from crnn.data.synth.fonts import (
     FontError,
     FontInfo,
@@ -50,9 +51,6 @@ from crnn.data.synth.scripts import shaped_chars, warn_if_unshaped
 from crnn.data.synth.text import BUNDLED_WORD_LISTS, TextSampler, drawable_alphabet
 
 log = logging.getLogger(__name__)
-
-# The CJK marks whose size and height differ most between faces (p_punct_style).
-PUNCT_STYLE_MARKS = frozenset("，。、；：！？")
 
 # Every probability of SynthConfig that changes how an image looks (not what it says).
 EFFECT_PROBABILITIES = tuple(
@@ -355,8 +353,8 @@ class SynthGenerator:
             shifts = [r.uniform(-1.0, 1.0) * cfg.max_char_shift * size for _ in text]
             applied.append("char_jitter")
         # Drawn only when set and the text has a mark, so other recipes keep their stream.
-        if cfg.p_punct_style > 0 and not PUNCT_STYLE_MARKS.isdisjoint(text) and r.random() < cfg.p_punct_style:
-            sizes, shifts = punct_style(r, text, size, sizes, shifts, cfg.max_punct_scale, cfg.max_punct_rise)
+        if cfg.p_punct_style > 0 and not synth_layout.PUNCT_STYLE_MARKS.isdisjoint(text) and r.random() < cfg.p_punct_style:
+            sizes, shifts = synth_layout.punct_style(r, text, size, sizes, shifts, cfg.max_punct_scale, cfg.max_punct_rise, _SIZE_STEP)  # fmt: skip
             applied.append("punct_style")
         # Drawn only when set, so that recipes without it keep their random stream.
         oldstyle = cfg.p_oldstyle > 0 and r.random() < cfg.p_oldstyle and any("0" <= c <= "9" for c in text)
@@ -497,26 +495,3 @@ class SynthGenerator:
             quad = fx.apply_h(h, quad)
         p = fx.perspective(quad, r, self.cfg.max_perspective * text_h)
         return p if h is None else p @ h
-
-
-def punct_style(
-    r: random.Random,
-    text: str,
-    size: int,
-    sizes: list[int] | None,
-    shifts: list[float] | None,
-    max_scale: float,
-    max_rise: float,
-) -> tuple[list[int], list[float]]:
-    """Per-character sizes and baseline shifts with each of PUNCT_STYLE_MARKS drawn up to
-    ``max_scale`` larger (on the glyph cache's size grid) and raised by up to ``max_rise``
-    of ``size``; one scale and rise for the whole line, as one face draws its marks alike."""
-    sizes = list(sizes) if sizes is not None else [size] * len(text)
-    shifts = list(shifts) if shifts is not None else [0.0] * len(text)
-    grow = max(8, _SIZE_STEP * round(size * (1.0 + r.uniform(0.0, max_scale)) / _SIZE_STEP))
-    rise = r.uniform(0.0, max_rise) * size
-    for i, c in enumerate(text):
-        if c in PUNCT_STYLE_MARKS:
-            sizes[i] = max(sizes[i], grow)
-            shifts[i] -= rise
-    return sizes, shifts
