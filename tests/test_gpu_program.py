@@ -71,12 +71,9 @@ def test_stage2_dry_run_trains_in_chunks_then_evaluates_releases_and_exports(tmp
 def test_a_silent_hang_is_killed_on_time_and_the_progress_so_far_is_kept(tmp_path):
     """The timeout holds without output (it was checked only when a line was printed, so
     a silent hang used up the whole device call), and each step's code is on disk at once."""
-    import importlib.util
     import time
 
-    spec = importlib.util.spec_from_file_location("gpu_program", ROOT / "tools" / "gpu_program.py")
-    gp = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(gp)
+    gp = _program()
     codes = gp.Progress(tmp_path / "stage1.json")
     codes["first"] = gp.run([sys.executable, "-c", "print('ok')"], tmp_path / "log", check=False)
     t0 = time.monotonic()

@@ -56,7 +56,6 @@ TINY = ["model.channels=[8,16,16,32,32,32,32]", "model.hidden=16"]
 # What the GPU calls do without (stage2 compares against the bundled English .pt, kept).
 SLIM = ("docs/training", "crnn/assets/models/*.onnx", "crnn/assets/models/crnn_zh-*.pt",
         "crnn/assets/models/crnn_line_en-*.pt")  # fmt: skip
-EXCLUDE = ROOT / ".git" / "info" / "exclude"
 SLIM_MARK = "# gpu_program slim (tools/gpu_program.py unslim removes these lines)"
 
 
