@@ -56,6 +56,7 @@ TINY = ["model.channels=[8,16,16,32,32,32,32]", "model.hidden=16"]
 # What the GPU calls do without (stage2 compares against the bundled English .pt, kept).
 SLIM = ("docs/training", "crnn/assets/models/*.onnx", "crnn/assets/models/crnn_zh-*.pt",
         "crnn/assets/models/crnn_line_en-*.pt")  # fmt: skip
+STAGE1_PARTS = ("tier", "bench", "parallel", "data", "wide")
 SLIM_MARK = "# gpu_program slim (tools/gpu_program.py unslim removes these lines)"
 
 
@@ -222,25 +223,31 @@ def stage1(args: argparse.Namespace) -> None:
     env_json = out / "env.json"
     codes = Progress(out / "stage1.json")
     codes["env"] = run([sys.executable, "-c", ENV_PROBE, str(env_json)], check=False)
+    parts = set(args.only.split(",")) if args.only else set(STAGE1_PARTS)
+    if parts - set(STAGE1_PARTS):
+        raise SystemExit(f"--only {args.only}: expected some of {','.join(STAGE1_PARTS)}")
     tier_env = {"CRNN_GPU_DRY_RUN": "1"} if args.dry_run else {}
     tests = ["tests/test_gpu.py", "-k", "bf16_training_learns"] if args.dry_run else ["tests"]
-    codes["gpu tier"] = run([sys.executable, "-m", "pytest", "-q", "-m", "gpu", "-rs", *tests,
+    if "tier" in parts:
+        codes["gpu tier"] = run([sys.executable, "-m", "pytest", "-q", "-m", "gpu", "-rs", *tests,
          f"--junitxml={out / 'gpu_tier.xml'}"], out / "gpu_tier.log", env=tier_env,
-        timeout=300, check=False)  # fmt: skip
-    if not args.dry_run and codes["gpu tier"] == 0 and tier_passed(out / "gpu_tier.xml") == 0:
+        timeout=args.tier_timeout, check=False)  # fmt: skip
+    if "tier" in parts and not args.dry_run and not codes["gpu tier"] and not tier_passed(out / "gpu_tier.xml"):
         # The first GPU slot (2026-11-27) found the tier skipped whole: the suite hid CUDA.
         print("the gpu tier passed no test on a GPU machine: it did not see the GPU")
         codes["gpu tier"] = 1
     device = "cpu" if args.dry_run else "cuda"
     quick = ["--quick", "--repeats", "1", "--seconds", "0.2", "--channels", "8,16,16,32,32,32,32",
              "--hidden", "16"] if args.dry_run else ["--repeats", "2", "--seconds", "1.5"]  # fmt: skip
-    codes["bench"] = run([sys.executable, "benchmarks/bench.py", "--device", device, "--sections",
+    if "bench" in parts:
+        codes["bench"] = run([sys.executable, "benchmarks/bench.py", "--device", device, "--sections",
          "flops,train,e2e,infer", "--shapes", "word", "--no-int8", *quick,
          "--json", str(out / "bench_gpu.json")], out / "bench.log", timeout=300,
         check=False)  # fmt: skip
     gpus = ["--gpus", "cpu", "--tiny", "--steps", "2", "--repeats", "1", "--warmup", "1"] \
         if args.dry_run else ["--gpus", "0", "--steps", "10", "--repeats", "2", "--warmup", "3"]
-    codes["parallel"] = run([sys.executable, "benchmarks/parallel.py", *gpus, "--json", str(out / "parallel.json")],
+    if "parallel" in parts:
+        codes["parallel"] = run([sys.executable, "benchmarks/parallel.py", *gpus, "--json", str(out / "parallel.json")],
         out / "bench.log", timeout=240, check=False)  # fmt: skip
     # The input pipeline from many workers (issue 16), image LMDB against prepared LMDB,
     # and what 5,531 classes cost on the GPU (issue 14).
@@ -248,7 +255,7 @@ def stage1(args: argparse.Namespace) -> None:
     workers = ["--workers", "0,1"] if args.dry_run else ["--workers", "0,4,15"]
     extra = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for kind, name in (("image", "ic15_train"), ("prepared", "ic15_train_prepared")):
+        for kind, name in (("image", "ic15_train"), ("prepared", "ic15_train_prepared")) * ("data" in parts):
             data = _dry_run_data(Path(tmp)) / "ic15_train" if args.dry_run else DATA / name
             if args.dry_run and kind == "prepared":
                 run([sys.executable, "tools/create_lmdb.py", "--root", str(_dry_images(data, Path(tmp))),
@@ -261,10 +268,11 @@ def stage1(args: argparse.Namespace) -> None:
             keep(extra, Path(tmp) / f"data_{kind}.json", out)
         wide = ["--batch", "4", "--repeats", "1", "--seconds", "0.1", "--channels",
                 "8,16,16,32,32,32,32", "--hidden", "16"] if args.dry_run else ["--batch", "256"]  # fmt: skip
-        codes["wide"] = run([sys.executable, "benchmarks/wide_charset.py", "--device", device,
+        if "wide" in parts:
+            codes["wide"] = run([sys.executable, "benchmarks/wide_charset.py", "--device", device,
              *wide, "--json", f"{tmp}/wide_charset.json"], out / "bench.log", timeout=300,
             check=False)  # fmt: skip
-        keep(extra, Path(tmp) / "wide_charset.json", out)
+            keep(extra, Path(tmp) / "wide_charset.json", out)
     print(f"stage1 done: {', '.join(sorted(p.name for p in out.iterdir()))}")
     print("\n".join(f"  {k:<10} {'ok' if c == 0 else f'FAILED (exit {c})'}" for k, c in codes.items()))
     if any(codes.values()):
@@ -395,6 +403,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("stage", choices=("prepare", "slim", "unslim", "stage1", "stage2"))
     p.add_argument("--out", default=os.environ.get("OUT", "gpu_out"), help="what comes back (default $OUT)")
     p.add_argument("--dry-run", action="store_true", help="CPU, tiny model and data: checks the wiring")
+    p.add_argument("--only", default="", help=f"stage1: some of {','.join(STAGE1_PARTS)} (default all)")
+    p.add_argument("--tier-timeout", type=float, default=300, help="stage1: seconds for pytest -m gpu")
     p.add_argument("--config", default="configs/crnn_en.yaml", help="stage2's recipe")
     p.add_argument("--minutes", type=float, default=16.0, help="stage2: the whole run's time budget")
     p.add_argument("--chunk-min", type=float, default=8.0, help="stage2: minutes per call")
