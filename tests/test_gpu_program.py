@@ -40,6 +40,14 @@ def test_stage1_dry_run_runs_the_tier_and_every_benchmark(tmp_path):
     assert {r["section"] for r in rows} >= {"train", "e2e", "infer"}
 
 
+def test_stage1_only_runs_the_parts_named(tmp_path):
+    r = _stage("stage1", "--out", str(tmp_path), "--only", "wide")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert json.loads((tmp_path / "stage1.json").read_text()) == {"env": 0, "wide": 0}
+    r = _stage("stage1", "--out", str(tmp_path), "--only", "tier,speed")
+    assert r.returncode != 0 and "expected some of tier,bench,parallel,data,wide" in r.stderr
+
+
 @pytest.mark.slow
 def test_stage2_dry_run_trains_in_chunks_then_evaluates_releases_and_exports(tmp_path):
     out, run = tmp_path / "out", tmp_path / "run"
