@@ -209,10 +209,12 @@ def test_no_ink_is_clipped_by_geometry_or_crop() -> None:
 
 
 # p_oldstyle changes only digits, in faces that have old-style figures; p_level_box only
-# rotated lines; p_punct_style only CJK marks: their own tests.
+# rotated lines; p_punct_style only CJK marks; p_wide_tracking only short lines without a
+# space: their own tests.
 @pytest.mark.parametrize(
     "name",
-    [p for p in EFFECT_PROBABILITIES if p not in ("p_color", "p_oldstyle", "p_level_box", "p_punct_style")],
+    [p for p in EFFECT_PROBABILITIES
+     if p not in ("p_color", "p_oldstyle", "p_level_box", "p_punct_style", "p_wide_tracking")],  # fmt: skip
 )
 def test_each_effect_fires_at_probability_one(name: str, alnum36: Charset) -> None:
     clean = SynthGenerator(alnum36, effects_off(SynthConfig()), seed=2, height=32)
@@ -663,6 +665,46 @@ def test_punct_style_changes_the_image_of_a_line_with_marks_not_its_label() -> N
         assert np.array_equal(np.asarray(img_a), np.asarray(img_b)) != has_marks, meta_a
         styled_lines += has_marks
     assert styled_lines >= 4
+
+
+def test_wide_tracking_spaces_short_lines_as_signs_do_and_keeps_their_labels() -> None:
+    """Short Chinese lines come out wider by at least 0.3 em per gap, with the same label;
+    long lines (sentences) are never tracked."""
+    from crnn.data.synth.layout import WIDE_TRACKING_MAX_CHARS
+
+    charset = Charset.from_spec("zh5529")
+    font = Path(__file__).resolve().parents[1] / "crnn/assets/label_fonts/crnn-ocr-LabelCJK-Regular.otf"
+    base = dataclasses.replace(effects_off(SynthConfig()), p_sentence=0.5, p_word=0.5, p_number=0.0,
+                               p_date=0.0, p_price=0.0, p_code=0.0, p_random=0.0, p_phrase=0.0,
+                               word_list="chinese", pad_min=0.1, pad_max=0.1)  # fmt: skip
+    tracked = SynthGenerator(charset, dataclasses.replace(base, p_wide_tracking=1.0), seed=4, height=32,
+                             font_paths=[font])  # fmt: skip
+    plain = SynthGenerator(charset, base, seed=4, height=32, font_paths=[font])
+    wide = long = 0
+    for i in range(30):
+        img_a, label_a, meta_a = tracked.render_with_meta(i)
+        img_b, label_b, _ = plain.render_with_meta(i)
+        assert label_a == label_b
+        short = len(meta_a.text) <= WIDE_TRACKING_MAX_CHARS and " " not in meta_a.text
+        assert ("wide_tracking" in meta_a.effects) == short, meta_a
+        if short and len(meta_a.text) >= 3:
+            # each of the n-1 gaps grows by >= 0.3 em; an em is about the line height here
+            assert img_a.width >= img_b.width + 0.3 * 0.8 * 32 * (len(meta_a.text) - 1), meta_a
+            wide += 1
+        long += not short
+    assert wide >= 5 and long >= 3
+
+
+def test_wide_tracking_never_spaces_a_line_with_a_space() -> None:
+    import random
+
+    from crnn.data.synth.layout import letter_spacing
+
+    cfg = dataclasses.replace(SynthConfig(), p_wide_tracking=1.0, p_spacing=0.0)
+    assert letter_spacing(random.Random(0), cfg, "老掉牙三贤店", 40, 0.12)[1] == "wide_tracking"
+    for seed in range(50):
+        spacing, name = letter_spacing(random.Random(seed), cfg, "老掉 牙", 40, 0.12)
+        assert (spacing, name) == (0.0, "")
 
 
 def test_full_width_text_is_drawn_full_width_and_labelled_in_ascii(tmp_path: Path) -> None:

@@ -111,6 +111,12 @@ class SynthConfig:
     p_punct_style: float = 0.0
     max_punct_scale: float = 0.6
     max_punct_rise: float = 0.3
+    # Wide tracking, as signs space their characters: 0.3 to max_wide_tracking of the
+    # font size after each character, on lines of at most 12 characters without a space
+    # (p_spacing stays under 0.12 em when the charset has a space, so a model trained
+    # without this reads a sign's wide gaps as quotes and commas). Off unless set.
+    p_wide_tracking: float = 0.0
+    max_wide_tracking: float = 1.5
     # Ink bleed or erosion: the ink blurred (up to max_bleed px at the output height)
     # and cut again at a random level: strokes grown with rounded ends, or thinned and worn.
     p_bleed: float = 0.0
@@ -247,6 +253,7 @@ class SynthConfig:
             "max_char_shift",
             "max_punct_scale",
             "max_punct_rise",
+            "max_wide_tracking",
             "max_bleed",
             "max_motion_blur",
             "max_defocus",

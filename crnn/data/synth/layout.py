@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 from PIL import Image, ImageDraw
 
+from crnn.config import SynthConfig
 from crnn.data.synth.fonts import FontInfo, GlyphCache
 
 # Points per edge of the line box that geometric effects track (curvature bends edges).
@@ -171,3 +172,23 @@ def punct_style(
             sizes[i] = max(sizes[i], grow)
             shifts[i] -= rise
     return sizes, shifts
+
+
+# Wide tracking (p_wide_tracking) only on lines this short: signs space a few characters
+# wide; a long line spaced so would outgrow the widest crop.
+WIDE_TRACKING_MAX_CHARS = 12
+
+
+def letter_spacing(r: random.Random, cfg: SynthConfig, text: str, size: int, cap: float) -> tuple[float, str]:
+    """The extra advance after each character, in pixels, and the effect's name ("" for
+    none). Ordinary spacing stays under ``cap`` em (a gap wider than a space reads as
+    one); wide tracking, 0.3 to ``cfg.max_wide_tracking`` em as signs space their
+    characters, is drawn only on short lines without a space, where no gap is a word
+    break. Off (drawing nothing from ``r``) unless ``cfg.p_wide_tracking`` is set."""
+    short = " " not in text and len(text) <= WIDE_TRACKING_MAX_CHARS
+    if cfg.p_wide_tracking > 0 and short and r.random() < cfg.p_wide_tracking:
+        return size * r.uniform(0.3, max(0.3, cfg.max_wide_tracking)), "wide_tracking"
+    if r.random() < cfg.p_spacing:
+        hi = min(cfg.spacing_max, cap)
+        return size * r.uniform(min(cfg.spacing_min, hi), hi), "spacing"
+    return 0.0, ""

@@ -55,7 +55,7 @@ log = logging.getLogger(__name__)
 # Every probability of SynthConfig that changes how an image looks (not what it says).
 EFFECT_PROBABILITIES = tuple(
     """
-    p_spacing p_stretch p_weight p_outline p_oldstyle p_slant p_char_jitter p_punct_style p_bleed
+    p_spacing p_stretch p_weight p_outline p_oldstyle p_slant p_char_jitter p_punct_style p_wide_tracking p_bleed
     p_uneven_light p_motion_blur p_defocus p_resample p_light_text p_color
     p_gradient_bg p_noise_bg p_texture_bg p_shadow p_rotate p_perspective p_curve
     p_blur p_noise p_jpeg p_tight_crop p_clip p_level_box
@@ -340,11 +340,8 @@ class SynthGenerator:
         scale = r.uniform(cfg.render_scale_min, cfg.render_scale_max)
         size = out_h * scale / (line_ratio * (1.0 + pads[1] + pads[3]))
         size = max(8, _SIZE_STEP * round(size / _SIZE_STEP))
-        spacing = 0.0
-        if r.random() < cfg.p_spacing:
-            hi = min(cfg.spacing_max, self._max_spacing)
-            spacing = size * r.uniform(min(cfg.spacing_min, hi), hi)
-            applied.append("spacing")
+        spacing, tracked = synth_layout.letter_spacing(r, cfg, text, size, self._max_spacing)
+        applied += [tracked] * bool(tracked)
         sizes = shifts = None
         if cfg.p_char_jitter > 0 and r.random() < cfg.p_char_jitter:
             # Sizes stay on the glyph cache's grid: one or more steps either way.
