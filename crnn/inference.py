@@ -37,6 +37,7 @@ from crnn.calibration import scale_logits
 from crnn.ctc import Lexicon, Prediction, decode, log_softmax_np, sequence_log_probs
 from crnn.ctc.numerals import fix_prediction, fixes_numerals
 from crnn.data.image import ImageSource, load_image, preprocess_array
+from crnn.orientation import UPSIDE_DOWN, OrientationClassifier, bundled_classifier
 from crnn.page_reading import PAGE_CHECK_LINES, PAGE_WIDTH_STEP, PageReading  # noqa: F401 (re-exported)
 
 log = logging.getLogger(__name__)
@@ -99,7 +100,10 @@ class Recognizer(PageReading):
             upside down; ``"none"``: everything is read as given. A turn is kept only
             when its text is more probable (under CTC, summed over its alignments) than
             the image's as given by :data:`ROTATE_MARGIN`; the prediction's ``rotation``
-            says which.
+            says which. With ``"pages"``, a crop wider than tall that the orientation
+            classifier (:mod:`crnn.orientation`) calls upside down is also read turned.
+        orientation: that classifier: ``"bundled"`` (the default; none when no
+            classifier is bundled), a path to one, or None (never consulted).
         squeeze: cap each image's width at the model's training width (``max_width`` of
             its image spec) as training does, instead of reading it whole. Better for a
             word model on word crops wider than that, wrong for lines (the bundled word
@@ -119,8 +123,13 @@ class Recognizer(PageReading):
         rotate: str = "pages",
         squeeze: bool = False,
         numerals: bool = True,
+        orientation: str | os.PathLike[str] | None = "bundled",
     ) -> None:
         self.squeeze = squeeze
+        self.orientation = (
+            bundled_classifier() if orientation == "bundled" else
+            None if orientation is None else OrientationClassifier(orientation)
+        )  # fmt: skip
         if rotate not in ("none", "pages", "auto"):
             raise ValueError(f"rotate must be 'none', 'pages' or 'auto', got {rotate!r}")
         self.rotate = rotate
@@ -182,6 +191,8 @@ class Recognizer(PageReading):
         img = load_image(image, self.spec.rgb)
         tall = img.height > img.width
         turns = ((0, 180, 90, 270) if tall else (0, 180)) if self.rotate == "auto" else (0, 90, 270) if tall else (0,)
+        if turns == (0,) and self.orientation is not None and self.orientation.upside_down(img) >= UPSIDE_DOWN:
+            turns = (0, 180)
         if len(turns) == 1:
             return self._seen(preprocess_array(img, self.spec, inference=not self.squeeze))
         # PIL rotates counter-clockwise: -d turns the image d degrees clockwise.
