@@ -172,8 +172,11 @@ def prepare(args: argparse.Namespace) -> None:
 def slim(args: argparse.Namespace) -> None:
     """Leave SLIM out of what the device tool carries (see the module docstring)."""
     del args
-    if not slim_tree(ROOT):
+    taken = slim_tree(ROOT)
+    if taken is None:
         print("already slim; tools/gpu_program.py unslim undoes it")
+    else:
+        print(f"took {len(taken)} paths out of what travels")
     print(f"working tree with .whl and gpu_data: {tree_mib():.1f} MiB (limit {TREE_LIMIT_MIB}); "
           "run tools/gpu_program.py unslim after the GPU calls, and commit nothing before")  # fmt: skip
 
@@ -184,11 +187,11 @@ def unslim(args: argparse.Namespace) -> None:
     print(f"restored {len(restored)} paths to git's index" if restored else "not slim: nothing to undo")
 
 
-def slim_tree(root: Path) -> list[str]:
-    """Untrack SLIM's paths under ``root`` and ignore them; the paths (none if already slim)."""
+def slim_tree(root: Path) -> list[str] | None:
+    """Untrack SLIM's paths under ``root`` and ignore them; the paths (None if already slim)."""
     exclude = root / ".git" / "info" / "exclude"
     if SLIM_MARK in (exclude.read_text() if exclude.exists() else ""):
-        return []
+        return None
     paths = sorted({str(p.relative_to(root)) for g in SLIM for p in root.glob(g)})
     if paths:
         subprocess.run(["git", "rm", "-r", "-q", "--cached", *paths], cwd=root, check=True)
