@@ -105,7 +105,8 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("none", "pages", "auto"),
         default="pages",
         help="pages (default): turn a page over when its lines read more probably upside down, "
-        "and read an image taller than wide turned 90/270 degrees too; auto: besides, read "
+        "read an image taller than wide turned 90/270 degrees too, and a crop the orientation "
+        "classifier calls upside down turned 180 degrees too; auto: besides, read "
         "every image upside down too (a turn is kept only when it reads far more probably); "
         "none: read everything as given. A turn is 'rotation' in JSON (and a 4th column "
         "with auto)",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any
 
 import torch
@@ -45,3 +46,13 @@ def make_optimizer(model: nn.Module, cfg: TrainConfig, device: torch.device) -> 
 
 def make_scheduler(optimizer: torch.optim.Optimizer, cfg: TrainConfig) -> Any:
     return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(s, cfg))
+
+
+def step_schedule(scheduler: torch.optim.lr_scheduler.LRScheduler) -> None:
+    """One step of the schedule per batch, taken or skipped: a step skipped by the NaN
+    guard or fp16 loss scaling still counts, so that resume and the time budget see one
+    step per batch (torch warns "lr_scheduler.step() before optimizer.step()" when the
+    first one is skipped; that is intended here)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"Detected call of `lr_scheduler.step\(\)`")
+        scheduler.step()

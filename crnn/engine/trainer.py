@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -52,7 +51,7 @@ from crnn.engine.logging import (
     log_progress,
     log_validation,
 )
-from crnn.engine.optim import make_optimizer, make_scheduler
+from crnn.engine.optim import make_optimizer, make_scheduler, step_schedule
 from crnn.engine.parallel import wrap
 from crnn.engine.signals import StopRequest, watchdog
 from crnn.engine.state import FitResult
@@ -195,12 +194,7 @@ class Trainer:
             if self.ema is not None:
                 self.ema.update(self.state.step)
         self.scaler.update()
-        with warnings.catch_warnings():
-            # A step skipped (NaN guard, fp16 loss scaling) still counts in the schedule,
-            # so that resume and the time budget see one step per batch: torch warns when
-            # the first one is skipped ("lr_scheduler.step() before optimizer.step()").
-            warnings.filterwarnings("ignore", message=r"Detected call of `lr_scheduler.step\(\)`")
-            self.scheduler.step()
+        step_schedule(self.scheduler)
         self.optimizer.zero_grad(set_to_none=True)
         self.state.advance(self.data.sampler.steps_per_epoch)
         return loss_sum, n
