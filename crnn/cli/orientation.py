@@ -36,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--holdout", type=float, default=0.1, help="share of each source held out (default 0.1)")
     p.add_argument("--epochs", type=int, default=8)
     p.add_argument("--minutes", type=float, default=0.0, help="stop after this many minutes (0: no cap)")
+    p.add_argument("--channels", default="8,16,32,64,96", help="the five convolutions' widths (default 8,16,32,64,96)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", help="write the held-out report here")
     p.add_argument("-v", "--verbose", action="store_true")
@@ -72,8 +73,9 @@ def main(argv: list[str] | None = None) -> int:
         held[name], rest = images[:k], images[k:]
         train += rest
         log.info("%s: %d crops, %d held out", name, len(images), k)
+    channels = tuple(int(c) for c in args.channels.split(","))
     model = orient.train_classifier(orient.both_ways(train, rng), epochs=args.epochs, seed=args.seed,
-                                    minutes=args.minutes)  # fmt: skip
+                                    minutes=args.minutes, channels=channels)  # fmt: skip
     result = orient.report(model, held)
     path = orient.export_classifier(model, args.out)
     for name, r in result.items():

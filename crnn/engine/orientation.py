@@ -95,13 +95,14 @@ def train_classifier(
     lr: float = 3e-3,
     seed: int = 0,
     minutes: float = 0.0,
+    channels: Sequence[int] = (8, 16, 32, 64, 96),
 ) -> OrientationNet:
     """Fit :class:`OrientationNet` (AdamW, one-cycle cosine); ``minutes`` caps the time.
     Augmentation: a share of the windows inverted (light text on dark), and contrast
     and brightness moved."""
     torch.manual_seed(seed)
     x_all, y_all = torch.from_numpy(train[0]), torch.from_numpy(train[1])
-    model = OrientationNet()
+    model = OrientationNet(channels)
     steps = epochs * math.ceil(len(x_all) / batch)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=1e-4)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps, pct_start=0.1)
