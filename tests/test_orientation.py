@@ -65,11 +65,17 @@ def test_training_writes_a_classifier_that_the_reader_loads(tmp_path):
 
     out = tmp_path / "m"
     code = main(["--real", str(SAMPLES), "--epochs", "1", "--holdout", "0.25", "-o", str(out),
-                 "--json", str(tmp_path / "r.json")])  # fmt: skip
+                 "--channels", "4,6,8,10,12", "--json", str(tmp_path / "r.json")])  # fmt: skip
     assert code == 0
     (path,) = out.glob("orient-*.onnx")
+    import onnx
+
+    convs = [n for n in onnx.load(str(path)).graph.node if n.op_type == "Conv"]
+    assert len(convs) == 5
     report = json.loads((tmp_path / "r.json").read_text())
     assert report["model"] == path.name and report["held_out"]["samples"]["crops"] == 3  # of 12
+    weights = {i.name: tuple(i.dims) for i in onnx.load(str(path)).graph.initializer}
+    assert [weights[c.input[1]][0] for c in convs] == [4, 6, 8, 10, 12]
     p = OrientationClassifier(path).upside_down(Image.open(SAMPLES / "word_02.png"))
     assert 0.0 <= p <= 1.0
     rec = Recognizer.bundled("word", orientation=path)
