@@ -103,7 +103,8 @@ class Recognizer(PageReading):
             says which. With ``"pages"``, a crop wider than tall that the orientation
             classifier (:mod:`crnn.orientation`) calls upside down is also read turned.
         orientation: that classifier: ``"bundled"`` (the default; none when no
-            classifier is bundled), a path to one, or None (never consulted).
+            classifier is bundled), a path to one, or None (never consulted); loaded
+            only with ``rotate="pages"``.
         squeeze: cap each image's width at the model's training width (``max_width`` of
             its image spec) as training does, instead of reading it whole. Better for a
             word model on word crops wider than that, wrong for lines (the bundled word
@@ -126,9 +127,10 @@ class Recognizer(PageReading):
         orientation: str | os.PathLike[str] | None = "bundled",
     ) -> None:
         self.squeeze = squeeze
+        # Consulted only by rotate="pages" (auto reads every turn, none none): loaded only then.
         self.orientation = (
-            bundled_classifier() if orientation == "bundled" else
-            None if orientation is None else OrientationClassifier(orientation)
+            None if orientation is None or rotate != "pages" else
+            bundled_classifier() if orientation == "bundled" else OrientationClassifier(orientation)
         )  # fmt: skip
         if rotate not in ("none", "pages", "auto"):
             raise ValueError(f"rotate must be 'none', 'pages' or 'auto', got {rotate!r}")

@@ -22,6 +22,8 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
+from crnn.ctc.decode import log_softmax_np
+
 # What the classifier sees: grayscale, this high, this wide (a wider crop is cut into
 # windows of this width whose answers are averaged; a narrower one is padded).
 HEIGHT = 32
@@ -67,9 +69,7 @@ class OrientationClassifier:
     def upside_down(self, image: Image.Image) -> float:
         """Mean over the crop's windows of the probability that it is upside down."""
         logits = self.session.run(None, {self.input: windows(image)})[0]
-        z = logits - logits.max(axis=1, keepdims=True)
-        p = np.exp(z) / np.exp(z).sum(axis=1, keepdims=True)
-        return float(p[:, 1].mean())
+        return float(np.exp(log_softmax_np(logits))[:, 1].mean())
 
 
 def bundled_classifier_path() -> Path | None:

@@ -258,7 +258,8 @@ def stage1(args: argparse.Namespace) -> None:
     workers = ["--workers", "0,1"] if args.dry_run else ["--workers", "0,4,15"]
     extra = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for kind, name in (("image", "ic15_train"), ("prepared", "ic15_train_prepared")) * ("data" in parts):
+        loaders = (("image", "ic15_train"), ("prepared", "ic15_train_prepared")) if "data" in parts else ()
+        for kind, name in loaders:
             data = _dry_run_data(Path(tmp)) / "ic15_train" if args.dry_run else DATA / name
             if args.dry_run and kind == "prepared":
                 run([sys.executable, "tools/create_lmdb.py", "--root", str(_dry_images(data, Path(tmp))),

@@ -76,8 +76,10 @@ def main(argv: list[str] | None = None) -> int:
     channels = tuple(int(c) for c in args.channels.split(","))
     model = orient.train_classifier(orient.both_ways(train, rng), epochs=args.epochs, seed=args.seed,
                                     minutes=args.minutes, channels=channels)  # fmt: skip
-    result = orient.report(model, held)
+    from crnn.orientation import OrientationClassifier
+
     path = orient.export_classifier(model, args.out)
+    result = orient.report(OrientationClassifier(path), held)
     for name, r in result.items():
         log.info("held out %s: %d crops, accuracy %.4f; upright called turned %s; turned caught %s",
                  name, r["crops"], r["accuracy"], r["upright_called_turned"], r["turned_caught"])  # fmt: skip

@@ -135,26 +135,17 @@ def train_classifier(
     return model.eval()
 
 
-@torch.no_grad()
-def upside_down_probs(model: OrientationNet, images: Sequence[Image.Image]) -> np.ndarray:
-    """The model's mean probability of "turned" over each image's windows (as
-    :meth:`crnn.orientation.OrientationClassifier.upside_down` computes it)."""
-    out = []
-    for im in images:
-        p = model(torch.from_numpy(windows(im))).softmax(1)[:, 1]
-        out.append(float(p.mean()))
-    return np.asarray(out)
-
-
-def report(model: OrientationNet, held_out: dict[str, Sequence[Image.Image]]) -> dict[str, Any]:
-    """Per held-out source: crops, accuracy at 0.5 over both ways, and at each of
-    THRESHOLDS the share of upright crops called turned and of turned crops caught."""
+def report(classifier: Any, held_out: dict[str, Sequence[Image.Image]]) -> dict[str, Any]:
+    """Per held-out source, as ``classifier`` (an exported
+    :class:`crnn.orientation.OrientationClassifier`, what the reader runs) scores it: crops,
+    accuracy at 0.5 over both ways, and at each of THRESHOLDS the share of upright crops
+    called turned and of turned crops caught."""
     out: dict[str, Any] = {}
     for name, images in held_out.items():
         if not images:
             continue
-        up = upside_down_probs(model, images)
-        down = upside_down_probs(model, [im.rotate(180) for im in images])
+        up = np.asarray([classifier.upside_down(im) for im in images])
+        down = np.asarray([classifier.upside_down(im.rotate(180)) for im in images])
         out[name] = {
             "crops": len(images),
             "accuracy": round(float(((up < 0.5).sum() + (down >= 0.5).sum()) / (2 * len(images))), 4),
