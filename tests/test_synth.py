@@ -750,3 +750,29 @@ def test_sentences_read_like_printed_chinese() -> None:
     assert ends.count("。") > 0.5 * len(ends) and ends.count("…") < 0.1 * len(ends), (len(ends), ends.count("…"))
     joined = "".join(more)
     assert sum(joined.count(m + "”") for m in "。！？") >= 30 and "：“" in joined
+
+
+def test_font_weights_draw_a_named_font_as_often_as_its_weight_says(alnum36: Charset) -> None:
+    """data.synth.font_weights: a face weighted 20 among n faces of weight 1 is drawn about
+    20 / (20 + n - 1) of the time; without weights each face about 1 / n; the stream
+    without weights is the one before the option existed (indices drawn the same way)."""
+    cfg = dataclasses.replace(effects_off(SynthConfig()), word_list="english")
+    plain = SynthGenerator(alnum36, cfg, seed=3, height=32)
+    weighted = SynthGenerator(alnum36, dataclasses.replace(cfg, font_weights=["DejaVuSans.ttf=20"]),
+                              seed=3, height=32)  # fmt: skip
+    n = len(plain.fonts)
+    assert n >= 10
+    draws = 300
+    share = {
+        name: sum(Path(g.render_with_meta(i)[2].font).name == "DejaVuSans.ttf" for i in range(draws)) / draws
+        for name, g in (("plain", plain), ("weighted", weighted))
+    }  # fmt: skip
+    expected = 20 / (20 + n - 1)
+    assert abs(share["weighted"] - expected) < 0.12, (share, expected)
+    assert share["plain"] < 0.15, share
+
+
+@pytest.mark.parametrize("entry", ["DejaVu*", "=3", "DejaVu*=0", "DejaVu*=-1", "DejaVu*=lots", "x=inf"])
+def test_a_malformed_font_weight_says_what_is_expected(entry: str) -> None:
+    with pytest.raises(ConfigError, match="pattern=weight"):
+        SynthConfig(font_weights=[entry]).validate()

@@ -32,6 +32,10 @@ class SynthConfig:
     # Font files left out, as name patterns (e.g. ["wqy-microhei.ttc*"]: a face of a
     # collection is named file.ttc#N): fonts held out for a test.
     exclude_fonts: list[str] = field(default_factory=list)
+    # How often a font is drawn, as "pattern=weight" (name patterns as in exclude_fonts;
+    # a font no pattern names weighs 1, the first matching pattern wins): e.g.
+    # ["LXGWWenKai-*=3"] draws the three Kai faces three times as often as each other face.
+    font_weights: list[str] = field(default_factory=list)
     # One word per line (UTF-8), optionally "word<TAB>count" (drawn by count **
     # word_weight_power); "" or "english" = the bundled English list, "chinese" = the
     # bundled Chinese one (100,000 words with their frequencies, crnn/assets/words).
@@ -205,6 +209,7 @@ class SynthConfig:
                 f"data.synth.p_gradient_bg + p_noise_bg + p_texture_bg = {bg:g}: they are shares of "
                 "one choice (the rest is flat), so their sum must be <= 1"
             )
+        parse_font_weights(cfg.font_weights)  # raises on a malformed entry
         if cfg.p_upper + cfg.p_title > 1.0 + 1e-9:
             raise bad("p_upper + p_title", cfg.p_upper + cfg.p_title, "a sum <= 1")
         if cfg.line_max_words < 2:
@@ -274,3 +279,26 @@ class SynthConfig:
             raise bad("spacing_min", cfg.spacing_min, "a fraction of the font size > -0.5")
         if not 0.0 <= cfg.min_legibility < 0.9:
             raise bad("min_legibility", cfg.min_legibility, "a correlation in [0, 0.9), e.g. 0.4 (0: off)")
+
+
+def parse_font_weights(entries: list[str]) -> list[tuple[str, float]]:
+    """``["LXGWWenKai-*=3"]`` -> ``[("LXGWWenKai-*", 3.0)]`` (``data.synth.font_weights``).
+
+    Raises:
+        ConfigError: an entry that is not ``pattern=weight`` with a weight > 0.
+    """
+    out = []
+    for entry in entries:
+        pattern, sep, raw = str(entry).rpartition("=")
+        try:
+            weight = float(raw)
+        except ValueError:
+            weight = -1.0
+        if not sep or not pattern or not weight > 0 or weight == float("inf"):
+            raise ConfigError(
+                f"data.synth.font_weights entry {entry!r} is not valid: expected "
+                "'pattern=weight' with a font file name pattern and a weight > 0, "
+                "e.g. 'LXGWWenKai-*=3'"
+            )
+        out.append((pattern, weight))
+    return out

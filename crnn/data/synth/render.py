@@ -23,6 +23,7 @@ One image, start to end::
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 import functools
 import logging
 import math
@@ -36,6 +37,7 @@ from PIL import Image
 
 from crnn.charset import Charset
 from crnn.config import SynthConfig
+from crnn.config.synth import parse_font_weights
 from crnn.data.synth import effects as fx
 from crnn.data.synth import layout as synth_layout
 from crnn.data.synth.fonts import (
@@ -178,6 +180,8 @@ class SynthGenerator:
                 f"({charset.chars[:40]!r}...): add fonts that cover it (--fonts DIR)"
             )
         self.fonts: tuple[FontInfo, ...] = tuple(fonts)
+        # data.synth.font_weights: None (each font equally often) unless set.
+        self._weights = _font_weights(self.fonts, parse_font_weights(cfg.font_weights))
         drawable = frozenset().union(*(f.chars for f in fonts))
         self.alphabet = "".join(c for c in candidates if c in drawable)
         # Charset characters no font can draw (never generated; warned about).
@@ -470,10 +474,10 @@ class SynthGenerator:
             text = self.text.sample(r)
             need = set(text)
             if need <= self._common:
-                return text, self.fonts[r.randrange(len(self.fonts))]
-            fonts = [f for f in self.fonts if need <= f.chars]
-            if fonts:
-                return text, fonts[r.randrange(len(fonts))]
+                return text, self._pick_font(r, range(len(self.fonts)))
+            fits = [i for i, f in enumerate(self.fonts) if need <= f.chars]
+            if fits:
+                return text, self._pick_font(r, fits)
         # The texts keep mixing characters that no single font draws: fall back to a
         # random string from one font's characters, which always fits.
         font = self.fonts[r.randrange(len(self.fonts))]
@@ -481,6 +485,12 @@ class SynthGenerator:
         lo = max(1, self.cfg.min_length)
         n = r.randint(lo, max(lo, min(self.cfg.max_length, 12)))
         return "".join(r.choice(chars) for _ in range(n)), font
+
+    def _pick_font(self, r: random.Random, indices: Sequence[int]) -> FontInfo:
+        """One of ``self.fonts[i] for i in indices``, by ``data.synth.font_weights``."""
+        if self._weights is None:
+            return self.fonts[indices[r.randrange(len(indices))]]
+        return self.fonts[r.choices(indices, [self._weights[i] for i in indices])[0]]
 
     def _perspective(
         self, r: random.Random, pts: np.ndarray, h: np.ndarray | None, text_h: float
@@ -492,3 +502,19 @@ class SynthGenerator:
             quad = fx.apply_h(h, quad)
         p = fx.perspective(quad, r, self.cfg.max_perspective * text_h)
         return p if h is None else p @ h
+
+
+def _font_weights(
+    fonts: Sequence[FontInfo], rules: list[tuple[str, float]]
+) -> tuple[float, ...] | None:
+    """Each font's weight under ``rules`` (the first pattern matching its file name wins,
+    1 when none does); None without rules. A rule that names no font is warned about."""
+    if not rules:
+        return None
+    names = [Path(f.path).name for f in fonts]
+    for pattern, _ in rules:
+        if not any(fnmatch.fnmatch(n, pattern) for n in names):
+            log.warning("data.synth.font_weights: %r names none of the %d fonts", pattern, len(names))
+    return tuple(
+        next((w for pattern, w in rules if fnmatch.fnmatch(n, pattern)), 1.0) for n in names
+    )
