@@ -372,6 +372,50 @@ def test_coverage_rejects_missing_and_empty_glyphs(partial_fonts: Path) -> None:
     assert glyph_coverage(partial_fonts / "Digits.ttf", DIGITS + "AB ") == frozenset(DIGITS + " ")
 
 
+def test_glyph_coverage_is_kept_on_disk_for_the_next_process(
+    partial_fonts: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A second process answers from the disk cache without reading the font (the check
+    that costs ~20 s for the Chinese faces); a changed file, a corrupt cache file and
+    CRNN_OCR_CACHE='' each make it check the font again, and get the right answer."""
+    import shutil
+
+    from crnn.data.synth import fonts
+
+    font = tmp_path / "Digits.ttf"
+    shutil.copy(partial_fonts / "Digits.ttf", font)
+    monkeypatch.setenv("CRNN_OCR_CACHE", str(tmp_path / "cache"))
+    want = DIGITS + "AB "
+    assert glyph_coverage(font, want) == frozenset(DIGITS + " ")
+    (cached,) = (tmp_path / "cache" / "glyph-coverage").glob("*.json")
+
+    checked: list[int] = []
+    real_check = fonts._check_glyphs
+
+    def counting(path: str, chars: list[str]) -> dict[str, bool]:
+        checked.append(len(chars))
+        return real_check(path, chars)
+
+    monkeypatch.setattr(fonts, "_check_glyphs", counting)
+
+    def fresh_process() -> frozenset[str]:
+        monkeypatch.setattr(fonts, "_COVERAGE_CACHE", {})
+        return glyph_coverage(font, want)
+
+    assert fresh_process() == frozenset(DIGITS + " ") and checked == []
+    # a character not asked about before is checked, alone
+    monkeypatch.setattr(fonts, "_COVERAGE_CACHE", {})
+    assert glyph_coverage(font, want + "C") == frozenset(DIGITS + " ") and checked == [1]
+    cached.write_text("{not json", encoding="utf-8")
+    assert fresh_process() == frozenset(DIGITS + " ") and checked[-1] == len(want)
+    os.utime(font, ns=(1, 1))  # the same file changed (here: its time): checked again
+    assert fresh_process() == frozenset(DIGITS + " ") and checked[-1] == len(want)
+    monkeypatch.setenv("CRNN_OCR_CACHE", "")
+    shutil.rmtree(tmp_path / "cache")
+    assert fresh_process() == frozenset(DIGITS + " ") and checked[-1] == len(want)
+    assert not (tmp_path / "cache").exists()
+
+
 def test_font_lacking_glyphs_is_only_used_for_texts_it_covers(
     alnum36: Charset, partial_fonts: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
