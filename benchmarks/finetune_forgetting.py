@@ -16,7 +16,7 @@ Each arm fine-tunes the same model (``--model``, the bundled ``zh`` by default) 
 domain's test lines, one torch thread), with the arm's settings on top (``ARMS``):
 the default (half of each batch from the generator the model learnt from, saved weights
 half the starting ones), each half alone, and neither (the domain alone, as other
-toolkits fine-tune). ``tests/test_finetune.py`` runs the default arm with these sets.
+toolkits fine-tune). ``tests/test_replay.py`` tests the two mechanisms; this measures what they keep.
 """
 
 from __future__ import annotations
@@ -136,7 +136,7 @@ def domain_set(folder: Path) -> tuple[list[Path], list[str]]:
 
 
 def finetune_args(model: str, train: Path, val: Path, out: Path, steps: int, config: str) -> list[str]:
-    """The fine-tuning command every arm runs (``tests/test_finetune.py`` runs the default)."""
+    """The fine-tuning command every arm runs."""
     return [sys.executable, str(ROOT / "tools" / "train.py"), "--config", config,
             "--train", str(train), "--val", str(val), "--output-dir", str(out),
             "--set", f"train.init_from={model}", f"train.max_steps={steps}", "train.lr=3e-4",
@@ -177,7 +177,7 @@ def main() -> None:
     domain, general = domain_set(work / "domain_test"), general_set(args.count)
     rows = {"before": measure(args.model, domain, general, args.count)}
     print("before", json.dumps(rows["before"]), flush=True)
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}  # as tests/test_finetune.py runs it
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}  # one torch thread, as the tests run
     for i, (arm, sets) in enumerate(ARMS):
         out = work / f"arm{i}"
         cmd = finetune_args(args.model, work / "domain_train", work / "domain_test", out, args.steps, args.config)
