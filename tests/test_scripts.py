@@ -129,13 +129,15 @@ def test_the_chinese_charset_has_the_5530_classes_of_a_real_line_recognizer():
 @pytest.mark.slow
 def test_a_tiny_model_learns_to_read_synthetic_chinese_lines(tmp_path):
     """From the corpus source and the CJK font fixture only, on the CPU: 10 characters
-    in lines of 1-4, effects off, 1,000 steps take the character error rate on a fixed
-    synthetic validation set from ~1 (a fresh model) to below 0.5."""
+    in lines of 1-4, effects off, 700 steps take the character error rate on a fixed
+    synthetic validation set from ~1 (a fresh model) to below 0.5 (0.29 measured; 0.74
+    after 400 steps, 0.40 after 600)."""
     from conftest import train_on_corpus_words
 
     chars = CJK_CHARS[:10]
     (tmp_path / "chars.txt").write_text("\n".join(chars) + "\n", encoding="utf-8")
-    metrics = train_on_corpus_words(tmp_path, "".join(chars), str(tmp_path / "chars.txt"), CJK_FONT.parent, 4)
+    metrics = train_on_corpus_words(tmp_path, "".join(chars), str(tmp_path / "chars.txt"), CJK_FONT.parent, 4,
+                                    steps=700)  # fmt: skip
     assert metrics["cer"] < 0.5, metrics
 
 
