@@ -820,3 +820,30 @@ def test_font_weights_draw_a_named_font_as_often_as_its_weight_says(alnum36: Cha
 def test_a_malformed_font_weight_says_what_is_expected(entry: str) -> None:
     with pytest.raises(ConfigError, match="pattern=weight"):
         SynthConfig(font_weights=[entry]).validate()
+
+
+def test_extrusion_sweeps_the_ink_one_way_and_keeps_the_label() -> None:
+    """p_extrude: a dot becomes a short straight streak beside it (one direction, at most
+    max_extrude of the height long, the dot's own pixel left to the face); in the
+    generator, the same text, with more pixels off the background."""
+    dot = np.zeros((40, 40), np.uint8)
+    dot[20, 20] = 255
+    for seed in range(20):
+        side = np.asarray(fx.extrusion(random.Random(seed), Image.fromarray(dot), 6.0))
+        ys, xs = np.nonzero(side)
+        assert 2 <= len(ys) <= 7 and side[20, 20] == 0, (seed, list(zip(ys, xs)))
+        assert np.hypot(ys - 20, xs - 20).max() <= 6.5
+        # one side of the dot only: every pixel in the same half-plane
+        vy, vx = ys.mean() - 20, xs.mean() - 20
+        assert (((ys - 20) * vy + (xs - 20) * vx) > 0).all(), (seed, list(zip(ys, xs)))
+
+    charset = Charset.from_spec("alnum36")
+    base = dataclasses.replace(effects_off(SynthConfig()), word_list="english")
+    plain = SynthGenerator(charset, base, seed=2, height=32)
+    solid = SynthGenerator(charset, dataclasses.replace(base, p_extrude=1.0), seed=2, height=32)
+    for i in range(6):
+        a, label_a, meta = solid.render_with_meta(i)
+        b, label_b, _ = plain.render_with_meta(i)
+        assert label_a == label_b and "extrude" in meta.effects
+        paper = lambda im: (np.abs(np.asarray(im, np.int16) - int(np.median(np.asarray(im)))) > 20).sum()  # noqa: E731
+        assert paper(a) > paper(b), i

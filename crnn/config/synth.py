@@ -137,6 +137,11 @@ class SynthConfig:
     max_bg_variation: float = 0.3
     # Drop shadow 1-3 px down-right, between the text and background tones.
     p_shadow: float = 0.05
+    # Extruded (3D) letters, as shop signs and metal lettering are made: the ink mask
+    # swept 1.5 px to max_extrude of the image height in one direction, the sides in a
+    # tone between the face's and the background's, the face on top. Off unless set.
+    p_extrude: float = 0.0
+    max_extrude: float = 0.15
     # Geometry: rotation (degrees), perspective (corner shift, fraction of text
     # height), curvature (bow height, fraction of text height).
     p_rotate: float = 0.3
@@ -260,6 +265,7 @@ class SynthConfig:
             "max_punct_rise",
             "max_wide_tracking",
             "max_bleed",
+            "max_extrude",
             "max_motion_blur",
             "max_defocus",
         ):

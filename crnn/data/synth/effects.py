@@ -332,7 +332,39 @@ def paint(
         shade = Image.new(mode, (w, h), _pixel(paper_c + (ink_c - paper_c) * 0.45))
         bg = Image.composite(shade, bg, shadow)
         applied.append("shadow")
+    # Drawn only when set, so that recipes without it keep their random stream.
+    if cfg.p_extrude > 0 and r.random() < cfg.p_extrude:
+        side = extrusion(r, alpha, cfg.max_extrude * h)
+        tone = paper_c + (ink_c - paper_c) * r.uniform(0.35, 0.7)
+        bg = Image.composite(Image.new(mode, (w, h), _pixel(tone)), bg, side)
+        applied.append("extrude")
     return Image.composite(Image.new(mode, (w, h), _pixel(ink_c)), bg, alpha)
+
+
+def extrusion(r: random.Random, alpha: Image.Image, max_depth: float) -> Image.Image:
+    """The sides of extruded letters: the ink mask ``alpha`` swept 1.5 to ``max_depth``
+    pixels (at least 1.5) in a random direction, mostly downwards, one pixel at a time,
+    as the maximum of the shifted copies (the face itself is composited on top later)."""
+    depth = r.uniform(1.5, max(1.5, max_depth))
+    angle = math.radians(r.uniform(20.0, 160.0) if r.random() < 0.8 else r.uniform(-160.0, -20.0))
+    dx, dy = math.cos(angle), math.sin(angle)  # image y grows downwards
+    src = np.asarray(alpha, dtype=np.uint8)
+    out = np.zeros_like(src)
+    steps = max(1, round(depth))
+    for k in range(1, steps + 1):
+        t = depth * k / steps
+        out = np.maximum(out, _shifted(src, round(t * dx), round(t * dy)))
+    return Image.fromarray(out, "L")
+
+
+def _shifted(a: np.ndarray, dx: int, dy: int) -> np.ndarray:
+    """``a`` moved ``dx`` right and ``dy`` down, zeros where nothing moved in."""
+    out = np.zeros_like(a)
+    h, w = a.shape
+    if abs(dx) >= w or abs(dy) >= h:
+        return out
+    out[max(dy, 0) : h + min(dy, 0), max(dx, 0) : w + min(dx, 0)] = a[max(-dy, 0) : h - max(dy, 0), max(-dx, 0) : w - max(dx, 0)]
+    return out
 
 
 def stroke_weight(r: random.Random, alpha: Image.Image) -> Image.Image:
