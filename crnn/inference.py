@@ -161,6 +161,7 @@ class Recognizer(PageReading):
         channels_last: bool | None = None,
         threads: int | None = None,
         providers: list[str] | None = None,
+        spinning: bool = True,
         **decoding: Any,
     ) -> Recognizer:
         """Load a training checkpoint, a run directory (its best.pt), a release file, or
@@ -169,7 +170,7 @@ class Recognizer(PageReading):
         ``batch_size``, ``beam_width``, ``lexicon``, ``max_edits``."""
         backend = load_backend(
             path, device=device, amp=amp, channels_last=channels_last, threads=threads,
-            providers=providers,
+            providers=providers, spinning=spinning,
         )  # fmt: skip
         return cls(backend, **decoding)
 

@@ -432,3 +432,22 @@ def test_a_small_image_is_read_while_large_ones_hold_every_planning_slot() -> No
     small, waited = asyncio.run(go())
     assert small["text"] == "homeland", small
     assert waited  # the large image waited for its slot
+
+
+def test_the_server_s_onnx_threads_sleep_between_batches_and_the_library_s_spin(monkeypatch) -> None:
+    """crnn-serve builds its ONNX session with spinning off (its idle intra-op threads
+    burned 2-3 ms of CPU a request: docs/benchmarks.md, "Serving under load"); the library
+    keeps ONNX Runtime's default, which a batch read of a folder is fastest with."""
+    import uvicorn
+
+    from crnn.cli import serve
+    from crnn.inference import Recognizer
+
+    served = {}
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: served.setdefault("app", app))
+    assert serve.main(["--model", "word"]) == 0
+    session = served["app"].app.state.service.rec.backend.session
+    assert session.get_session_options().get_session_config_entry("session.intra_op.allow_spinning") == "0"
+    library = Recognizer.bundled("word").backend.session.get_session_options()
+    with pytest.raises(RuntimeError, match="does not have configuration"):
+        library.get_session_config_entry("session.intra_op.allow_spinning")  # the default: spin

@@ -50,11 +50,12 @@ def load_backend(
     channels_last: bool | None = None,
     threads: int | None = None,
     providers: list[str] | None = None,
+    spinning: bool = True,
 ) -> Backend:
     """The model in ``path``, ready to run.
 
-    ``.onnx`` files run on ONNX Runtime (``threads``, ``providers``; CPU by default;
-    PyTorch is not imported). Anything else is a checkpoint, run directory or release
+    ``.onnx`` files run on ONNX Runtime (``threads``, ``providers``, ``spinning``; CPU by
+    default; PyTorch is not imported). Anything else is a checkpoint, run directory or release
     file for PyTorch (``device``: default CUDA if available; ``amp``: autocast on CUDA;
     ``channels_last``: see ``TorchBackend``; ``threads``: PyTorch's CPU threads).
 
@@ -71,7 +72,7 @@ def load_backend(
                 "%s runs with ONNX Runtime on the CPU; --device %s applies to PyTorch "
                 "checkpoints", path, device,
             )  # fmt: skip
-        return OnnxBackend(path, providers=providers, threads=threads)
+        return OnnxBackend(path, providers=providers, threads=threads, spinning=spinning)
     from crnn.backends.torch import TorchBackend
 
     return TorchBackend.from_checkpoint(

@@ -78,13 +78,16 @@ def read_metadata(session_or_path: Any) -> dict[str, Any]:
     return out
 
 
-def session_options(threads: int | None = None) -> Any:
+def session_options(threads: int | None = None, spinning: bool = True) -> Any:
     """ONNX Runtime session options used for every crnn-ocr model.
 
     Full graph optimisation (ONNX Runtime's default, stated so it stays so), ``threads``
     intra-op threads (default: ONNX Runtime's choice, one per physical core), and
     denormal floats flushed to zero: trained LSTM weights drive gates into denormals,
     which x86 computes on several times slower (the trainer flushes them too).
+    ``spinning=False``: the intra-op threads sleep between runs instead of spinning on
+    their core (ONNX Runtime's default), for a process that shares its cores (the server:
+    docs/benchmarks.md, "Serving under load").
     """
     _, ort = require_onnx(runtime_only=True)
     opts = ort.SessionOptions()
@@ -92,6 +95,8 @@ def session_options(threads: int | None = None) -> Any:
     if threads:
         opts.intra_op_num_threads = threads
     opts.add_session_config_entry("session.set_denormal_as_zero", "1")
+    if not spinning:
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
     return opts
 
 
@@ -106,6 +111,7 @@ class OnnxBackend:
         path: an ``.onnx`` file written by :func:`crnn.export.export_onnx`.
         providers: ONNX Runtime execution providers (default: CPU).
         threads: intra-op threads (default: ONNX Runtime's choice).
+        spinning: whether idle intra-op threads spin (see :func:`session_options`).
 
     ``quantization`` is ``""`` for the float model, else how the file was quantised
     (``"int8-static"``, see :func:`crnn.export.quantize_int8`).
@@ -116,6 +122,7 @@ class OnnxBackend:
         path: str | os.PathLike[str],
         providers: list[str] | None = None,
         threads: int | None = None,
+        spinning: bool = True,
     ) -> None:
         _, ort = require_onnx(runtime_only=True)
         self.path = Path(path)
@@ -123,7 +130,7 @@ class OnnxBackend:
             raise FileNotFoundError(f"ONNX file {str(self.path)!r} not found")
         self.session = ort.InferenceSession(
             str(self.path),
-            session_options(threads),
+            session_options(threads, spinning),
             providers=providers or ["CPUExecutionProvider"],
         )
         meta = read_metadata(self.session)
