@@ -37,6 +37,7 @@ from crnn.data.synth import (
     glyph_coverage,
 )
 from crnn.data.synth import effects as fx
+from crnn.data.synth import geometry as geo
 from crnn.data.synth.fonts import GlyphCache
 from crnn.data.synth.scripts import raqm_available
 
@@ -606,12 +607,12 @@ def _bar(h: int = 40, w: int = 40) -> Image.Image:
 
 def test_slant_leans_the_top_of_a_stroke_right_and_keeps_the_baseline() -> None:
     bar = _bar()
-    out = np.asarray(fx.warp(bar, fx.shear(12.0), bar.size), dtype=np.float32)
+    out = np.asarray(geo.warp(bar, geo.shear(12.0), bar.size), dtype=np.float32)
     xs = np.arange(out.shape[1])
     top = (out[8] * xs).sum() / out[8].sum()
     bottom = (out[32] * xs).sum() / out[32].sum()
     assert top - bottom > 4.0, (top, bottom)  # tan(12 deg) * 24 px ~ 5 px
-    left = np.asarray(fx.warp(bar, fx.shear(-12.0), bar.size), dtype=np.float32)
+    left = np.asarray(geo.warp(bar, geo.shear(-12.0), bar.size), dtype=np.float32)
     assert (left[8] * xs).sum() / left[8].sum() < (left[32] * xs).sum() / left[32].sum() - 4.0
 
 

@@ -14,6 +14,7 @@ process and words are composed from the cached bitmaps.
 
 from __future__ import annotations
 
+import fnmatch
 import functools
 import hashlib
 import json
@@ -411,3 +412,19 @@ def _raqm() -> bool:
     from PIL import features
 
     return bool(features.check("raqm"))
+
+
+def font_weights(
+    fonts: Sequence[FontInfo], rules: list[tuple[str, float]]
+) -> tuple[float, ...] | None:
+    """Each font's weight under ``rules`` (the first pattern matching its file name wins,
+    1 when none does); None without rules. A rule that names no font is warned about."""
+    if not rules:
+        return None
+    names = [Path(f.path).name for f in fonts]
+    for pattern, _ in rules:
+        if not any(fnmatch.fnmatch(n, pattern) for n in names):
+            log.warning("data.synth.font_weights: %r names none of the %d fonts", pattern, len(names))
+    return tuple(
+        next((w for pattern, w in rules if fnmatch.fnmatch(n, pattern)), 1.0) for n in names
+    )

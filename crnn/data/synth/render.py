@@ -23,7 +23,6 @@ One image, start to end::
 from __future__ import annotations
 
 import dataclasses
-import fnmatch
 import functools
 import logging
 import math
@@ -39,15 +38,17 @@ from crnn.charset import Charset
 from crnn.config import SynthConfig
 from crnn.config.synth import parse_font_weights
 from crnn.data.synth import effects as fx
+from crnn.data.synth import geometry as geo
 from crnn.data.synth import layout as synth_layout
 from crnn.data.synth.fonts import (
     FontError,
     FontInfo,
     GlyphCache,
+    font_weights,
     load_fonts,
 )
 from crnn.data.synth.fontsets import configured_fonts
-from crnn.data.synth.layout import EDGE_POINTS, compose, compose_shaped, level_box
+from crnn.data.synth.layout import compose, compose_shaped, level_box
 from crnn.data.synth.legibility import legibility
 from crnn.data.synth.scripts import shaped_chars, warn_if_unshaped
 from crnn.data.synth.text import BUNDLED_WORD_LISTS, TextSampler, drawable_alphabet
@@ -181,7 +182,7 @@ class SynthGenerator:
             )
         self.fonts: tuple[FontInfo, ...] = tuple(fonts)
         # data.synth.font_weights: None (each font equally often) unless set.
-        self._weights = _font_weights(self.fonts, parse_font_weights(cfg.font_weights))
+        self._weights = font_weights(self.fonts, parse_font_weights(cfg.font_weights))
         drawable = frozenset().union(*(f.chars for f in fonts))
         self.alphabet = "".join(c for c in candidates if c in drawable)
         # Charset characters no font can draw (never generated; warned about).
@@ -375,13 +376,13 @@ class SynthGenerator:
         h = None
         bend = None
         if r.random() < cfg.p_curve:
-            bend = fx.Curve(canvas.width, r.uniform(-1.0, 1.0) * cfg.max_curve * text_h)
+            bend = geo.Curve(canvas.width, r.uniform(-1.0, 1.0) * cfg.max_curve * text_h)
             applied.append("curve")
         if cfg.p_slant > 0 and r.random() < cfg.p_slant:
-            h = fx.shear(r.uniform(-cfg.max_slant, cfg.max_slant))
+            h = geo.shear(r.uniform(-cfg.max_slant, cfg.max_slant))
             applied.append("slant")
         if r.random() < cfg.p_rotate:
-            rot = fx.rotation(r.uniform(-cfg.max_rotate, cfg.max_rotate))
+            rot = geo.rotation(r.uniform(-cfg.max_rotate, cfg.max_rotate))
             h = rot if h is None else rot @ h
             applied.append("rotate")
         # Drawn only when set, so that recipes without it keep their random stream.
@@ -394,10 +395,10 @@ class SynthGenerator:
             if bend is not None:
                 canvas, pts, boxes = bend(canvas), bend.points(pts), bend.boxes(boxes)
             if perspective:
-                h = self._perspective(r, pts, h, text_h)
+                h = geo.line_perspective(r, pts, h, cfg.max_perspective * text_h)
             if h is not None:
-                pts = fx.apply_h(h, pts)
-                corners = fx.apply_h(h, boxes[:, [0, 1, 2, 1, 2, 3, 0, 3]].reshape(-1, 2))
+                pts = geo.apply_h(h, pts)
+                corners = geo.apply_h(h, boxes[:, [0, 1, 2, 1, 2, 3, 0, 3]].reshape(-1, 2))
                 lo, hi = corners.min(0), corners.max(0)
             else:
                 lo, hi = boxes[:, :2].min(0), boxes[:, 2:].max(0)
@@ -441,7 +442,7 @@ class SynthGenerator:
         else:
             sx, sy = out_w / (right - left), out_h / (bottom - top)
             to_out = np.array([[sx, 0.0, -left * sx], [0.0, sy, -top * sy], [0.0, 0.0, 1.0]])
-            alpha = fx.warp(canvas, to_out if h is None else to_out @ h, (out_w, out_h))
+            alpha = geo.warp(canvas, to_out if h is None else to_out @ h, (out_w, out_h))
 
         clean = alpha
         # ---- stroke weight: a bolder or lighter face than the font's own ----
@@ -491,30 +492,3 @@ class SynthGenerator:
         if self._weights is None:
             return self.fonts[indices[r.randrange(len(indices))]]
         return self.fonts[r.choices(indices, [self._weights[i] for i in indices])[0]]
-
-    def _perspective(
-        self, r: random.Random, pts: np.ndarray, h: np.ndarray | None, text_h: float
-    ) -> np.ndarray:
-        """Compose a random perspective of the (possibly rotated) line box onto ``h``."""
-        n = EDGE_POINTS
-        quad = pts[[0, n - 1, 2 * n - 1, n]]  # line box corners, clockwise from top-left
-        if h is not None:
-            quad = fx.apply_h(h, quad)
-        p = fx.perspective(quad, r, self.cfg.max_perspective * text_h)
-        return p if h is None else p @ h
-
-
-def _font_weights(
-    fonts: Sequence[FontInfo], rules: list[tuple[str, float]]
-) -> tuple[float, ...] | None:
-    """Each font's weight under ``rules`` (the first pattern matching its file name wins,
-    1 when none does); None without rules. A rule that names no font is warned about."""
-    if not rules:
-        return None
-    names = [Path(f.path).name for f in fonts]
-    for pattern, _ in rules:
-        if not any(fnmatch.fnmatch(n, pattern) for n in names):
-            log.warning("data.synth.font_weights: %r names none of the %d fonts", pattern, len(names))
-    return tuple(
-        next((w for pattern, w in rules if fnmatch.fnmatch(n, pattern)), 1.0) for n in names
-    )
