@@ -226,8 +226,7 @@ def paint(
         bg = Image.fromarray(np.clip(arr + 0.5, 0, 255).astype(np.uint8), mode)
     if r.random() < cfg.p_shadow:
         dx, dy = r.randint(1, 3), r.randint(1, 3)
-        shadow = Image.new("L", (w, h), 0)
-        shadow.paste(alpha, (dx, dy))
+        shadow = _moved(alpha, dx, dy)
         shade = Image.new(mode, (w, h), _pixel(paper_c + (ink_c - paper_c) * 0.45))
         bg = Image.composite(shade, bg, shadow)
         applied.append("shadow")
@@ -247,22 +246,19 @@ def extrusion(r: random.Random, alpha: Image.Image, max_depth: float) -> Image.I
     depth = r.uniform(1.5, max(1.5, max_depth))
     angle = math.radians(r.uniform(20.0, 160.0) if r.random() < 0.8 else r.uniform(-160.0, -20.0))
     dx, dy = math.cos(angle), math.sin(angle)  # image y grows downwards
-    src = np.asarray(alpha, dtype=np.uint8)
-    out = np.zeros_like(src)
     steps = max(1, round(depth))
+    side = Image.new("L", alpha.size, 0)
     for k in range(1, steps + 1):
         t = depth * k / steps
-        out = np.maximum(out, _shifted(src, round(t * dx), round(t * dy)))
-    return Image.fromarray(out, "L")
+        side = ImageChops.lighter(side, _moved(alpha, round(t * dx), round(t * dy)))
+    return side
 
 
-def _shifted(a: np.ndarray, dx: int, dy: int) -> np.ndarray:
-    """``a`` moved ``dx`` right and ``dy`` down, zeros where nothing moved in."""
-    out = np.zeros_like(a)
-    h, w = a.shape
-    if abs(dx) >= w or abs(dy) >= h:
-        return out
-    out[max(dy, 0) : h + min(dy, 0), max(dx, 0) : w + min(dx, 0)] = a[max(-dy, 0) : h - max(dy, 0), max(-dx, 0) : w - max(dx, 0)]
+def _moved(mask: Image.Image, dx: int, dy: int) -> Image.Image:
+    """``mask`` moved ``dx`` right and ``dy`` down in a frame of its size, 0 where nothing
+    moved in (a drop shadow, one layer of an extrusion)."""
+    out = Image.new("L", mask.size, 0)
+    out.paste(mask, (dx, dy))
     return out
 
 
