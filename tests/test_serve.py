@@ -70,6 +70,17 @@ def test_concurrent_images_share_forward_passes_and_keep_their_own_frames() -> N
     assert backend.calls == [1] * 6  # batching off
 
 
+def test_model_workers_one_batch_per_core_for_onnx_and_one_for_pytorch() -> None:
+    from crnn.cli.serve import forward_workers
+
+    cores = len(os.sched_getaffinity(0))
+    assert forward_workers("m.onnx", 0) == (cores, 1)
+    assert forward_workers("m.onnx", 1) == (1, cores)
+    assert forward_workers("m.pt", 0) == (1, None) and forward_workers("m.pt", 3) == (3, None)
+    with pytest.raises(ValueError, match="--model-workers -1"):
+        forward_workers("m.onnx", -1)
+
+
 def test_a_failing_backend_fails_every_waiter_and_the_batcher_goes_on() -> None:
     class Flaky(CountingBackend):
         def __call__(self, images: np.ndarray) -> np.ndarray:
@@ -89,6 +100,56 @@ def test_a_failing_backend_fails_every_waiter_and_the_batcher_goes_on() -> None:
 
     first, later = asyncio.run(go())
     assert all(isinstance(e, RuntimeError) for e in first) and later.shape == (16, 8)
+
+
+def test_then_runs_on_the_logits_and_its_error_fails_its_caller_alone() -> None:
+    """The server decodes on the batch's worker thread (``then``): each caller gets what
+    its own ``then`` made of its own logits; one that raises fails only its caller."""
+
+    def broken(_lg: np.ndarray) -> None:
+        raise ValueError("cannot decode")
+
+    async def go() -> list[object]:
+        b = MicroBatcher(CountingBackend(), max_batch=8, max_wait_ms=30)
+        await b.start()
+        out = await asyncio.gather(
+            b.logits(np.full((1, 32, 64), 0, np.uint8), then=lambda lg: ("first", int(lg[0].argmax()))),
+            b.logits(np.full((1, 32, 64), 1, np.uint8), then=broken),
+            b.logits(np.full((1, 32, 64), 2, np.uint8)),
+            return_exceptions=True,
+        )
+        await b.stop()
+        return out
+
+    first, second, third = asyncio.run(go())
+    assert first == ("first", 1) and isinstance(second, ValueError) and int(third[0].argmax()) == 3
+
+
+def test_with_two_workers_two_batches_run_through_the_backend_at_once() -> None:
+    """``workers=2``: a second batch starts while the first is in the backend (each
+    call waits at a barrier for the other; with one worker the barrier times out)."""
+    import threading
+
+    class Meeting(CountingBackend):
+        def __init__(self) -> None:
+            super().__init__()
+            self.barrier = threading.Barrier(2, timeout=10)
+
+        def __call__(self, images: np.ndarray) -> np.ndarray:
+            self.barrier.wait()
+            return super().__call__(images)
+
+    backend = Meeting()
+
+    async def go() -> list[np.ndarray]:
+        b = MicroBatcher(backend, max_batch=1, max_wait_ms=0, workers=2)
+        await b.start()
+        out = await asyncio.gather(*(b.logits(np.full((1, 32, 64), i, np.uint8)) for i in range(4)))
+        await b.stop()
+        return out
+
+    out = asyncio.run(go())
+    assert [int(lg[0].argmax()) for lg in out] == [1, 2, 3, 4] and backend.calls == [1, 1, 1, 1]
 
 
 # ---- a real server ------------------------------------------------------------------------
@@ -434,10 +495,11 @@ def test_a_small_image_is_read_while_large_ones_hold_every_planning_slot() -> No
     assert waited  # the large image waited for its slot
 
 
-def test_the_server_s_onnx_threads_sleep_between_batches_and_the_library_s_spin(monkeypatch) -> None:
+def test_the_server_runs_one_single_threaded_batch_per_core_that_sleeps_between_batches(monkeypatch) -> None:
     """crnn-serve builds its ONNX session with spinning off (its idle intra-op threads
-    burned 2-3 ms of CPU a request: docs/benchmarks.md, "Serving under load"); the library
-    keeps ONNX Runtime's default, which a batch read of a folder is fastest with."""
+    burned 2-3 ms of CPU a request: docs/benchmarks.md, "Serving under load") and one
+    thread, and runs a batch per core at once; the library keeps ONNX Runtime's default
+    (spinning, every core on one batch), which a batch read of a folder is fastest with."""
     import uvicorn
 
     from crnn.cli import serve
@@ -446,8 +508,11 @@ def test_the_server_s_onnx_threads_sleep_between_batches_and_the_library_s_spin(
     served = {}
     monkeypatch.setattr(uvicorn, "run", lambda app, **kw: served.setdefault("app", app))
     assert serve.main(["--model", "word"]) == 0
-    session = served["app"].app.state.service.rec.backend.session
+    session = served["app"].app.app.state.service.rec.backend.session
     assert session.get_session_options().get_session_config_entry("session.intra_op.allow_spinning") == "0"
+    service = served["app"].app.app.state.service
+    cores = len(os.sched_getaffinity(0))
+    assert service.batcher.workers == cores and session.get_session_options().intra_op_num_threads == 1
     library = Recognizer.bundled("word").backend.session.get_session_options()
     with pytest.raises(RuntimeError, match="does not have configuration"):
         library.get_session_config_entry("session.intra_op.allow_spinning")  # the default: spin

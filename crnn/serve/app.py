@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import time
@@ -133,6 +134,32 @@ class _TooLarge(Exception):
     pass
 
 
+class Direct:
+    """ASGI: ``routes`` (POST path -> handler of a Starlette ``Request`` returning a
+    ``Response``) answered without the framework's middleware and routing, every other
+    request by ``app``. Under 16 clients the event loop was the server's one serial
+    part, and FastAPI's eight middleware layers and router around ``/v1/recognize`` were
+    a quarter of its time (docs/benchmarks.md, "Serving under load"). The route stays
+    declared in ``app`` for its OpenAPI page."""
+
+    def __init__(self, app: Any, routes: dict[str, Any]) -> None:
+        self.app, self.routes = app, routes
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        handler = self.routes.get(scope.get("path", "")) if scope["type"] == "http" and scope["method"] == "POST" else None
+        if handler is None or os.environ.get("CRNN_NODIRECT"):
+            await self.app(scope, receive, send)
+            return
+        try:
+            response = await handler(Request(scope, receive))
+        except _TooLarge:
+            raise  # BodyLimit answers it
+        except Exception:  # noqa: BLE001 -- as the framework would: a 500, and the log
+            log.exception("%s failed", scope.get("path"))
+            response = _json_response({"error": "the server failed on this request (see its log)"}, 500)
+        await response(scope, receive, send)
+
+
 def _json_bytes(body: dict[str, Any]) -> bytes:
     """Every JSON answer of the server, errors included, in one encoding (UTF-8, the
     text as it is: Chinese reads as Chinese, not as \\u escapes)."""
@@ -185,12 +212,14 @@ class Service:
         async with contextlib.nullcontext() if small else self._planning:
             planned, jobs = await loop.run_in_executor(None, self._plan, name, data, layout, page, dpi)
         out: dict[str, Any] = {"filename": name} if page is None else {"filename": name, "page": page}
+        # The Recognizer's own decoding and post-processing (a served read is a predicted
+        # one), on the batch's worker thread right after the forward pass.
         try:
-            logits = await asyncio.gather(*(self.batcher.logits(arr, width) for arr, width, _ in jobs))
+            preds = await asyncio.gather(*(
+                self.batcher.logits(arr, width, then=functools.partial(self._decode, beam=beam, job=job, place=place))
+                for job, place in zip(jobs, planned.placements) for arr, width, _ in [job]))  # fmt: skip
         except Overloaded as e:
             raise RequestError(503, f"{name}: {e}") from None
-        # The Recognizer's own decoding and post-processing: a served read is a predicted one.
-        preds = await loop.run_in_executor(None, self._decode, list(logits), beam, jobs, planned.placements)
         if planned.layout == "line":
             from crnn.layout.page import chars_json
 
@@ -209,11 +238,12 @@ class Service:
         out["char_confidences"] = [[round(c, 6) for c in ln.char_confidences] for ln in planned.lines]
         return out
 
-    def _decode(self, logits: list[Any], beam: int, jobs: list[Any], places: list[Any]) -> list[Any]:
-        """The Recognizer's decoding of a file's logits, each read with its characters'
-        boxes (``Recognizer.locate``)."""
-        preds = self.rec.decode_logits(logits, beam, [(arr, width) for arr, width, _ in jobs])
-        return [self.rec.locate(p, arr, place.size, width, place) for p, (arr, width, _), place in zip(preds, jobs, places)]
+    def _decode(self, logits: Any, beam: int, job: Any, place: Any) -> Any:
+        """The Recognizer's read of one line's logits, with its characters' boxes
+        (``Recognizer.locate``)."""
+        arr, width, _ = job
+        (p,) = self.rec.decode_logits([logits], beam, [(arr, width)])
+        return self.rec.locate(p, arr, place.size, width, place)
 
     def _plan(self, name: str, data: bytes, layout: str, page: int | None, dpi: int) -> Any:
         try:
@@ -312,6 +342,7 @@ def create_app(
     max_batch: int = 32,
     max_wait_ms: float = 5.0,
     name: str = "",
+    model_workers: int = 1,
 ) -> Any:
     """The FastAPI application serving ``recognizer`` (see the module docstring)."""
     from crnn import __version__
@@ -319,13 +350,14 @@ def create_app(
     limits = limits or Limits()
     if getattr(recognizer, "rotate", "none") != "none":  # its reads are tuples of turns
         raise ValueError("crnn-serve reads images as given: serve a Recognizer(..., rotate='none')")
-    batcher = MicroBatcher(recognizer.backend, max_batch=max_batch, max_wait_ms=max_wait_ms, max_queue=limits.max_queue)
+    batcher = MicroBatcher(recognizer.backend, max_batch=max_batch, max_wait_ms=max_wait_ms, max_queue=limits.max_queue,
+                           workers=model_workers)  # fmt: skip
     info = {
         "name": name, "version": __version__,
         "charset_size": len(recognizer.charset), "num_classes": recognizer.charset.num_classes,
         "height": recognizer.spec.height, "rgb": recognizer.spec.rgb,
         "backend": type(recognizer.backend).__name__, "device": str(getattr(recognizer.backend, "device", "cpu")),
-        "max_batch": max_batch, "max_wait_ms": max_wait_ms, "limits": asdict(limits),
+        "max_batch": max_batch, "max_wait_ms": max_wait_ms, "model_workers": model_workers, "limits": asdict(limits),
     }  # fmt: skip
     service = Service(recognizer, limits, batcher, info)
 
@@ -421,7 +453,10 @@ def create_app(
         bad = [r for r in results if "error" in r]
         ms = 1000 * (time.perf_counter() - t0)
         service.served += len(results) - len(bad)
-        log.info("served %d file(s), %d error(s), in %.0f ms", len(results), len(bad), ms)
+        # A request with errors is logged; a clean one only with -v (a line a request cost
+        # the event loop 5 % of its time under load).
+        log.log(logging.INFO if bad else logging.DEBUG, "served %d file(s), %d error(s), in %.0f ms",
+                len(results), len(bad), ms)  # fmt: skip
         if bad and len(bad) == len(results):
             status = bad[0]["status"] if len({r["status"] for r in bad}) == 1 else 400
             for r in bad:
@@ -431,4 +466,4 @@ def create_app(
             r.pop("status")
         return _json_response({"results": results})
 
-    return BodyLimit(app, limits.max_request_bytes)
+    return BodyLimit(Direct(app, {"/v1/recognize": recognize}), limits.max_request_bytes)

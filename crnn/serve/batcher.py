@@ -1,11 +1,15 @@
 """Dynamic batching of concurrent requests through one Backend, apart from any HTTP code.
 
 Requests put preprocessed images ``(C, H, W)`` uint8 on a queue and await their logits.
-A worker takes the first waiting image, then whatever else arrives within ``max_wait_ms``
-(up to ``max_batch`` images), pads each to a multiple of ``width_step`` pixels (its last
-column repeated; the padding's frames are cut off again, so a read never depends on the
-images batched with it beyond that padding), stacks images of equal padded width and
-runs each stack through the backend on a worker thread, so the event loop never blocks.
+A worker thread takes the first waiting image, then whatever else waits or arrives until
+that image has waited ``max_wait_ms`` since it was queued (up to ``max_batch`` images),
+pads each to a multiple of ``width_step`` pixels (its last column repeated; the padding's
+frames are cut off again, so a read never depends on the images batched with it beyond
+that padding), stacks images of equal padded width and runs each stack through the
+backend; the event loop only queues images and hands out results, so it never blocks and
+never stands between two batches. With ``workers`` > 1 that many batches run at once: a
+single-threaded ONNX Runtime session per core reads small batches 1.1-1.5x faster than
+one session spread over the cores (docs/benchmarks.md, "Serving under load").
 This is Triton's and Ray Serve's dynamic batcher in miniature: a queue, a maximum batch, a
 maximum wait, one future per request.
 """
@@ -13,10 +17,11 @@ maximum wait, one future per request.
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import queue
+import threading
 import time
 from collections import defaultdict
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,99 +56,142 @@ class MicroBatcher:
         backend: a ``crnn.backends.Backend`` (uint8 ``(B, C, H, W)`` -> logits ``(B, T, K)``,
             ``output_length(widths)``).
         max_batch: most images in one forward pass (1: no batching).
-        max_wait_ms: how long the first image of a batch waits for others.
+        max_wait_ms: how long the first image of a batch waits for others, counted from
+            when it was queued.
         width_step: images are padded to a multiple of this width to share batches.
         max_queue: most images waiting for a forward pass (0: no bound); past it,
             :meth:`logits` raises :class:`Overloaded` at once instead of queueing.
+        workers: batches run at once, each on its own thread (the backend must take
+            concurrent calls, as an ONNX Runtime session does). A worker gathers its
+            batch when it is free, so each takes what has waited meanwhile.
     """
 
     def __init__(
         self, backend: Any, max_batch: int = 32, max_wait_ms: float = 5.0, width_step: int = 64,
-        max_queue: int = 0,
+        max_queue: int = 0, workers: int = 1,
     ) -> None:
-        if max_batch < 1 or max_wait_ms < 0 or width_step < 1:
+        if max_batch < 1 or max_wait_ms < 0 or width_step < 1 or workers < 1:
             raise ValueError(
-                f"max_batch={max_batch}, max_wait_ms={max_wait_ms}, width_step={width_step}: "
-                "expected max_batch >= 1, max_wait_ms >= 0, width_step >= 1"
+                f"max_batch={max_batch}, max_wait_ms={max_wait_ms}, width_step={width_step}, "
+                f"workers={workers}: expected max_batch >= 1, max_wait_ms >= 0, width_step >= 1, workers >= 1"
             )
         self.backend = backend
         self.max_batch = max_batch
         self.max_wait = max_wait_ms / 1000.0
         self.width_step = width_step
         self.max_queue = max_queue
+        self.workers = workers
         self.stats = BatchStats()
-        self._queue: asyncio.Queue[tuple[np.ndarray, int, asyncio.Future[np.ndarray]]] | None = None
-        self._task: asyncio.Task[None] | None = None
-        # One thread: the backend runs one batch at a time (it parallelises inside).
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="crnn-batch")
+        # (image, real width, its future, its then, when it was queued); None stops a worker.
+        self._queue: queue.Queue[Any] = queue.Queue(max_queue)
+        self._threads: list[threading.Thread] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     async def start(self) -> None:
-        if self._task is None:
-            self._queue = asyncio.Queue(self.max_queue)
-            self._task = asyncio.get_running_loop().create_task(self._run())
+        """Start the worker threads (the first :meth:`logits` does it too)."""
+        if not self._threads:
+            self._loop = asyncio.get_running_loop()
+            self._threads = [threading.Thread(target=self._worker, name=f"crnn-batch_{i}", daemon=True)
+                             for i in range(self.workers)]  # fmt: skip
+            for t in self._threads:
+                t.start()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            # Cancelled until it is done: on Python 3.11 a cancellation that meets a
-            # finishing queue.get() inside asyncio.wait_for can be swallowed, and the
-            # runner would go on for ever (a test that stopped it mid-batch hung).
-            while not self._task.done():
-                self._task.cancel()
-                await asyncio.wait([self._task], timeout=0.1)
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                self._task.result()
-            self._task = None
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        """Stop the workers once their current batch is done; images still queued get
+        ``asyncio.CancelledError``."""
+        if not self._threads:
+            return
+        while True:  # what waits is dropped: its callers hear so
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if item is not None and not item[2].done():
+                item[2].cancel()
+        for _ in self._threads:
+            self._queue.put(None)
+        threads, self._threads = self._threads, []
+        await asyncio.get_running_loop().run_in_executor(None, _join, threads, 5.0)
 
-    async def logits(self, image: np.ndarray, width: int | None = None) -> np.ndarray:
+    async def logits(self, image: np.ndarray, width: int | None = None, then: Callable[[np.ndarray], Any] | None = None) -> Any:
         """The logits ``(T, K)`` of one preprocessed image ``(C, H, W)``, its own frames
         only: those of its first ``width`` columns when it comes padded (a page's line),
-        else of its whole width."""
-        if self._queue is None:
+        else of its whole width. ``then``: what the caller does with them (decoding), run
+        on the batch's worker thread right after the forward pass, its result returned
+        instead (its exception raised to this caller alone): one hand-off between
+        threads less per image."""
+        if not self._threads:
             await self.start()
-        fut: asyncio.Future[np.ndarray] = asyncio.get_running_loop().create_future()
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         try:
-            self._queue.put_nowait((image, width or image.shape[-1], fut))  # type: ignore[union-attr]
-        except asyncio.QueueFull:
+            self._queue.put_nowait((image, width or image.shape[-1], fut, then, time.monotonic()))
+        except queue.Full:
             raise Overloaded(f"the server is busy: {self.max_queue} images already wait for the model "
                              "(--max-queue); try again shortly") from None  # fmt: skip
         return await fut
 
-    async def _run(self) -> None:
-        queue = self._queue
-        assert queue is not None
-        loop = asyncio.get_running_loop()
+    def _worker(self) -> None:
+        """A worker thread: gather a batch straight from the queue (no trip through the
+        event loop between two batches: under load a worker that waited for the loop
+        idled its core), run it, hand the results to the loop."""
         while True:
-            batch = [await queue.get()]
-            deadline = time.monotonic() + self.max_wait
+            first = self._queue.get()
+            if first is None:
+                return
+            batch = [first]
+            # The first image waits at most max_wait since it was queued: under load it
+            # has already waited for a free worker, and the batch leaves with what is there.
+            deadline = first[4] + self.max_wait
             while len(batch) < self.max_batch:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    break
                 try:
-                    batch.append(await asyncio.wait_for(queue.get(), left))
-                except asyncio.TimeoutError:
+                    item = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
+                except queue.Empty:
                     break
-            batch = [(im, w, f) for im, w, f in batch if not f.cancelled()]
+                if item is None:  # stopping: this batch is the last
+                    self._queue.put(None)
+                    break
+                batch.append(item)
+            batch = [b for b in batch if not b[2].done()]  # a cancelled request's images
             if not batch:
                 continue
             try:
-                results = await loop.run_in_executor(self._pool, self._forward, [im for im, _, _ in batch],
-                                                     [w for _, w, _ in batch])  # fmt: skip
+                results: Any = self._work([b[0] for b in batch], [b[1] for b in batch], [b[3] for b in batch])
             except Exception as e:  # noqa: BLE001 -- every waiter hears of it
-                for _, _, f in batch:
-                    if not f.done():
-                        f.set_exception(e)
+                results = e
+            assert self._loop is not None
+            try:
+                self._loop.call_soon_threadsafe(self._deliver, batch, results)
+            except RuntimeError:  # the loop has closed: nobody waits any more
+                return
+
+    def _deliver(self, batch: list[Any], results: Any) -> None:
+        """On the event loop: each waiter's result, or the batch's exception."""
+        self.stats.add(len(batch))
+        for i, item in enumerate(batch):
+            fut = item[2]
+            if fut.done():
                 continue
-            for (_, _, f), out in zip(batch, results):
-                if not f.done():
-                    f.set_result(out)
+            if isinstance(results, BaseException):
+                fut.set_exception(results)
+            else:
+                ok, out = results[i]
+                fut.set_result(out) if ok else fut.set_exception(out)
+
+    def _work(self, images: list[np.ndarray], widths: list[int], thens: list[Any]) -> list[tuple[bool, Any]]:
+        """:meth:`_forward`, then each image's ``then`` on its logits: ``(True, result)``
+        or ``(False, its exception)``."""
+        out: list[tuple[bool, Any]] = []
+        for logits, then in zip(self._forward(images, widths), thens):
+            try:
+                out.append((True, logits if then is None else then(logits)))
+            except Exception as e:  # noqa: BLE001 -- that caller's error, not the batch's
+                out.append((False, e))
+        return out
 
     def _forward(self, images: list[np.ndarray], widths: list[int] | None = None) -> list[np.ndarray]:
         """Run the images in stacks of equal padded width; each one's logits trimmed to
         the frames of its real width (``widths``; default: its own width)."""
         widths = widths or [im.shape[-1] for im in images]
-        self.stats.add(len(images))
         groups: dict[int, list[int]] = defaultdict(list)
         padded = []
         for i, im in enumerate(images):
@@ -161,3 +209,9 @@ class MicroBatcher:
             for j, i in enumerate(idx):
                 out[i] = logits[j, : int(min(lengths[j], logits.shape[1]))]
         return out
+
+
+def _join(threads: list[threading.Thread], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    for t in threads:
+        t.join(max(0.0, deadline - time.monotonic()))
