@@ -289,7 +289,7 @@ def main() -> None:
     images = load_images(args.images)
     limit = 2_000_000
     rows: dict[str, object] = {}
-    for name, max_batch in (("batching on (max batch 32, 5 ms)", 32), ("batching off (max batch 1)", 1)):
+    for name, max_batch in (("batching on (max batch 32, 1 ms)", 32), ("batching off (max batch 1)", 1)):
         proc, url = start(args.model, max_batch, ["--max-request-bytes", str(limit)])
         try:
             hammer(url, images, args.clients, 4 * args.clients, 30)  # warm-up

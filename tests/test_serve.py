@@ -53,7 +53,7 @@ def test_concurrent_images_share_forward_passes_and_keep_their_own_frames() -> N
     backend = CountingBackend()
 
     async def go(max_batch: int) -> list[np.ndarray]:
-        b = MicroBatcher(backend, max_batch=max_batch, max_wait_ms=50)
+        b = MicroBatcher(backend, max_batch=max_batch, max_wait_ms=50, width_step=64)
         await b.start()
         imgs = [np.full((1, 32, 40 + 8 * i), i, np.uint8) for i in range(6)]
         out = await asyncio.gather(*(b.logits(im) for im in imgs))

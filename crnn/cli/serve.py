@@ -35,8 +35,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=8000, help="port (default 8000)")
     p.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: cuda if available)")
     p.add_argument("--max-batch", type=int, default=32, help="most images per forward pass (1: no batching)")
-    p.add_argument("--max-wait-ms", type=float, default=5.0,
-                   help="how long an image waits for others to share its batch (default 5)")  # fmt: skip
+    p.add_argument("--max-wait-ms", type=float, default=1.0,
+                   help="how long an image waits, from when it is queued, for others to share its batch (default 1)")  # fmt: skip
     p.add_argument("--max-file-bytes", type=int, default=d.max_file_bytes, help=f"largest upload per image (default {d.max_file_bytes:,})")
     p.add_argument("--max-request-bytes", type=int, default=d.max_request_bytes, help=f"largest request body (default {d.max_request_bytes:,})")
     p.add_argument("--max-files", type=int, default=d.max_files, help=f"most images per request (default {d.max_files})")

@@ -340,7 +340,7 @@ def create_app(
     recognizer: Any,
     limits: Limits | None = None,
     max_batch: int = 32,
-    max_wait_ms: float = 5.0,
+    max_wait_ms: float = 1.0,
     name: str = "",
     model_workers: int = 1,
 ) -> Any:

@@ -58,7 +58,9 @@ class MicroBatcher:
         max_batch: most images in one forward pass (1: no batching).
         max_wait_ms: how long the first image of a batch waits for others, counted from
             when it was queued.
-        width_step: images are padded to a multiple of this width to share batches.
+        width_step: images are padded to a multiple of this width to share batches
+            (16: a third fewer columns than 64 on word crops, and single-threaded
+            workers lose little to the smaller stacks; docs/benchmarks.md).
         max_queue: most images waiting for a forward pass (0: no bound); past it,
             :meth:`logits` raises :class:`Overloaded` at once instead of queueing.
         workers: batches run at once, each on its own thread (the backend must take
@@ -67,7 +69,7 @@ class MicroBatcher:
     """
 
     def __init__(
-        self, backend: Any, max_batch: int = 32, max_wait_ms: float = 5.0, width_step: int = 64,
+        self, backend: Any, max_batch: int = 32, max_wait_ms: float = 1.0, width_step: int = 16,
         max_queue: int = 0, workers: int = 1,
     ) -> None:
         if max_batch < 1 or max_wait_ms < 0 or width_step < 1 or workers < 1:
