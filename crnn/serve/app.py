@@ -147,7 +147,7 @@ class Direct:
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         handler = self.routes.get(scope.get("path", "")) if scope["type"] == "http" and scope["method"] == "POST" else None
-        if handler is None or os.environ.get("CRNN_NODIRECT"):
+        if handler is None:
             await self.app(scope, receive, send)
             return
         try:
