@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
 from typing import Any
 
@@ -68,7 +67,9 @@ def forward_workers(path: Any, asked: int) -> tuple[int, int | None]:
         raise ValueError(f"--model-workers {asked}: expected 0 (automatic) or more")
     if not str(path).endswith(".onnx"):
         return asked or 1, None
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    from crnn.data import usable_cores
+
+    cores = usable_cores()
     workers = asked or cores
     return workers, max(1, cores // workers)
 

@@ -25,7 +25,6 @@ import asyncio
 import contextlib
 import functools
 import logging
-import os
 import time
 from dataclasses import asdict, dataclass
 from importlib import resources
@@ -35,6 +34,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import FileResponse, HTMLResponse
 
+from crnn.data import usable_cores
 from crnn.data.image import (
     MAX_PIXELS,
     ImageDecodeError,
@@ -69,7 +69,7 @@ class Limits:
         if self.max_pixels > MAX_PIXELS:
             raise ValueError(f"max_pixels={self.max_pixels:,}: at most {MAX_PIXELS:,} (crnn.data.image.MAX_PIXELS)")
         if self.workers <= 0:
-            self.workers = max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+            self.workers = usable_cores()
 
 
 # Images up to this many pixels are laid out without waiting for a planning slot (their
@@ -216,8 +216,8 @@ class Service:
         # one), on the batch's worker thread right after the forward pass.
         try:
             preds = await asyncio.gather(*(
-                self.batcher.logits(arr, width, then=functools.partial(self._decode, beam=beam, job=job, place=place))
-                for job, place in zip(jobs, planned.placements) for arr, width, _ in [job]))  # fmt: skip
+                self.batcher.logits(job[0], job[1], then=functools.partial(self._decode, beam=beam, job=job, place=place))
+                for job, place in zip(jobs, planned.placements)))  # fmt: skip
         except Overloaded as e:
             raise RequestError(503, f"{name}: {e}") from None
         if planned.layout == "line":

@@ -23,7 +23,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -43,6 +43,16 @@ class BatchStats:
         self.largest = max(self.largest, n)
         if len(self.sizes) < 10_000:
             self.sizes.append(n)
+
+
+class _Item(NamedTuple):
+    """One image waiting for a forward pass."""
+
+    image: np.ndarray
+    width: int  # its real width: its frames are those of its first ``width`` columns
+    future: asyncio.Future[Any]
+    then: Callable[[np.ndarray], Any] | None
+    queued: float  # time.monotonic() when it was queued
 
 
 class Overloaded(RuntimeError):
@@ -84,8 +94,7 @@ class MicroBatcher:
         self.max_queue = max_queue
         self.workers = workers
         self.stats = BatchStats()
-        # (image, real width, its future, its then, when it was queued); None stops a worker.
-        self._queue: queue.Queue[Any] = queue.Queue(max_queue)
+        self._queue: queue.Queue[_Item | None] = queue.Queue(max_queue)  # None stops a worker
         self._threads: list[threading.Thread] = []
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -108,8 +117,8 @@ class MicroBatcher:
                 item = self._queue.get_nowait()
             except queue.Empty:
                 break
-            if item is not None and not item[2].done():
-                item[2].cancel()
+            if item is not None and not item.future.done():
+                item.future.cancel()
         for _ in self._threads:
             self._queue.put(None)
         threads, self._threads = self._threads, []
@@ -126,7 +135,7 @@ class MicroBatcher:
             await self.start()
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         try:
-            self._queue.put_nowait((image, width or image.shape[-1], fut, then, time.monotonic()))
+            self._queue.put_nowait(_Item(image, width or image.shape[-1], fut, then, time.monotonic()))
         except queue.Full:
             raise Overloaded(f"the server is busy: {self.max_queue} images already wait for the model "
                              "(--max-queue); try again shortly") from None  # fmt: skip
@@ -143,7 +152,7 @@ class MicroBatcher:
             batch = [first]
             # The first image waits at most max_wait since it was queued: under load it
             # has already waited for a free worker, and the batch leaves with what is there.
-            deadline = first[4] + self.max_wait
+            deadline = first.queued + self.max_wait
             while len(batch) < self.max_batch:
                 try:
                     item = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
@@ -153,11 +162,11 @@ class MicroBatcher:
                     self._queue.put(None)
                     break
                 batch.append(item)
-            batch = [b for b in batch if not b[2].done()]  # a cancelled request's images
+            batch = [b for b in batch if not b.future.done()]  # a cancelled request's images
             if not batch:
                 continue
             try:
-                results: Any = self._work([b[0] for b in batch], [b[1] for b in batch], [b[3] for b in batch])
+                results: Any = self._work([b.image for b in batch], [b.width for b in batch], [b.then for b in batch])
             except Exception as e:  # noqa: BLE001 -- every waiter hears of it
                 results = e
             assert self._loop is not None
@@ -166,11 +175,11 @@ class MicroBatcher:
             except RuntimeError:  # the loop has closed: nobody waits any more
                 return
 
-    def _deliver(self, batch: list[Any], results: Any) -> None:
+    def _deliver(self, batch: list[_Item], results: Any) -> None:
         """On the event loop: each waiter's result, or the batch's exception."""
         self.stats.add(len(batch))
         for i, item in enumerate(batch):
-            fut = item[2]
+            fut = item.future
             if fut.done():
                 continue
             if isinstance(results, BaseException):
