@@ -823,6 +823,39 @@ def test_a_malformed_font_weight_says_what_is_expected(entry: str) -> None:
         SynthConfig(font_weights=[entry]).validate()
 
 
+def test_elastic_strokes_bend_the_ink_a_little_and_keep_the_label() -> None:
+    """p_elastic: a vertical bar comes out bent (its column of ink moves by different
+    amounts along its length) but by no more than max_elastic of the text height, with
+    about as much ink; both masks move alike; in the generator, the same text and an
+    image that differs from the plain one."""
+    bar = np.zeros((32, 40), np.uint8)
+    bar[4:28, 19:21] = 255
+    bent = 0
+    for seed in range(20):
+        a, b = fx.elastic(random.Random(seed), (Image.fromarray(bar), Image.fromarray(bar)), 24.0, 0.06)
+        out = np.asarray(a, np.float32)
+        assert np.array_equal(out, np.asarray(b, np.float32))
+        assert abs(out.sum() - bar.sum()) < 0.25 * bar.sum(), seed
+        rows = [r for r in range(6, 26) if out[r].sum() > 0]
+        centres = [float((out[r] * np.arange(40)).sum() / out[r].sum()) for r in rows]
+        assert max(abs(c - 19.5) for c in centres) <= 0.06 * 24 + 0.01, seed
+        bent += max(centres) - min(centres) > 0.2
+    assert bent >= 15
+
+    charset = Charset.from_spec("alnum36")
+    base = dataclasses.replace(effects_off(SynthConfig()), word_list="english")
+    plain = SynthGenerator(charset, base, seed=2, height=32)
+    wavy = SynthGenerator(charset, dataclasses.replace(base, p_elastic=1.0), seed=2, height=32)
+    for i in range(6):
+        a, label_a, meta = wavy.render_with_meta(i)
+        b, label_b, _ = plain.render_with_meta(i)
+        assert label_a == label_b and "elastic" in meta.effects
+        if a.size == b.size:
+            assert not np.array_equal(np.asarray(a), np.asarray(b)), i
+    with pytest.raises(ConfigError, match="max_elastic"):
+        SynthConfig(max_elastic=-0.1).validate()
+
+
 def test_extrusion_sweeps_the_ink_one_way_and_keeps_the_label() -> None:
     """p_extrude: a dot becomes a short straight streak beside it (one direction, at most
     max_extrude of the height long, the dot's own pixel left to the face); in the

@@ -142,6 +142,11 @@ class SynthConfig:
     # tone between the face's and the background's, the face on top. Off unless set.
     p_extrude: float = 0.0
     max_extrude: float = 0.15
+    # Elastic strokes: the ink bent by a smooth random displacement of up to max_elastic
+    # of the text height (1.3 px for a 22 px line), varying over a stroke's length, so
+    # strokes wobble, thicken and thin as another hand or brush draws them. Off unless set.
+    p_elastic: float = 0.0
+    max_elastic: float = 0.06
     # Geometry: rotation (degrees), perspective (corner shift, fraction of text
     # height), curvature (bow height, fraction of text height).
     p_rotate: float = 0.3
@@ -266,6 +271,7 @@ class SynthConfig:
             "max_wide_tracking",
             "max_bleed",
             "max_extrude",
+            "max_elastic",
             "max_motion_blur",
             "max_defocus",
         ):

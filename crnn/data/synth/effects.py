@@ -300,6 +300,40 @@ def bleed(r: random.Random, alpha: Image.Image, max_sigma: float) -> Image.Image
     return Image.fromarray(out.astype(np.uint8), "L")
 
 
+def elastic(
+    r: random.Random, masks: tuple[Image.Image, ...], text_h: float, max_amplitude: float
+) -> tuple[Image.Image, ...]:
+    """Strokes bent as another hand or brush would draw them: each mask resampled
+    through one smooth random displacement field (the same for all of ``masks``), up to
+    ``max_amplitude`` of the text height ``text_h`` (px) in x and in y, varying over a
+    cell of 1/8 to 1/4 of it (about a stroke's length), so that strokes wobble, thicken
+    and thin while the character's layout stays (Simard et al.'s elastic distortion, at
+    the output size)."""
+    w, h = masks[0].size
+    cell = max(2.0, text_h * r.uniform(0.125, 0.25))
+    amp = r.uniform(0.35, 1.0) * max_amplitude * text_h
+    gw, gh = max(2, math.ceil(w / cell) + 1), max(2, math.ceil(h / cell) + 1)
+    rng = np.random.default_rng(r.getrandbits(64))
+    field = []
+    for _ in range(2):
+        grid = rng.uniform(-1.0, 1.0, (gh, gw)).astype(np.float32)
+        up = Image.fromarray(grid, mode="F").resize((w, h), Image.BICUBIC)
+        field.append(np.asarray(up, dtype=np.float32) * amp)
+    ys = np.clip(np.arange(h, dtype=np.float32)[:, None] + field[1], 0, h - 1)
+    xs = np.clip(np.arange(w, dtype=np.float32)[None, :] + field[0], 0, w - 1)
+    y0, x0 = np.floor(ys).astype(np.intp), np.floor(xs).astype(np.intp)
+    y1, x1 = np.minimum(y0 + 1, h - 1), np.minimum(x0 + 1, w - 1)
+    fy, fx_ = ys - y0, xs - x0
+    out = []
+    for mask in masks:
+        a = np.asarray(mask, dtype=np.float32)
+        top = a[y0, x0] * (1 - fx_) + a[y0, x1] * fx_
+        bottom = a[y1, x0] * (1 - fx_) + a[y1, x1] * fx_
+        v = top * (1 - fy) + bottom * fy
+        out.append(Image.fromarray(np.clip(v + 0.5, 0, 255).astype(np.uint8), "L"))
+    return tuple(out)
+
+
 # ---- photograph effects ---------------------------------------------------------------
 
 

@@ -60,7 +60,7 @@ EFFECT_PROBABILITIES = tuple(
     """
     p_spacing p_stretch p_weight p_outline p_oldstyle p_slant p_char_jitter p_punct_style p_wide_tracking p_bleed
     p_uneven_light p_motion_blur p_defocus p_resample p_light_text p_color
-    p_gradient_bg p_noise_bg p_texture_bg p_shadow p_extrude p_rotate p_perspective p_curve
+    p_gradient_bg p_noise_bg p_texture_bg p_shadow p_extrude p_elastic p_rotate p_perspective p_curve
     p_blur p_noise p_jpeg p_tight_crop p_clip p_level_box
     """.split()
 )
@@ -445,6 +445,10 @@ class SynthGenerator:
             alpha = geo.warp(canvas, to_out if h is None else to_out @ h, (out_w, out_h))
 
         clean = alpha
+        # Drawn only when set, so that recipes without it keep their random stream.
+        if cfg.p_elastic > 0 and r.random() < cfg.p_elastic:
+            alpha, clean = fx.elastic(r, (alpha, clean), text_h * out_h / (bottom - top), cfg.max_elastic)
+            applied.append("elastic")
         # ---- stroke weight: a bolder or lighter face than the font's own ----
         if r.random() < cfg.p_weight:
             alpha = fx.stroke_weight(r, alpha)
