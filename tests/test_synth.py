@@ -823,6 +823,23 @@ def test_a_malformed_font_weight_says_what_is_expected(entry: str) -> None:
         SynthConfig(font_weights=[entry]).validate()
 
 
+def _with_and_without(effect: str, **on: float) -> list[tuple[int, Image.Image, Image.Image]]:
+    """Six clean English samples drawn with the effect ``on`` and without it: ``(index,
+    with, without)``, after checking that both carry the same label and that the effect
+    was applied."""
+    charset = Charset.from_spec("alnum36")
+    base = dataclasses.replace(effects_off(SynthConfig()), word_list="english")
+    plain = SynthGenerator(charset, base, seed=2, height=32)
+    styled = SynthGenerator(charset, dataclasses.replace(base, **on), seed=2, height=32)
+    out = []
+    for i in range(6):
+        a, label_a, meta = styled.render_with_meta(i)
+        b, label_b, _ = plain.render_with_meta(i)
+        assert label_a == label_b and effect in meta.effects
+        out.append((i, a, b))
+    return out
+
+
 def test_elastic_strokes_bend_the_ink_a_little_and_keep_the_label() -> None:
     """p_elastic: a vertical bar comes out bent (its column of ink moves by different
     amounts along its length) but by no more than max_elastic of the text height, with
@@ -842,14 +859,7 @@ def test_elastic_strokes_bend_the_ink_a_little_and_keep_the_label() -> None:
         bent += max(centres) - min(centres) > 0.2
     assert bent >= 15
 
-    charset = Charset.from_spec("alnum36")
-    base = dataclasses.replace(effects_off(SynthConfig()), word_list="english")
-    plain = SynthGenerator(charset, base, seed=2, height=32)
-    wavy = SynthGenerator(charset, dataclasses.replace(base, p_elastic=1.0), seed=2, height=32)
-    for i in range(6):
-        a, label_a, meta = wavy.render_with_meta(i)
-        b, label_b, _ = plain.render_with_meta(i)
-        assert label_a == label_b and "elastic" in meta.effects
+    for i, a, b in _with_and_without("elastic", p_elastic=1.0):
         if a.size == b.size:
             assert not np.array_equal(np.asarray(a), np.asarray(b)), i
     with pytest.raises(ConfigError, match="max_elastic"):
@@ -871,13 +881,6 @@ def test_extrusion_sweeps_the_ink_one_way_and_keeps_the_label() -> None:
         vy, vx = ys.mean() - 20, xs.mean() - 20
         assert (((ys - 20) * vy + (xs - 20) * vx) > 0).all(), (seed, list(zip(ys, xs)))
 
-    charset = Charset.from_spec("alnum36")
-    base = dataclasses.replace(effects_off(SynthConfig()), word_list="english")
-    plain = SynthGenerator(charset, base, seed=2, height=32)
-    solid = SynthGenerator(charset, dataclasses.replace(base, p_extrude=1.0), seed=2, height=32)
-    for i in range(6):
-        a, label_a, meta = solid.render_with_meta(i)
-        b, label_b, _ = plain.render_with_meta(i)
-        assert label_a == label_b and "extrude" in meta.effects
+    for i, a, b in _with_and_without("extrude", p_extrude=1.0):
         paper = lambda im: (np.abs(np.asarray(im, np.int16) - int(np.median(np.asarray(im)))) > 20).sum()  # noqa: E731
         assert paper(a) > paper(b), i
