@@ -797,6 +797,27 @@ def test_sentences_read_like_printed_chinese() -> None:
     assert sum(joined.count(m + "”") for m in "。！？") >= 30 and "：“" in joined
 
 
+def test_zh_ellipsis_weighs_the_ellipsis_among_the_marks() -> None:
+    """data.synth.zh_ellipsis: at 0.1 about a tenth as many … in the Chinese sentences,
+    at 0 none; 。 and ， as before; at 1 the same texts as without the setting."""
+    from crnn.data.synth.text import TextSampler, bundled_chinese_words
+
+    charset = Charset.from_spec("zh5529")
+
+    def texts(**extra: float) -> list[str]:
+        cfg = SynthConfig(p_sentence=1.0, p_word=0.0, p_number=0.0, p_date=0.0, p_price=0.0,
+                          p_code=0.0, p_random=0.0, p_line=0.0, **extra)  # fmt: skip
+        sampler = TextSampler(charset.chars, cfg, charset.normalize, bundled_chinese_words())
+        r = random.Random(5)
+        return [sampler.sample(r) for _ in range(3000)]
+
+    plain, same, tenth, none = texts(), texts(zh_ellipsis=1.0), texts(zh_ellipsis=0.1), texts(zh_ellipsis=0.0)
+    assert plain == same
+    count = lambda ts: sum(t.count("…") for t in ts)  # noqa: E731
+    assert count(plain) >= 150 and count(tenth) <= 0.2 * count(plain) and count(none) == 0
+    assert "".join(none).count("。") >= "".join(plain).count("。")
+
+
 def test_font_weights_draw_a_named_font_as_often_as_its_weight_says(alnum36: Charset) -> None:
     """data.synth.font_weights: a face weighted 20 among n faces of weight 1 is drawn about
     20 / (20 + n - 1) of the time; without weights each face about 1 / n; the stream

@@ -147,6 +147,9 @@ class SynthConfig:
     # strokes wobble, thicken and thin as another hand or brush draws them. Off unless set.
     p_elastic: float = 0.0
     max_elastic: float = 0.06
+    # Weight of … among the Chinese sentences' clause and end marks (1: a sixteenth of the
+    # clause marks and a fourteenth of the ends, as since stage 9; 0.1: a tenth of that).
+    zh_ellipsis: float = 1.0
     # Geometry: rotation (degrees), perspective (corner shift, fraction of text
     # height), curvature (bow height, fraction of text height).
     p_rotate: float = 0.3
@@ -272,6 +275,7 @@ class SynthConfig:
             "max_bleed",
             "max_extrude",
             "max_elastic",
+            "zh_ellipsis",
             "max_motion_blur",
             "max_defocus",
         ):

@@ -368,6 +368,13 @@ class TextSampler:
                 out += r.choice(self.cjk_punct)
         return out[: self.cfg.max_length]
 
+    def _zh_mark(self, r: random.Random, marks: str) -> str:
+        """One of ``marks`` (repeats weigh more), … weighted by ``data.synth.zh_ellipsis``;
+        at 1 a plain ``r.choice``, so recipes without it keep their random stream."""
+        if self.cfg.zh_ellipsis == 1.0:
+            return r.choice(marks)
+        return r.choices(marks, [self.cfg.zh_ellipsis if c == "…" else 1.0 for c in marks])[0]
+
     def _zh_number(self, r: random.Random) -> str:
         u = r.random()
         if u < 0.45:
@@ -434,7 +441,7 @@ class TextSampler:
                 left, right = r.choice(_ZH_QUOTES) if r.random() < 0.5 else r.choice(_ZH_QUOTES[:2])
                 inner = "".join(words.draw(r) for _ in range(r.randint(1, 3)))
                 if left in "“「" and r.random() < 0.5:  # speech: its own end mark, maybe a colon before
-                    inner += r.choice(_ZH_SPEECH_END)
+                    inner += self._zh_mark(r, _ZH_SPEECH_END)
                     left = ("：" if out and r.random() < 0.4 else "") + left
                 piece = left + inner + right
             piece = self._clean_piece(piece)
@@ -442,9 +449,9 @@ class TextSampler:
                 break
             out += piece
             if r.random() < 0.14 and len(out) < target - 1:
-                out += r.choice(_ZH_CLAUSE)
+                out += self._zh_mark(r, _ZH_CLAUSE)
         if len(out) < self.cfg.max_length and r.random() < 0.45:
-            out += r.choice(_ZH_END)
+            out += self._zh_mark(r, _ZH_END)
         if half:
             out = "".join(_ZH_HALF.get(c, c) for c in out)
         return out[: self.cfg.max_length]
