@@ -61,6 +61,9 @@ class SynthConfig:
     # Sentences as Chinese is printed: clauses of words with CJK punctuation, quotes and
     # brackets, numbers with units, dates, Latin words, min..max_length characters.
     p_sentence: float = 0.0
+    # Weight of … among the Chinese sentences' clause and end marks (1: a sixteenth of the
+    # clause marks and a fourteenth of the ends, as since stage 9; 0.1: a tenth of that).
+    zh_ellipsis: float = 1.0
     # Share of texts whose digits and Latin letters (or all ASCII) are drawn in full-width
     # forms (２０２３, ＡＢＣ); their labels are ASCII (the charset folds them).
     p_fullwidth: float = 0.0
@@ -147,9 +150,6 @@ class SynthConfig:
     # strokes wobble, thicken and thin as another hand or brush draws them. Off unless set.
     p_elastic: float = 0.0
     max_elastic: float = 0.06
-    # Weight of … among the Chinese sentences' clause and end marks (1: a sixteenth of the
-    # clause marks and a fourteenth of the ends, as since stage 9; 0.1: a tenth of that).
-    zh_ellipsis: float = 1.0
     # Geometry: rotation (degrees), perspective (corner shift, fraction of text
     # height), curvature (bow height, fraction of text height).
     p_rotate: float = 0.3
