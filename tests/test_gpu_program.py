@@ -23,10 +23,22 @@ def _stage(*args: str) -> subprocess.CompletedProcess[str]:
     )  # fmt: skip
 
 
+def _failed_parts(r: subprocess.CompletedProcess[str]) -> str:
+    """What each failed part printed, from its command line on: the tail of the whole
+    output shows only the last part, which is not the one that failed."""
+    failed = re.findall(r"^\s+(.+?)\s+FAILED", r.stdout, flags=re.M)
+    marks = {"env": "json.dump", "gpu tier": "pytest", "bench": "bench.py --device",
+             "parallel": "parallel.py", "data": "--sections data", "wide": "wide_charset.py"}  # fmt: skip
+    wanted = [marks.get(f, marks.get(f.split()[0], f)) for f in failed]
+    blocks = re.split(r"^(?=\+ )", r.stdout, flags=re.M)
+    said = [b[-4000:] for b in blocks if any(w in b[:2000] for w in wanted)]
+    return f"failed: {failed}\n" + "\n".join(said) + r.stderr[-2000:]
+
+
 @pytest.mark.slow
 def test_stage1_dry_run_runs_the_tier_and_every_benchmark(tmp_path):
     r = _stage("stage1", "--out", str(tmp_path))
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert r.returncode == 0, _failed_parts(r)
     assert json.loads((tmp_path / "stage1.json").read_text()) == {
         "env": 0, "gpu tier": 0, "bench": 0, "parallel": 0, "data image": 0,
         "data prepared": 0, "wide": 0,
