@@ -27,7 +27,6 @@ import statistics
 import sys
 import tempfile
 import time
-import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -222,24 +221,14 @@ def _ddp_worker(spec: BenchSpec, data: str, out: str) -> None:
 
 
 def _spawn_ranks(world: int, spec: BenchSpec, data: Path, out: Path) -> None:
-    """Run :func:`_ddp_worker` in ``world`` processes on this machine through torch's
-    elastic agent, as the trainer's launcher does: the agent binds the rendezvous store
-    on a port the kernel picks and holds it. A port picked, closed and passed on (as
-    before) can be taken by another process in between, and the benchmark failed once
-    in CI beside the suite's other DDP tests."""
-    from torch.distributed.launcher.api import LaunchConfig, elastic_launch
+    """Run :func:`_ddp_worker` in ``world`` processes through torch's elastic agent, as the
+    trainer's launcher does (with ``mp.spawn`` on a port picked first, the benchmark
+    failed once in CI beside the suite's other DDP tests)."""
+    from torch.distributed.launcher.api import elastic_launch
 
-    config = LaunchConfig(
-        min_nodes=1,
-        max_nodes=1,
-        nproc_per_node=world,
-        run_id=f"crnn-bench-{uuid.uuid4().hex[:8]}",
-        rdzv_backend="c10d",
-        rdzv_endpoint="127.0.0.1:0",
-        max_restarts=0,
-        monitor_interval=0.5,
-    )
-    elastic_launch(config, entrypoint=_ddp_worker)(spec, str(data), str(out))
+    from crnn.engine.launch import local_launch_config
+
+    elastic_launch(local_launch_config(world, "crnn-bench"), entrypoint=_ddp_worker)(spec, str(data), str(out))
 
 
 def run_benchmark(spec: BenchSpec, workdir: str | Path | None = None) -> list[BenchRow]:

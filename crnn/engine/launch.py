@@ -393,6 +393,25 @@ def _supported(cls: Any, **kwargs: Any) -> dict[str, Any]:
     return {k: v for k, v in kwargs.items() if k in fields}
 
 
+def local_launch_config(nproc: int, name: str = "crnn") -> Any:
+    """torch's elastic ``LaunchConfig`` for ``nproc`` processes on this machine, no
+    restarts: its agent binds the rendezvous store on a port the kernel picks and holds it
+    (a port picked, closed and handed on can be taken by another process in between)."""
+    from torch.distributed.launcher.api import LaunchConfig
+
+    return LaunchConfig(
+        min_nodes=1,
+        max_nodes=1,
+        nproc_per_node=nproc,
+        run_id=f"{name}-{uuid.uuid4().hex[:8]}",
+        rdzv_backend="c10d",
+        rdzv_endpoint="127.0.0.1:0",
+        max_restarts=0,
+        monitor_interval=0.5,
+        **_supported(LaunchConfig, shutdown_timeout=SHUTDOWN_GRACE_S),
+    )
+
+
 @dataclass(frozen=True)
 class ChildProcess:
     """How to start one rank: its command line and the environment variables to add.
@@ -425,19 +444,9 @@ def launch(
     """
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
-    from torch.distributed.launcher.api import LaunchConfig, elastic_launch
+    from torch.distributed.launcher.api import elastic_launch
 
-    config = LaunchConfig(
-        min_nodes=1,
-        max_nodes=1,
-        nproc_per_node=nproc,
-        run_id=f"crnn-{uuid.uuid4().hex[:8]}",
-        rdzv_backend="c10d",
-        rdzv_endpoint="127.0.0.1:0",
-        max_restarts=0,
-        monitor_interval=0.5,
-        **_supported(LaunchConfig, shutdown_timeout=SHUTDOWN_GRACE_S),
-    )
+    config = local_launch_config(nproc)
     # `env NAME=VALUE... command`: the children get child.env, this process keeps its own.
     command = list(child.command)
     bash, tee = shutil.which("bash"), shutil.which("tee")
