@@ -861,6 +861,43 @@ def _with_and_without(effect: str, **on: float) -> list[tuple[int, Image.Image, 
     return out
 
 
+def test_char_tilt_raises_horizontals_to_the_right_and_keeps_verticals_upright() -> None:
+    """p_char_tilt: a glyph's horizontal bar comes out rising to the right by the slope,
+    its vertical bar stays in its column and upright, its left edge where it was; in the
+    generator, the same text and an image that differs from the plain one."""
+    from crnn.data.synth.layout import tilt_glyph
+
+    glyph = np.zeros((20, 30), np.uint8)
+    glyph[9:11, :] = 255  # a horizontal bar
+    glyph[:, 14:16] = 255  # a vertical bar
+    out, up = tilt_glyph(glyph, 0.1)
+    assert out.shape == (23, 30) and up == 3
+    out = out.astype(np.float32)
+
+    def centre_row(col: int) -> float:
+        ink = out[:, col].copy()
+        ink[ink < 128] = 0
+        return float((ink * np.arange(len(ink))).sum() / ink.sum())
+
+    # The bar's left end stays on rows 9-10 (row 9.5 + up in the taller mask) ...
+    assert abs(centre_row(1) - (9.5 + up - 0.1)) < 0.6
+    # ... and its right end sits 0.1 px higher per px of width.
+    assert abs((centre_row(1) - centre_row(28)) - 0.1 * 27) < 0.6
+    bar = np.zeros((20, 30), np.uint8)
+    bar[:, 14:16] = 255
+    upright = tilt_glyph(bar, 0.1)[0] >= 128
+    assert set(np.nonzero(upright.any(axis=0))[0]) == {14, 15}  # the column kept, upright
+    assert upright[:, 14].sum() >= 19
+    assert tilt_glyph(glyph, -0.1)[1] == 0  # a falling slope keeps the top
+
+    # In the generator: slopes of 0 draw the same random numbers, so only the tilt differs.
+    flat = _with_and_without("char_tilt", p_char_tilt=1.0, max_char_tilt=0.0)
+    for (i, a, _), (_, b, _) in zip(_with_and_without("char_tilt", p_char_tilt=1.0), flat, strict=True):
+        assert a.size != b.size or not np.array_equal(np.asarray(a), np.asarray(b)), i
+    with pytest.raises(ConfigError, match="max_char_tilt"):
+        SynthConfig(max_char_tilt=0.8).validate()
+
+
 def test_elastic_strokes_bend_the_ink_a_little_and_keep_the_label() -> None:
     """p_elastic: a vertical bar comes out bent (its column of ink moves by different
     amounts along its length) but by no more than max_elastic of the text height, with

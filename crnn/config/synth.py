@@ -111,6 +111,11 @@ class SynthConfig:
     p_char_jitter: float = 0.0
     max_char_scale: float = 0.12
     max_char_shift: float = 0.06
+    # Rising strokes: each character sheared vertically by its own slope (its verticals stay
+    # upright, its horizontals rise to the right), a line's slopes up to max_char_tilt (a
+    # tangent: 0.14 is 8 degrees), as Kai faces and hands draw them. Off unless set.
+    p_char_tilt: float = 0.0
+    max_char_tilt: float = 0.14
     # CJK punctuation as other faces draw it: in a line drawn with it, each mark of
     # PUNCT_STYLE_MARKS is up to max_punct_scale larger and raised by up to
     # max_punct_rise of the font size (AR PL UKai's comma reaches from mid-line to below
@@ -269,6 +274,7 @@ class SynthConfig:
             "max_slant",
             "max_char_scale",
             "max_char_shift",
+            "max_char_tilt",
             "max_punct_scale",
             "max_punct_rise",
             "max_wide_tracking",
@@ -283,6 +289,8 @@ class SynthConfig:
                 raise bad(key, getattr(cfg, key), "a value >= 0")
         if cfg.max_stretch >= 1:
             raise bad("max_stretch", cfg.max_stretch, "a fraction < 1")
+        if cfg.max_char_tilt > 0.5:
+            raise bad("max_char_tilt", cfg.max_char_tilt, "a slope (tangent) <= 0.5")
         if cfg.max_slant >= 45:
             raise bad("max_slant", cfg.max_slant, "degrees < 45")
         if not 0.0 <= cfg.max_light_falloff < 1.0:

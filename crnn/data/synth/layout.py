@@ -32,6 +32,7 @@ def compose(
     sizes: Sequence[int] | None = None,
     shifts: Sequence[float] | None = None,
     oldstyle: bool = False,
+    tilts: Sequence[float] | None = None,
 ) -> Layout:
     """Place the text's cached glyphs (from ``cache``) on a canvas.
 
@@ -43,6 +44,7 @@ def compose(
             The line box stays that of ``size``.
         shifts: each character's baseline offset in pixels (down is positive).
         oldstyle: digits in the face's old-style figures where it has them.
+        tilts: each character's rise to the right (:func:`tilt_glyph`); default none.
     """
     lb = cache.line_box(font.path, size, font.chars)
     text_h = float(lb.bottom - lb.top)
@@ -55,7 +57,11 @@ def compose(
     for i, g in enumerate(glyphs):
         if g.mask is not None:
             dy = g.dy if shifts is None else g.dy + int(round(shifts[i]))
-            placed.append((int(round(pen)) + g.dx, dy, g.mask))
+            mask = g.mask
+            if tilts is not None and tilts[i]:
+                mask, up = tilt_glyph(mask, tilts[i])
+                dy -= up
+            placed.append((int(round(pen)) + g.dx, dy, mask))
         pen += g.advance + spacing
     end = max(pen - spacing, 1.0)
     # Plain Python min/max: faster than numpy on a handful of glyphs.
@@ -79,6 +85,20 @@ def compose(
         line=(dx, lb.top + dy, end + dx, lb.bottom + dy),
         glyph_boxes=[(a + dx, b + dy, c + dx, d + dy) for a, b, c, d in boxes],
     )
+
+
+def tilt_glyph(mask: np.ndarray, slope: float) -> tuple[np.ndarray, int]:
+    """``mask`` sheared vertically: each column raised by ``slope`` px per px from its left
+    edge (a negative slope lowers it), so verticals stay upright and horizontals rise to the
+    right. Returns the new mask, taller by the rise, and how far its top moved up (its left
+    edge stays where it was)."""
+    h, w = mask.shape
+    rise = math.ceil(abs(slope) * w)
+    up = rise if slope > 0 else 0
+    out = Image.fromarray(mask).transform(
+        (w, h + rise), Image.AFFINE, (1, 0, 0, slope, 1, -up), Image.BILINEAR
+    )
+    return np.asarray(out), up
 
 
 def compose_shaped(cache: GlyphCache, font: FontInfo, size: int, text: str, pad: float) -> Layout:
