@@ -4,11 +4,14 @@ PP-OCRv4 text detector + recognizer), side by side on the same pages.
 
     python benchmarks/pages_vs_peers.py --json docs/bench/pages_vs_peers.json
     python benchmarks/pages_vs_peers.py --pages 4 --zh-model runs/crnn_zh_cpu/best.pt
+    python benchmarks/pages_vs_peers.py --langs zh --zh-faces dev --no-tesseract --no-rapidocr
 
-The pages are drawn here, in faces that neither bundled model trained on (English: EB
-Garamond and Carlito, Debian's ``fonts-ebgaramond`` and ``fonts-crosextra-carlito``;
-Chinese: LXGW WenKai, BabelStone Han, WenQuanYi Micro Hei and Hanazono Mincho, which the
-Chinese recipe holds out), with text written for the benchmarks
+The pages are drawn here (English: EB Garamond and Carlito, Debian's ``fonts-ebgaramond``
+and ``fonts-crosextra-carlito``, faces the English models never trained on; Chinese: LXGW
+WenKai, BabelStone Han, WenQuanYi Micro Hei and Hanazono Mincho, which the Chinese recipe
+held out until its stage 7 and has trained on since, or with ``--zh-faces dev`` the
+Chinese development set's AR PL UMing and UKai, which no stage trained on: a development
+page set, see ``benchmarks/zh_sets.py``), with text written for the benchmarks
 (``benchmarks/en_sentences.txt``, ``benchmarks/zh_sentences.txt``): 10-18 lines each, a
 heading, one column or two, sometimes a picture and a rule. Two kinds per language:
 
@@ -44,6 +47,7 @@ import numpy as np  # noqa: E402
 from PIL import Image, ImageDraw, ImageFilter, ImageFont  # noqa: E402
 from rapidfuzz.distance import Levenshtein  # noqa: E402
 
+from benchmarks.zh_sets import DEV_FACES  # noqa: E402
 from crnn.data.synth.fontsets import SetFace, locate  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -197,9 +201,16 @@ def main() -> None:
                     help="turn every page this many degrees clockwise before it is read (default 0)")  # fmt: skip
     ap.add_argument("--rotate", choices=("none", "pages", "auto"), default="pages",
                     help="crnn-ocr's Recognizer(rotate=...): pages (the default) turns pages read upside down")  # fmt: skip
+    ap.add_argument("--langs", default="en,zh", help="which languages' pages (default en,zh)")
+    ap.add_argument("--zh-faces", choices=("recipe", "dev"), default="recipe",
+                    help="the Chinese pages' faces: recipe (the four named above, training faces since "
+                    "stage 7) or dev (the development set's AR PL UMing and UKai, never trained on)")  # fmt: skip
     ap.add_argument("--json", type=Path)
     ap.add_argument("--keep", type=Path, help="keep the pages and their truth here")
     args = ap.parse_args()
+    langs = [x for x in args.langs.split(",") if x]
+    if not langs or set(langs) - {"en", "zh"}:
+        ap.error(f"--langs {args.langs!r}: expected en, zh or en,zh")
     from crnn.inference import Recognizer
 
     def model(spec: str) -> Recognizer:
@@ -208,8 +219,9 @@ def main() -> None:
         return Recognizer.from_checkpoint(spec, rotate=args.rotate)
 
     ours = {"en": model(args.en_model), "zh": model(args.zh_model)}
-    faces = {lang: [locate(f) for f in fs] for lang, fs in (("en", EN_FACES), ("zh", ZH_FACES))}
-    missing = sorted({f.package for fs in (EN_FACES, ZH_FACES) for f in fs if locate(f) is None})
+    zh_faces = tuple(DEV_FACES.values()) if args.zh_faces == "dev" else ZH_FACES
+    faces = {lang: [locate(f) for f in fs] for lang, fs in (("en", EN_FACES), ("zh", zh_faces))}
+    missing = sorted({f.package for fs in (EN_FACES, zh_faces) for f in fs if locate(f) is None})
     if missing:
         sys.exit(f"fonts missing for the pages: apt-get install {' '.join(missing)}")
     tmp = Path(tempfile.mkdtemp()) if args.keep is None else args.keep
@@ -221,7 +233,7 @@ def main() -> None:
     if engine is not None:
         readers.append("RapidOCR PP-OCRv4 det+rec")
     rows = []
-    for lang in ("en", "zh"):
+    for lang in langs:
         for kind in ("clean", "scan"):
             r = random.Random(f"{args.seed}:{lang}:{kind}")
             pages = []
@@ -254,7 +266,8 @@ def main() -> None:
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         meta = {"command": " ".join(sys.argv), "machine": platform.processor() or platform.machine(),
-                "seed": args.seed, "pages": args.pages, "turn": args.turn, "rotate": args.rotate}  # fmt: skip
+                "seed": args.seed, "pages": args.pages, "turn": args.turn, "rotate": args.rotate,
+                "zh_faces": args.zh_faces}  # fmt: skip
         args.json.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1), encoding="utf-8")
 
 
