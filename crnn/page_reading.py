@@ -270,7 +270,8 @@ class PageReading:
 
         sample = _widest(lines)
         read = self.predict_preprocessed([self._as_given(img), *(j[0] for j in sample)], [None, *(j[1] for j in sample)])
-        return reads_better_as_page(read[0].char_confidences, [p.char_confidences for p in read[1:]])
+        return reads_better_as_page(read[0].char_confidences, [p.char_confidences for p in read[1:]],
+                                    PAGE_MIN_CHARS_PER_LINE)  # fmt: skip
 
     def _as_given(self, img: Any) -> np.ndarray:
         """An image preprocessed as given, without its turns: what the layout checks read
@@ -285,6 +286,10 @@ class PageReading:
 # A page candidate of --layout auto is checked by reading the image whole and at most this
 # many of its widest lines (crnn.layout.reads_better_as_page).
 PAGE_CHECK_LINES = 4
+# ... and those lines must read at least this many characters each on average: a page's
+# widest lines (6 or more heights wide) hold many; two real sign photographs cut into
+# stacked strokes read 3 and 4 characters over 4 lines, taken for pages at 102 % CER.
+PAGE_MIN_CHARS_PER_LINE = 2.0
 # A page is turned over when most characters of this many of its widest lines read more
 # probably upside down (2 read both ways: +11-23 % of an upright page's time on 2 busy
 # cores, against 4: +23-77 %; the 48 benchmark pages turned over all read as upright).

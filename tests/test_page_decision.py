@@ -111,6 +111,12 @@ def test_a_page_candidate_is_kept_only_when_its_lines_read_more_probably() -> No
     # nothing read as lines is never better
     assert not reads_better_as_page([0.5], [[], []])
     assert reads_better_as_page([], [[0.9]])
+    # Lines of a character or none each (a sign cut into strokes) lose when asked to hold
+    # two each, however probable.
+    fragments = [[], [0.9, 0.8], [0.95], []]
+    assert reads_better_as_page([0.3, 0.2, 0.3], fragments)
+    assert not reads_better_as_page([0.3, 0.2, 0.3], fragments, min_chars_per_line=2)
+    assert reads_better_as_page([0.3, 0.2, 0.3], [[0.9] * 12, [0.9] * 3], min_chars_per_line=2)
 
 
 def test_the_server_and_the_command_take_the_same_decision(readers) -> None:

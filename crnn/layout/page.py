@@ -166,13 +166,21 @@ def mean_log(confidences: Sequence[float]) -> float:
     return sum(math.log(max(c, 1e-9)) for c in confidences) / len(confidences)
 
 
-def reads_better_as_page(whole: Sequence[float], lines: Sequence[Sequence[float]]) -> bool:
+def reads_better_as_page(
+    whole: Sequence[float], lines: Sequence[Sequence[float]], min_chars_per_line: float = 0.0
+) -> bool:
     """Whether a page candidate's lines read more probably than the whole image read as
     one line: the mean log confidence of their characters against the whole read's (no
     character read: never better). A crop taken for a page reads as letter fragments
     (mean log confidence -1.1 to -2.7 on the real crops that reach this test, against
     -0.0 to -0.5 read whole, one at -1.5); a page read whole is a few characters
-    (-0.5 to -3.5, against -0.2 or better read as lines)."""
+    (-0.5 to -3.5, against -0.2 or better read as lines).
+
+    ``min_chars_per_line``: lines that read fewer characters than this on average never
+    win, however probable (a sign cut into stacked strokes reads as ``一``, ``二``,
+    ``三``, one a line; a page's widest lines hold many)."""
+    if lines and sum(map(len, lines)) < min_chars_per_line * len(lines):
+        return False
     return mean_log([c for line in lines for c in line]) > mean_log(whole)
 
 
