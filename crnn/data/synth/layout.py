@@ -212,3 +212,13 @@ def letter_spacing(r: random.Random, cfg: SynthConfig, text: str, size: int, cap
         hi = min(cfg.spacing_max, cap)
         return size * r.uniform(min(cfg.spacing_min, hi), hi), "spacing"
     return 0.0, ""
+
+
+def char_tilts(r: random.Random, cfg: SynthConfig, count: int) -> list[float] | None:
+    """Each of ``count`` characters' rise to the right (:func:`tilt_glyph`), or None: a
+    line's slope of 1/4 to all of ``cfg.max_char_tilt``, each character's 1/2 to all of
+    the line's. Off (drawing nothing from ``r``) unless ``cfg.p_char_tilt`` is set."""
+    if cfg.p_char_tilt > 0 and r.random() < cfg.p_char_tilt:
+        line = r.uniform(0.25, 1.0) * cfg.max_char_tilt
+        return [line * r.uniform(0.5, 1.0) for _ in range(count)]
+    return None

@@ -354,12 +354,8 @@ class SynthGenerator:
             sizes = [max(8, size + _SIZE_STEP * r.randint(-k, k)) for _ in text]
             shifts = [r.uniform(-1.0, 1.0) * cfg.max_char_shift * size for _ in text]
             applied.append("char_jitter")
-        tilts = None
-        # Drawn only when set, so that recipes without it keep their random stream.
-        if cfg.p_char_tilt > 0 and r.random() < cfg.p_char_tilt:
-            line_tilt = r.uniform(0.25, 1.0) * cfg.max_char_tilt
-            tilts = [line_tilt * r.uniform(0.5, 1.0) for _ in text]
-            applied.append("char_tilt")
+        tilts = synth_layout.char_tilts(r, cfg, len(text))
+        applied += ["char_tilt"] * (tilts is not None)
         # Drawn only when set and the text has a mark, so other recipes keep their stream.
         if cfg.p_punct_style > 0 and not synth_layout.PUNCT_STYLE_MARKS.isdisjoint(text) and r.random() < cfg.p_punct_style:
             sizes, shifts = synth_layout.punct_style(r, text, size, sizes, shifts, cfg.max_punct_scale, cfg.max_punct_rise, _SIZE_STEP)  # fmt: skip
