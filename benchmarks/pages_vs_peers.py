@@ -218,10 +218,11 @@ def main() -> None:
             return Recognizer.bundled(spec, rotate=args.rotate)
         return Recognizer.from_checkpoint(spec, rotate=args.rotate)
 
-    ours = {"en": model(args.en_model), "zh": model(args.zh_model)}
-    zh_faces = tuple(DEV_FACES.values()) if args.zh_faces == "dev" else ZH_FACES
-    faces = {lang: [locate(f) for f in fs] for lang, fs in (("en", EN_FACES), ("zh", zh_faces))}
-    missing = sorted({f.package for fs in (EN_FACES, zh_faces) for f in fs if locate(f) is None})
+    specs = {"en": args.en_model, "zh": args.zh_model}
+    ours = {lang: model(specs[lang]) for lang in langs}
+    wanted = {"en": EN_FACES, "zh": tuple(DEV_FACES.values()) if args.zh_faces == "dev" else ZH_FACES}
+    faces = {lang: [locate(f) for f in wanted[lang]] for lang in langs}
+    missing = sorted({f.package for lang in langs for f in wanted[lang] if locate(f) is None})
     if missing:
         sys.exit(f"fonts missing for the pages: apt-get install {' '.join(missing)}")
     tmp = Path(tempfile.mkdtemp()) if args.keep is None else args.keep
