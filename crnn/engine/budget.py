@@ -59,6 +59,12 @@ RECENT_MAX_S = 300.0
 # A projected end under this share of the budget lengthens the run again (above SAFETY,
 # where a plan puts it, so that noise does not re-plan back and forth).
 LENGTHEN_BELOW = 0.9
+# A re-plan in the same direction as the last one logged is logged again only after this
+# many seconds (a slowdown that passes re-plans every RECHECK_EVERY steps as the window of
+# recent step times recovers); every re-plan is kept in the state's ``replanned`` list, of
+# which the newest REPLANS_KEPT stay.
+REPLAN_LOG_S = 60.0
+REPLANS_KEPT = 100
 
 
 def clock() -> float:
@@ -117,6 +123,9 @@ class TimeBudget:
         self.recent: collections.deque[float] = collections.deque()  # step times, newest last
         self.recent_s = 0.0
         self.window_s = min(RECENT_MAX_S, max(RECENT_MIN_S, RECENT_SHARE * self.budget_s))
+        # The last re-plan logged: (clock, lengthened), and the re-plans left unlogged since.
+        self.logged: tuple[float, bool] | None = None
+        self.unlogged = 0
 
     @property
     def decided(self) -> bool:
@@ -230,15 +239,21 @@ class TimeBudget:
         )
         if max_steps == tc.max_steps:
             return
-        if t.info.is_main:
-            (log.warning if max_steps < tc.max_steps else log.info)(
-                "time budget %.1f min: %.1f steps/s now (%.1f when planned); the run would end "
-                "%.0f s %s -> train.max_steps %d -> %d",
-                tc.time_budget_min, 1 / step_s, 1 / b["step_s"], abs(end - self.budget_s),
-                "late" if end > self.budget_s else "early", tc.max_steps, max_steps,
-            )  # fmt: skip
-        b.setdefault("replanned", []).append(
-            {"at_step": step, "step_s": round(step_s, 6), "max_steps": max_steps}
-        )
+        longer = max_steps > tc.max_steps
+        if self.logged is None or self.logged[1] != longer or now - self.logged[0] >= REPLAN_LOG_S:
+            if t.info.is_main:
+                (log.info if longer else log.warning)(
+                    "time budget %.1f min: %.1f steps/s now (%.1f when planned); the run would end "
+                    "%.0f s %s -> train.max_steps %d -> %d%s",
+                    tc.time_budget_min, 1 / step_s, 1 / b["step_s"], abs(end - self.budget_s),
+                    "late" if end > self.budget_s else "early", tc.max_steps, max_steps,
+                    f" ({self.unlogged} re-plans since the last line)" if self.unlogged else "",
+                )  # fmt: skip
+            self.logged, self.unlogged = (now, longer), 0
+        else:
+            self.unlogged += 1
+        replans = b.setdefault("replanned", [])
+        replans.append({"at_step": step, "step_s": round(step_s, 6), "max_steps": max_steps})
+        del replans[:-REPLANS_KEPT]
         b["max_steps"] = max_steps
         self._set_max_steps(step, max_steps)
