@@ -33,6 +33,7 @@ export. Everything that must come back goes under ``--out`` (at most 8 files).
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
 import json
 import os
@@ -60,6 +61,11 @@ STAGE1_PARTS = ("tier", "bench", "parallel", "data", "wide")
 SLIM_MARK = "# gpu_program slim (tools/gpu_program.py unslim removes these lines)"
 
 
+# The last lines the latest ``run`` printed: a failed part's own output, repeated at the
+# end of the stage (the tail of the whole output shows only the last part).
+LAST_LINES: collections.deque[str] = collections.deque(maxlen=40)
+
+
 def run(cmd: list[str], log: Path | None = None, env: dict[str, str] | None = None,
         timeout: float | None = None, check: bool = True) -> int:  # fmt: skip
     """Run ``cmd`` from the repository root, its output to the console and ``log``.
@@ -68,6 +74,7 @@ def run(cmd: list[str], log: Path | None = None, env: dict[str, str] | None = No
     hangs silently is killed (its whole process group) at ``timeout`` seconds and
     returns 124, so the device call's later steps and files still come back."""
     print("+", " ".join(cmd), flush=True)
+    LAST_LINES.clear()
     full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
     full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), full_env.get("PYTHONPATH")]))
     with open(log, "a") if log else open(os.devnull, "w") as sink:
@@ -78,6 +85,7 @@ def run(cmd: list[str], log: Path | None = None, env: dict[str, str] | None = No
             assert proc.stdout is not None
             for line in proc.stdout:
                 sys.stdout.write(line)
+                LAST_LINES.append(line)
                 sink.write(line)
                 sink.flush()
 
@@ -91,6 +99,7 @@ def run(cmd: list[str], log: Path | None = None, env: dict[str, str] | None = No
             proc.wait()
             code = 124
             sink.write(f"\n[gpu_program] killed after {timeout:.0f} s: {' '.join(cmd)}\n")
+            LAST_LINES.append(f"[gpu_program] killed after {timeout:.0f} s\n")
         reader.join(timeout=10)
     if check and code != 0:
         raise SystemExit(f"{cmd[1] if len(cmd) > 1 else cmd[0]} failed with exit code {code}")
@@ -99,15 +108,22 @@ def run(cmd: list[str], log: Path | None = None, env: dict[str, str] | None = No
 
 class Progress(dict):  # type: ignore[type-arg]
     """Exit codes by step, written to ``path`` at every update: what came back is
-    known even if the device call ends in the middle of a stage."""
+    known even if the device call ends in the middle of a stage. A step set to a
+    failing code keeps the last lines its command printed (``failed_output``)."""
 
     def __init__(self, path: Path) -> None:
         super().__init__()
         self.path = path
+        self.tails: dict[str, str] = {}
 
     def __setitem__(self, key: str, value: int) -> None:
         super().__setitem__(key, value)
+        if value:
+            self.tails[key] = "".join(LAST_LINES)
         self.path.write_text(json.dumps(self))
+
+    def failed_output(self) -> str:
+        return "".join(f"--- {k} FAILED (exit {self[k]}), its last lines:\n{t}" for k, t in self.tails.items())
 
 
 def install_wheels() -> None:
@@ -278,6 +294,7 @@ def stage1(args: argparse.Namespace) -> None:
             check=False)  # fmt: skip
             keep(extra, Path(tmp) / "wide_charset.json", out)
     print(f"stage1 done: {', '.join(sorted(p.name for p in out.iterdir()))}")
+    print(codes.failed_output(), end="")
     print("\n".join(f"  {k:<10} {'ok' if c == 0 else f'FAILED (exit {c})'}" for k, c in codes.items()))
     if any(codes.values()):
         raise SystemExit(1)
