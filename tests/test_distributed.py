@@ -46,15 +46,31 @@ ENV = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
 ENV.pop("CRNN_FAULT_INJECT", None)
 
 
-def wait_all_ok(procs: list[subprocess.Popen], logs: list[Path]) -> list[str]:
-    """Wait for every process (killing any left over), then return their logs; all must
-    have exited 0, else the assertion shows each log's tail."""
+def wait_all(procs: list[subprocess.Popen], logs: list[Path]) -> tuple[list[int], list[str]]:
+    """Wait for every process (killing any left over); their exit codes and logs."""
     try:
         codes = [p.wait(timeout=240) for p in procs]
     finally:
         for p in procs:
             p.kill()
-    texts = [p.read_text() for p in logs]
+    return codes, [p.read_text() for p in logs]
+
+
+def launch_ok(commands: Any, logs: list[Path], tries: int = 3) -> list[str]:
+    """One process per log, ``commands(port)`` giving each one's (command line,
+    environment) for a free port on 127.0.0.1; wait for all and return their logs. The
+    port is closed again before the processes bind it, so a test running beside this one
+    may take it first: a launch that failed with the address in use starts again on a
+    new port, and every other failure fails the test."""
+    for attempt in range(tries):
+        procs = []
+        for (cmd, env), log_path in zip(commands(free_port()), logs):
+            with open(log_path, "w") as log:
+                procs.append(subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT))
+        codes, texts = wait_all(procs, logs)
+        taken = any("address already in use" in t.lower() for t in texts)
+        if codes == [0] * len(procs) or not taken or attempt == tries - 1:
+            break
     assert codes == [0] * len(procs), "\n\n".join(t[-3000:] for t in texts)
     return texts
 
@@ -399,18 +415,10 @@ def ddp_run(word_lmdb, tmp_path_factory):
         "result": str(tmp / "result"),
     }
     (tmp / "spec.json").write_text(json.dumps(spec))
-    port = free_port()
-    procs, logs = [], []
-    for rank in range(2):
-        env = {**ENV, "RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": "2",
-               "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}  # fmt: skip
-        logs.append(tmp / f"rank{rank}.log")
-        with open(logs[-1], "w") as log:
-            procs.append(subprocess.Popen(
-                [sys.executable, str(ROOT / "tests" / "ddp_worker.py"), str(tmp / "spec.json")],
-                env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
-            ))  # fmt: skip
-    texts = wait_all_ok(procs, logs)
+    logs = [tmp / f"rank{rank}.log" for rank in range(2)]
+    worker = [sys.executable, str(ROOT / "tests" / "ddp_worker.py"), str(tmp / "spec.json")]
+    texts = launch_ok(lambda port: [(worker, {**ENV, "RANK": str(rank), "LOCAL_RANK": str(rank),
+        "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}) for rank in range(2)], logs)  # fmt: skip
     results = [torch.load(f"{spec['result']}-rank{r}.pt", weights_only=False) for r in range(2)]
     return {"tmp": tmp, "logs": texts, "results": results, "lmdb": word_lmdb}
 
@@ -597,22 +605,18 @@ def test_two_nodes_on_loopback_with_torchrun(word_lmdb, tmp_path):
     """Two torchrun launches, one process each, meeting at a c10d rendezvous on
     127.0.0.1: the node whose process gets global rank 1 has local rank 0, so only a
     program that tells the two apart leaves that node's output directory empty."""
-    port = free_port()
-    procs, logs = [], []
-    for node in range(2):
-        logs.append(tmp_path / f"node{node}.log")
-        cmd = [
+    logs = [tmp_path / f"node{node}.log" for node in range(2)]
+
+    def nodes(port: int) -> list[tuple[list[str], dict[str, str]]]:
+        return [([
             sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--node-rank", str(node),
             "--nproc-per-node", "1", "--rdzv-backend", "c10d", "--rdzv-id", "crnn-test",
             "--rdzv-endpoint", f"127.0.0.1:{port}", "--local-addr", "127.0.0.1",
             str(ROOT / "tools" / "train.py"), "--gpus", "cpu", "--set",
             *base_overrides(word_lmdb, tmp_path / f"out{node}", "train.max_steps=4"),
-        ]  # fmt: skip
-        with open(logs[-1], "w") as log:
-            procs.append(
-                subprocess.Popen(cmd, env=ENV, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
-            )
-    texts = wait_all_ok(procs, logs)
+        ], ENV) for node in range(2)]  # fmt: skip
+
+    texts = launch_ok(nodes, logs)
     main = [i for i, t in enumerate(texts) if "run directory" in t]
     assert len(main) == 1, "exactly one node hosts global rank 0"
     other = 1 - main[0]
