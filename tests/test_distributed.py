@@ -18,6 +18,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -56,7 +57,9 @@ def wait_all(procs: list[subprocess.Popen], logs: list[Path]) -> tuple[list[int]
     return codes, [p.read_text() for p in logs]
 
 
-def launch_ok(commands: Any, logs: list[Path], tries: int = 3) -> list[str]:
+def launch_ok(
+    commands: Callable[[int], list[tuple[list[str], dict[str, str]]]], logs: list[Path], tries: int = 3
+) -> list[str]:
     """One process per log, ``commands(port)`` giving each one's (command line,
     environment) for a free port on 127.0.0.1; wait for all and return their logs. The
     port is closed again before the processes bind it, so a test running beside this one
