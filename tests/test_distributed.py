@@ -19,7 +19,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -47,34 +47,50 @@ ENV = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
 ENV.pop("CRNN_FAULT_INJECT", None)
 
 
-def wait_all(procs: list[subprocess.Popen], logs: list[Path]) -> tuple[list[int], list[str]]:
-    """Wait for every process (killing any left over); their exit codes and logs."""
+def wait_all(
+    procs: list[subprocess.Popen], logs: list[Path], timeout_s: float = 240, grace_s: float = 30
+) -> tuple[list[int | None], list[str]]:
+    """Wait for every process and return their exit codes and logs. Once one has failed,
+    the others get ``grace_s`` to follow (a rank whose peer died may wait on it for many
+    minutes); whatever is still running then, or at ``timeout_s``, is killed and reads
+    ``None``, so the caller's assertion shows every log instead of a bare timeout."""
+    deadline = time.monotonic() + timeout_s
     try:
-        codes = [p.wait(timeout=240) for p in procs]
+        while any(p.poll() is None for p in procs) and time.monotonic() < deadline:
+            if any(p.poll() not in (None, 0) for p in procs):
+                deadline = min(deadline, time.monotonic() + grace_s)
+            time.sleep(0.2)
     finally:
+        codes = [p.poll() for p in procs]
         for p in procs:
             p.kill()
+            p.wait()
     return codes, [p.read_text() for p in logs]
 
 
 def launch_ok(
-    commands: Callable[[int], list[tuple[list[str], dict[str, str]]]], logs: list[Path], tries: int = 3
+    commands: Callable[[int], list[tuple[list[str], dict[str, str]]]],
+    logs: list[Path],
+    tries: int = 3,
+    port: Callable[[], int] | None = None,
 ) -> list[str]:
     """One process per log, ``commands(port)`` giving each one's (command line,
-    environment) for a free port on 127.0.0.1; wait for all and return their logs. The
-    port is closed again before the processes bind it, so a test running beside this one
-    may take it first: a launch that failed with the address in use starts again on a
-    new port, and every other failure fails the test."""
+    environment) for a port on 127.0.0.1 (``port()``, by default a free one); wait for all
+    and return their logs. A free port is closed again before the processes bind it, so a
+    test running beside this one may take it first: a launch that failed with the address
+    in use starts again on a new port, and every other failure fails the test."""
     for attempt in range(tries):
         procs = []
-        for (cmd, env), log_path in zip(commands(free_port()), logs):
+        for (cmd, env), log_path in zip(commands((port or free_port)()), logs):
             with open(log_path, "w") as log:
                 procs.append(subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT))
         codes, texts = wait_all(procs, logs)
         taken = any("address already in use" in t.lower() for t in texts)
         if codes == [0] * len(procs) or not taken or attempt == tries - 1:
             break
-    assert codes == [0] * len(procs), "\n\n".join(t[-3000:] for t in texts)
+    assert codes == [0] * len(procs), f"exit codes {codes} (None: killed)\n\n" + "\n\n".join(
+        t[-3000:] for t in texts
+    )
     return texts
 
 
@@ -608,18 +624,28 @@ def test_two_nodes_on_loopback_with_torchrun(word_lmdb, tmp_path):
     """Two torchrun launches, one process each, meeting at a c10d rendezvous on
     127.0.0.1: the node whose process gets global rank 1 has local rank 0, so only a
     program that tells the two apart leaves that node's output directory empty."""
+    from torch.distributed import TCPStore
+
     logs = [tmp_path / f"node{node}.log" for node in range(2)]
+    # The rendezvous store is this test's own, bound to a port the system chose and held
+    # throughout, and both nodes only connect to it. (With a port found free and closed
+    # again, a test beside this one could take it first: both nodes then joined that
+    # test's store as clients and waited there until the timeout, which CI once saw.)
+    store = TCPStore(
+        "127.0.0.1", 0, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=120)
+    )
 
     def nodes(port: int) -> list[tuple[list[str], dict[str, str]]]:
         return [([
             sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--node-rank", str(node),
             "--nproc-per-node", "1", "--rdzv-backend", "c10d", "--rdzv-id", "crnn-test",
-            "--rdzv-endpoint", f"127.0.0.1:{port}", "--local-addr", "127.0.0.1",
+            "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-conf", "is_host=false",
+            "--local-addr", "127.0.0.1",
             str(ROOT / "tools" / "train.py"), "--gpus", "cpu", "--set",
             *base_overrides(word_lmdb, tmp_path / f"out{node}", "train.max_steps=4"),
         ], ENV) for node in range(2)]  # fmt: skip
 
-    texts = launch_ok(nodes, logs)
+    texts = launch_ok(nodes, logs, tries=1, port=lambda: store.port)
     main = [i for i, t in enumerate(texts) if "run directory" in t]
     assert len(main) == 1, "exactly one node hosts global rank 0"
     other = 1 - main[0]

@@ -14,6 +14,7 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import IO
 
 import numpy as np
 import pytest
@@ -161,28 +162,44 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture(scope="module")
-def server():
-    port = free_port()
-    log = open(Path(os.environ.get("TMPDIR", "/tmp")) / f"crnn-serve-{port}.log", "w+")
+def start_server(port: int, log: IO[str]) -> subprocess.Popen | None:
+    """Start the server on ``port`` and wait for /healthz; None when the port was taken
+    (a free port is closed before the server binds it, so a test beside this one may
+    take it first). Any other failure to start fails the test with the server's log."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "crnn.cli.serve", "--model", "word", "--port", str(port),
          "--max-request-bytes", "2000000", "--max-files", "8", "--max-pixels", "4000000",
          "--max-request-pixels", "10000000"],
         cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
     )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
     for _ in range(150):
         try:
-            if httpx.get(url + "/healthz", timeout=1).status_code == 200:
-                break
+            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
+                return proc
         except httpx.HTTPError:
+            if proc.poll() is not None:
+                break
             time.sleep(0.2)
+    proc.kill()
+    proc.wait()
+    log.seek(0)
+    text = log.read()
+    if "address already in use" in text.lower():
+        return None
+    pytest.fail("the server did not start:\n" + text)
+
+
+@pytest.fixture(scope="module")
+def server():
+    for _ in range(3):
+        port = free_port()
+        log = open(Path(os.environ.get("TMPDIR", "/tmp")) / f"crnn-serve-{port}.log", "w+")
+        proc = start_server(port, log)
+        if proc is not None:
+            break
     else:
-        proc.kill()
-        log.seek(0)
-        pytest.fail("the server did not start:\n" + log.read())
-    yield url, log
+        pytest.fail(f"three free ports were each taken before the server bound them (the last: {port})")
+    yield f"http://127.0.0.1:{port}", log
     proc.terminate()
     proc.wait(timeout=20)
 
