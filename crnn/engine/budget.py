@@ -247,7 +247,7 @@ class TimeBudget:
                     "%.0f s %s -> train.max_steps %d -> %d%s",
                     tc.time_budget_min, 1 / step_s, 1 / b["step_s"], abs(end - self.budget_s),
                     "late" if end > self.budget_s else "early", tc.max_steps, max_steps,
-                    f" ({self.unlogged} re-plans since the last line)" if self.unlogged else "",
+                    f" ({self.unlogged} re-plan{'s' * (self.unlogged > 1)} since the last line)" if self.unlogged else "",
                 )  # fmt: skip
             self.logged, self.unlogged = (now, longer), 0
         else:
