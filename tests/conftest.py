@@ -161,7 +161,7 @@ def train_on_corpus_words(tmp_path: Path, chars: str, charset: str, font_dir: Pa
         "data.max_width=160", "data.augment.enabled=false", "data.num_workers=0",
         "train.batch_size=32", f"train.max_steps={steps}", f"train.val_every={steps}", "train.lr=3e-3",
         "train.warmup_steps=50", "train.log_images=0", f"train.output_dir={tmp_path / 'run'}",
-        "train.seed=1", "dist.strategy=none", *extra,
+        "train.seed=1", "train.channels_last=true", "dist.strategy=none", *extra,
     ]  # fmt: skip
     return Trainer(load_config(None, overrides), DistInfo()).fit().metrics
 

@@ -165,3 +165,10 @@ def test_the_gpu_tier_sees_cuda_and_every_other_run_hides_it():
     assert gpu_tier_selected("gpu") and gpu_tier_selected("gpu and not slow")
     assert not gpu_tier_selected("") and not gpu_tier_selected("not gpu")
     assert not gpu_tier_selected("not slow and not gpu")
+
+
+def test_each_command_s_exit_code_and_seconds_are_printed(tmp_path, capsys):
+    """Where the device minutes went, in the call's output tail."""
+    gp = _program()
+    gp.run([sys.executable, "-c", "raise SystemExit(3)"], tmp_path / "log", check=False)
+    assert re.search(r"\[gpu_program\] exit 3 after \d+\.\d s: python -c\n", capsys.readouterr().out)

@@ -43,6 +43,7 @@ import sys
 import tarfile
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -75,6 +76,7 @@ def run(cmd: list[str], log: Path | None = None, env: dict[str, str] | None = No
     returns 124, so the device call's later steps and files still come back."""
     print("+", " ".join(cmd), flush=True)
     LAST_LINES.clear()
+    start = time.monotonic()
     full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
     full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), full_env.get("PYTHONPATH")]))
     with open(log, "a") if log else open(os.devnull, "w") as sink:
@@ -101,6 +103,9 @@ def run(cmd: list[str], log: Path | None = None, env: dict[str, str] | None = No
             sink.write(f"\n[gpu_program] killed after {timeout:.0f} s: {' '.join(cmd)}\n")
             LAST_LINES.append(f"[gpu_program] killed after {timeout:.0f} s\n")
         reader.join(timeout=10)
+    # Where the device minutes went: each command's exit code and seconds, in the output.
+    what = " ".join(cmd[1:3]) if cmd[1:2] == ["-m"] else "python -c" if cmd[1:2] == ["-c"] else Path(cmd[-1 if len(cmd) == 1 else 1]).name
+    print(f"[gpu_program] exit {code} after {time.monotonic() - start:.1f} s: {what}", flush=True)
     if check and code != 0:
         raise SystemExit(f"{cmd[1] if len(cmd) > 1 else cmd[0]} failed with exit code {code}")
     return code
