@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import random
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -185,6 +186,15 @@ def base_overrides(lmdb: Path, out: Path, *extra: str) -> list[str]:
         f"train.output_dir={out}",
         *extra,
     ]
+
+
+def free_port() -> int:
+    """A port on 127.0.0.1 that was free a moment ago. It is closed again before the
+    caller's process binds it, so a test running beside may take it first: a caller
+    starts again on a new port when its process says the address is in use."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 def shared_data(*parts: str) -> Path:

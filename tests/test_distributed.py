@@ -14,7 +14,6 @@ import os
 import random
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -25,7 +24,7 @@ from typing import Any
 
 import pytest
 import torch
-from conftest import ROOT, TINY_MODEL, base_overrides
+from conftest import ROOT, TINY_MODEL, base_overrides, free_port
 
 from crnn.checkpoint import load_checkpoint, model_from_checkpoint
 from crnn.config import ConfigError, load_config
@@ -121,12 +120,6 @@ def assert_same_tensors(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor], 
     assert a.keys() == b.keys()
     for name in a:
         torch.testing.assert_close(a[name], b[name], msg=lambda m, name=name: f"{name}: {m}", **tol)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def train_cmd(*args: str) -> list[str]:

@@ -6,14 +6,13 @@ skipped inside them), so that a typo never costs GPU time.
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 import torch
-from conftest import base_overrides
+from conftest import base_overrides, free_port
 
 from crnn.backends.torch import TorchBackend
 from crnn.checkpoint import load_checkpoint, model_from_checkpoint
@@ -181,10 +180,7 @@ def test_two_gloo_ranks_sharing_the_gpu_equal_one_process(word_lmdb, tmp_path, d
 
     # fp32: under bf16 each half-batch rounds differently (the DataParallel test's 1e-2)
     cfg = overrides(word_lmdb, tmp_path / "ddp", "train.max_steps=4", "train.amp=none")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    spec = {"device": str(dev), "init": f"tcp://127.0.0.1:{port}", "overrides": cfg,
+    spec = {"device": str(dev), "init": f"tcp://127.0.0.1:{free_port()}", "overrides": cfg,
             "out": str(tmp_path / "params")}  # fmt: skip
     mp.spawn(_gloo_rank, args=(spec,), nprocs=2, join=True)
     one = step_grads(trainer(word_lmdb, tmp_path / "one", dev, "train.max_steps=4", "train.amp=none"), True)

@@ -8,7 +8,6 @@ import asyncio
 import io
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -18,6 +17,7 @@ from typing import IO
 
 import numpy as np
 import pytest
+from conftest import free_port
 
 httpx = pytest.importorskip("httpx")
 pytest.importorskip("fastapi")
@@ -156,12 +156,6 @@ def test_with_two_workers_two_batches_run_through_the_backend_at_once() -> None:
 # ---- a real server ------------------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def start_server(port: int, log: IO[str]) -> subprocess.Popen | None:
     """Start the server on ``port`` and wait for /healthz; None when the port was taken
     (a free port is closed before the server binds it, so a test beside this one may
@@ -197,6 +191,7 @@ def server():
         proc = start_server(port, log)
         if proc is not None:
             break
+        log.close()
     else:
         pytest.fail(f"three free ports were each taken before the server bound them (the last: {port})")
     yield f"http://127.0.0.1:{port}", log

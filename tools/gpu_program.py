@@ -104,11 +104,20 @@ def run(cmd: list[str], log: Path | None = None, env: dict[str, str] | None = No
             LAST_LINES.append(f"[gpu_program] killed after {timeout:.0f} s\n")
         reader.join(timeout=10)
     # Where the device minutes went: each command's exit code and seconds, in the output.
-    what = " ".join(cmd[1:3]) if cmd[1:2] == ["-m"] else "python -c" if cmd[1:2] == ["-c"] else Path(cmd[-1 if len(cmd) == 1 else 1]).name
-    print(f"[gpu_program] exit {code} after {time.monotonic() - start:.1f} s: {what}", flush=True)
+    print(f"[gpu_program] exit {code} after {time.monotonic() - start:.1f} s: {_short_name(cmd)}", flush=True)
     if check and code != 0:
         raise SystemExit(f"{cmd[1] if len(cmd) > 1 else cmd[0]} failed with exit code {code}")
     return code
+
+
+def _short_name(cmd: list[str]) -> str:
+    """A command as the timing line names it: ``-m pytest``, ``python -c`` or the script's
+    file name."""
+    if cmd[1:2] == ["-m"]:
+        return " ".join(cmd[1:3])
+    if cmd[1:2] == ["-c"]:
+        return "python -c"
+    return Path(cmd[1] if len(cmd) > 1 else cmd[0]).name
 
 
 class Progress(dict):  # type: ignore[type-arg]
