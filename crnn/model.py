@@ -16,6 +16,9 @@ Two layouts:
   every 8 px (for CJK lines, whose characters are about as wide as the line is high),
   and a linear shortcut from the conv features to the logits beside the LSTMs, so that
   thousands of classes learn from the start.
+* ``crnn_s4`` -- ``crnn_s8``'s network with its third pooling keeping the width, as in
+  ``crnn``: a time step every 4 px, the same weights (a ``crnn_s8`` checkpoint loads as
+  it is).
 * ``dense`` -- the ``crnn`` CNN and a linear classifier ``fc`` on its features, no
   LSTM (chineseocr's ``lstmFlag=False`` model).
 """
@@ -31,7 +34,7 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from crnn.config import LAYOUTS, RECURRENT, output_length
+from crnn.config import LAYOUTS, RECURRENT, SHORTCUT, output_length
 
 
 def _compiling() -> bool:
@@ -95,7 +98,7 @@ class CRNN(nn.Module):
         in_channels: 1 for grayscale, 3 for RGB input.
         channels: the 7 conv widths.
         hidden: LSTM hidden size per direction.
-        arch: ``"crnn"``, ``"vgg"``, ``"crnn_s8"`` or ``"dense"`` (see the module docstring).
+        arch: ``"crnn"``, ``"vgg"``, ``"crnn_s8"``, ``"crnn_s4"`` or ``"dense"`` (see the module docstring).
 
     ``forward`` takes normalised images ``(B, C, H, W)`` (H a multiple of 16, >= 32)
     and returns logits ``(B, T, num_classes)`` with ``T = output_length(W)``.
@@ -152,14 +155,14 @@ class CRNN(nn.Module):
                 self.cnn.add_module(name, m)
                 self._segment_names[-1].append(name)
         self.fc: nn.Module | None = None
-        # crnn_s8: a shortcut from the conv features to the logits, beside the LSTMs.
+        # crnn_s8 and crnn_s4: a shortcut from the conv features to the logits, beside the LSTMs.
         # With thousands of classes the LSTMs alone pass the CNN too little gradient at
         # first and a model reads only blanks for thousands of steps; with the shortcut
         # it leaves that plateau within a few hundred (docs/training/zh.md).
         self.skip: nn.Module | None = None
-        if arch == "crnn_s8":
+        if arch in SHORTCUT:
             self.skip = nn.Linear(c_in, num_classes)
-        if arch in ("crnn", "crnn_s8"):
+        if arch in ("crnn", *SHORTCUT):
             self.rnn = nn.Sequential(
                 BiLSTM(c_in, hidden, hidden), BiLSTM(hidden, hidden, num_classes)
             )
@@ -241,7 +244,7 @@ def build_model(model_cfg: Any, num_classes: int, in_channels: int) -> CRNN:
 
 def classifier_name(arch: str) -> str:
     """State-dict prefix of the layer whose rows are the classes (``K`` rows)."""
-    return "rnn.1.proj" if arch in ("crnn", "crnn_s8") else "fc"
+    return "rnn.1.proj" if arch in ("crnn", *SHORTCUT) else "fc"
 
 
 def hparams_from_state_dict(state_dict: dict[str, Any], arch: str) -> dict[str, Any]:

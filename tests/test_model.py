@@ -9,7 +9,7 @@ def test_classic_crnn_has_the_published_size():
     assert 8.2e6 < n < 8.4e6
 
 
-@pytest.mark.parametrize("arch", ["crnn", "vgg"])
+@pytest.mark.parametrize("arch", ["crnn", "vgg", "crnn_s8", "crnn_s4"])
 @pytest.mark.parametrize("width", [16, 32, 100, 128, 400])
 def test_output_is_batch_first_for_any_width(arch, width):
     m = CRNN(11, channels=[4, 8, 8, 8, 16, 16, 16], hidden=8, arch=arch).eval()
@@ -51,6 +51,19 @@ def test_activation_checkpointing_gives_the_same_gradients_and_bn_statistics():
         torch.testing.assert_close(pa.grad, pb.grad, rtol=1e-5, atol=1e-6, msg=name)
     for (name, ba), bb in zip(a.named_buffers(), b.buffers()):
         torch.testing.assert_close(ba, bb, msg=name)  # running stats updated once, not twice
+
+
+def test_crnn_s4_takes_crnn_s8_weights_and_steps_every_4_px():
+    """crnn_s4 is crnn_s8's network with a time step every 4 px, as in crnn: the same
+    weights load as they are (a crnn_s8 checkpoint fine-tunes into it), and a 32 x 256
+    line gives 65 steps where crnn_s8 gives 32."""
+    s8 = CRNN(30, channels=[4, 8, 8, 8, 16, 16, 16], hidden=8, arch="crnn_s8").eval()
+    s4 = CRNN(30, channels=[4, 8, 8, 8, 16, 16, 16], hidden=8, arch="crnn_s4").eval()
+    s4.load_state_dict(s8.state_dict())  # strict: the same keys and shapes
+    assert s4.skip is not None
+    assert (s8.output_length(256), s4.output_length(256)) == (32, 65)
+    assert s4.output_length(256) == CRNN(30, arch="crnn").output_length(256)
+    assert s4(torch.randn(1, 1, 32, 256)).shape == (1, 65, 30)
 
 
 def test_build_from_hparams_round_trips():

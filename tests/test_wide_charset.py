@@ -95,7 +95,7 @@ def test_the_all_blank_hint_for_thousands_of_classes_names_the_shortcut_layout(c
     from crnn.engine.guards import BlankWatch
 
     caplog.set_level(logging.WARNING)
-    for arch, says in (("crnn", True), ("crnn_s8", False)):
+    for arch, says in (("crnn", True), ("crnn_s8", False), ("crnn_s4", False)):
         caplog.clear()
         w = BlankWatch(patience=1)
         w.after_validation({"empty_rate": 1.0}, 2000, load_config(None, [

@@ -7,7 +7,7 @@ the field's type, and :meth:`Config.validate` checks every cross-field rule. ``a
 holds the network layouts as data (torch-free).
 """
 
-from crnn.config.arch import LAYOUTS, RECURRENT, output_length
+from crnn.config.arch import LAYOUTS, RECURRENT, SHORTCUT, output_length
 from crnn.config.errors import ConfigError
 from crnn.config.loading import (
     apply_overrides,
@@ -29,7 +29,7 @@ from crnn.config.schema import (
 from crnn.config.synth import SynthConfig
 
 __all__ = [
-    "LAYOUTS", "RECURRENT", "AugmentConfig", "Config", "ConfigError", "DataConfig", "DistConfig",
-    "ModelConfig", "SynthConfig", "TrainConfig", "apply_overrides", "check_choices", "choices",
+    "LAYOUTS", "RECURRENT", "SHORTCUT", "AugmentConfig", "Config", "ConfigError", "DataConfig",
+    "DistConfig", "ModelConfig", "SynthConfig", "TrainConfig", "apply_overrides", "check_choices", "choices",
     "config_from_dict", "load_config", "output_length", "parse_override", "save_config",
 ]  # fmt: skip

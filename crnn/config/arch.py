@@ -39,16 +39,26 @@ _CRNN_S8_LAYOUT: list[tuple[Any, ...]] = [
     ("conv", 4, 3, 1, True, False), ("conv", 5, 3, 1, True, False), ("pool", (2, 2), (2, 1), (0, 1)),
     ("conv", 6, 2, 0, True, False),
 ]  # fmt: skip
+# crnn_s8's network with its third pooling keeping the width, as in "crnn": a time step
+# every 4 px (about six per character of a 32 px Chinese line) for glyphs whose strokes
+# fall between 8 px steps. It has exactly crnn_s8's weights (pooling has none), so a
+# crnn_s8 checkpoint fine-tunes into it (train.init_from) as it is.
+_CRNN_S4_LAYOUT: list[tuple[Any, ...]] = [
+    *_CRNN_S8_LAYOUT[:6], ("pool", (2, 2), (2, 1), (0, 1)), *_CRNN_S8_LAYOUT[7:],
+]  # fmt: skip
 # Conv layouts per model.arch; "dense" is the "crnn" CNN with a linear classifier on its
 # features and no LSTM (chineseocr's lstmFlag=False model).
 LAYOUTS = {
     "crnn": _CRNN_LAYOUT,
     "vgg": _VGG_LAYOUT,
     "crnn_s8": _CRNN_S8_LAYOUT,
+    "crnn_s4": _CRNN_S4_LAYOUT,
     "dense": _CRNN_LAYOUT,
 }
 # Archs whose recurrent part is two BiLSTMs (all but "dense").
-RECURRENT = ("crnn", "vgg", "crnn_s8")
+RECURRENT = ("crnn", "vgg", "crnn_s8", "crnn_s4")
+# Archs with a linear shortcut from the conv features to the logits beside the LSTMs.
+SHORTCUT = ("crnn_s8", "crnn_s4")
 
 
 def output_length(width: Any, arch: str = "crnn") -> Any:

@@ -12,7 +12,7 @@ from typing import Any, Literal, Union
 from crnn.config.errors import ConfigError
 from crnn.config.synth import SynthConfig
 
-Arch = Literal["crnn", "vgg", "crnn_s8", "dense"]
+Arch = Literal["crnn", "vgg", "crnn_s8", "crnn_s4", "dense"]
 UnknownChars = Literal["skip", "error"]
 Optimizer = Literal["adam", "adamw"]
 Schedule = Literal["cosine", "linear", "constant"]
@@ -26,7 +26,8 @@ class ModelConfig:
     # "crnn": Shi, Bai & Yao (2015), 7 conv + 2 BiLSTM (the layout of meijieru/crnn.pytorch).
     # "vgg": the VGG-BiLSTM-CTC layout of clovaai/deep-text-recognition-benchmark.
     # "crnn_s8": "crnn" with a time step every 8 px instead of 4 (CJK lines: about half
-    # the compute). "dense": the "crnn" CNN and a linear classifier, no LSTM
+    # the compute). "crnn_s4": crnn_s8's network (and weights) with a time step every
+    # 4 px. "dense": the "crnn" CNN and a linear classifier, no LSTM
     # (chineseocr's lstmFlag=False model; imported weights).
     arch: Arch = "crnn"
     # Widths of the 7 conv layers.

@@ -18,6 +18,8 @@ from typing import Any
 
 import torch
 
+from crnn.config import SHORTCUT
+
 log = logging.getLogger(__name__)
 
 
@@ -76,7 +78,7 @@ class BlankWatch:
         tc, d = cfg.train, cfg.data
         wide = ""
         classes = _classes(cfg)
-        if classes > WIDE_CLASSES and cfg.model.arch != "crnn_s8":
+        if classes > WIDE_CLASSES and cfg.model.arch not in SHORTCUT:
             wide = (
                 f"With {classes:,} classes behind the LSTMs (model.arch={cfg.model.arch}) the "
                 "classifier gets too little signal at first and this can last thousands of "

@@ -100,7 +100,7 @@ def log_prior(
 @torch.no_grad()
 def init_classifier(model: CRNN, prior: torch.Tensor) -> None:
     """Set the classifier's bias to ``prior`` (log-probabilities, one per class); the
-    ``crnn_s8`` shortcut's bias is zeroed so that the two add up to it."""
+    ``crnn_s8``/``crnn_s4`` shortcut's bias is zeroed so that the two add up to it."""
     layer = model.get_submodule(classifier_name(model.arch))
     layer.bias.copy_(prior.to(layer.bias.device, layer.bias.dtype))
     if model.skip is not None:
