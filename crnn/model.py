@@ -4,7 +4,7 @@ No loss and no decoding live here (see ``crnn.ctc``): DataParallel scatters inpu
 and gathers outputs along dim 0, so a batch-first output is the only layout that
 comes back from several GPUs in the right order.
 
-Two layouts:
+The layouts:
 
 * ``crnn`` -- Shi, Bai & Yao (2015), as in meijieru/crnn.pytorch: 7 conv layers
   (BatchNorm after conv 2, 4, 6), two BiLSTMs each followed by a linear layer, the
@@ -35,6 +35,9 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from crnn.config import LAYOUTS, RECURRENT, SHORTCUT, output_length
+
+# Layouts whose second BiLSTM's projection is the classifier (vgg and dense have an fc).
+_LSTM_CLASSIFIER = ("crnn", *SHORTCUT)
 
 
 def _compiling() -> bool:
@@ -98,7 +101,8 @@ class CRNN(nn.Module):
         in_channels: 1 for grayscale, 3 for RGB input.
         channels: the 7 conv widths.
         hidden: LSTM hidden size per direction.
-        arch: ``"crnn"``, ``"vgg"``, ``"crnn_s8"``, ``"crnn_s4"`` or ``"dense"`` (see the module docstring).
+        arch: ``"crnn"``, ``"vgg"``, ``"crnn_s8"``, ``"crnn_s4"`` or ``"dense"`` (see the
+            module docstring).
 
     ``forward`` takes normalised images ``(B, C, H, W)`` (H a multiple of 16, >= 32)
     and returns logits ``(B, T, num_classes)`` with ``T = output_length(W)``.
@@ -162,7 +166,7 @@ class CRNN(nn.Module):
         self.skip: nn.Module | None = None
         if arch in SHORTCUT:
             self.skip = nn.Linear(c_in, num_classes)
-        if arch in ("crnn", *SHORTCUT):
+        if arch in _LSTM_CLASSIFIER:
             self.rnn = nn.Sequential(
                 BiLSTM(c_in, hidden, hidden), BiLSTM(hidden, hidden, num_classes)
             )
@@ -244,7 +248,7 @@ def build_model(model_cfg: Any, num_classes: int, in_channels: int) -> CRNN:
 
 def classifier_name(arch: str) -> str:
     """State-dict prefix of the layer whose rows are the classes (``K`` rows)."""
-    return "rnn.1.proj" if arch in ("crnn", *SHORTCUT) else "fc"
+    return "rnn.1.proj" if arch in _LSTM_CLASSIFIER else "fc"
 
 
 def hparams_from_state_dict(state_dict: dict[str, Any], arch: str) -> dict[str, Any]:

@@ -30,6 +30,6 @@ from crnn.config.synth import SynthConfig
 
 __all__ = [
     "LAYOUTS", "RECURRENT", "SHORTCUT", "AugmentConfig", "Config", "ConfigError", "DataConfig",
-    "DistConfig", "ModelConfig", "SynthConfig", "TrainConfig", "apply_overrides", "check_choices", "choices",
-    "config_from_dict", "load_config", "output_length", "parse_override", "save_config",
+    "DistConfig", "ModelConfig", "SynthConfig", "TrainConfig", "apply_overrides", "check_choices",
+    "choices", "config_from_dict", "load_config", "output_length", "parse_override", "save_config",
 ]  # fmt: skip
