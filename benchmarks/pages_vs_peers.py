@@ -201,6 +201,8 @@ def main() -> None:
                     help="turn every page this many degrees clockwise before it is read (default 0)")  # fmt: skip
     ap.add_argument("--rotate", choices=("none", "pages", "auto"), default="pages",
                     help="crnn-ocr's Recognizer(rotate=...): pages (the default) turns pages read upside down")  # fmt: skip
+    ap.add_argument("--stretch", help="crnn-ocr's Recognizer(stretch=...), widths like 1.0,1.1 (default: the "
+                    "Recognizer's, 1.0,1.1 for the Chinese model)")  # fmt: skip
     ap.add_argument("--langs", default="en,zh", help="which languages' pages (default en,zh)")
     ap.add_argument("--zh-faces", choices=("recipe", "dev"), default="recipe",
                     help="the Chinese pages' faces: recipe (the four named above, training faces since "
@@ -213,10 +215,12 @@ def main() -> None:
         ap.error(f"--langs {args.langs!r}: expected en, zh or en,zh")
     from crnn.inference import Recognizer
 
+    stretch = None if args.stretch is None else [float(w) for w in args.stretch.split(",")]
+
     def model(spec: str) -> Recognizer:
         if spec in ("line", "zh", "word"):
-            return Recognizer.bundled(spec, rotate=args.rotate)
-        return Recognizer.from_checkpoint(spec, rotate=args.rotate)
+            return Recognizer.bundled(spec, rotate=args.rotate, stretch=stretch)
+        return Recognizer.from_checkpoint(spec, rotate=args.rotate, stretch=stretch)
 
     specs = {"en": args.en_model, "zh": args.zh_model}
     ours = {lang: model(specs[lang]) for lang in langs}

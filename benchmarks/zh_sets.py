@@ -65,6 +65,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -199,12 +200,12 @@ def _rows(which: str, count: int, seed: int) -> list[tuple[str, list[Image.Image
     return rows
 
 
-def _ours(spec: str, paths: list[Path]) -> list[str]:
-    """``crnn-predict`` as a user types it, default options, JSON out."""
+def _ours(spec: str, paths: list[Path], extra: Sequence[str] = ()) -> list[str]:
+    """``crnn-predict`` as a user types it, default options (and ``extra``), JSON out."""
     exe = shutil.which("crnn-predict")
     cmd = [exe] if exe else [sys.executable, str(ROOT / "tools" / "predict.py")]
     cmd += ["--model", "zh"] if spec == "zh" else ["-c", spec]
-    done = subprocess.run([*cmd, "--json", *map(str, paths)], capture_output=True, text=True, encoding="utf-8")
+    done = subprocess.run([*cmd, *extra, "--json", *map(str, paths)], capture_output=True, text=True, encoding="utf-8")
     if done.returncode not in (0, 1):
         sys.exit(f"crnn-predict failed: {done.stderr[-1500:]}")
     by_path = {r["path"]: r["text"] for r in json.loads(done.stdout)}
@@ -241,6 +242,8 @@ def main() -> int:
     ap.add_argument("--set", choices=("dev", "test"), default="dev",
                     help="dev (choose on it freely) or test (the frozen test: once per release candidate)")  # fmt: skip
     ap.add_argument("--model", action="append", help="'zh' (bundled, the default) or a checkpoint/.onnx; repeatable")
+    ap.add_argument("--predict-args", default="", metavar="ARGS",
+                    help="options added to every crnn-predict call, e.g. '--stretch 1.0,1.1' (default: none)")
     ap.add_argument("--count", type=int, default=150, help="lines per generated row (default 150)")
     ap.add_argument("--seed", type=int, default=20261126, help="development rows only; the test's is fixed")
     ap.add_argument("--rows", default="", help="comma-separated row names (default: all of the set)")
@@ -265,7 +268,7 @@ def main() -> int:
     # The vertical rows repeat the first face's lines: left out, the digest is as before.
     digest = frozen_digest([t for name, _, labels in rows if "-vertical" not in name for t in labels])
     print(f"{args.set} set, rows {', '.join(r[0] for r in rows)}; labels digest {digest}; images in {tmp}")
-    readers: list[tuple[str, object]] = [(f"crnn-ocr {m}", lambda ps, m=m: _ours(m, ps)) for m in (args.model or ["zh"])]
+    readers: list[tuple[str, object]] = [(f"crnn-ocr {m}", lambda ps, m=m: _ours(m, ps, args.predict_args.split())) for m in (args.model or ["zh"])]
     if not args.no_tesseract and shutil.which("tesseract"):
         for scale in (1, 3):
             readers.append((f"Tesseract chi_sim+eng x{scale}",

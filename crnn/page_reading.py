@@ -130,7 +130,7 @@ class PageReading:
             return None
         line, place = stack_cells(grey, cells, ink)
         stacked = preprocess_array(line, self.spec)
-        whole, column = self.predict_preprocessed([self._as_given(img), stacked])
+        whole, column = self.predict_preprocessed([self._as_given(img), stacked], stretch=(1.0,))
         if not (one_per_cell(column.text, cells) and mean_log(column.char_confidences) >= COLUMN_MIN_LOG_CONFIDENCE
                 and reads_better_as_page(whole.char_confidences, [column.char_confidences])):  # fmt: skip
             return None
@@ -259,7 +259,7 @@ class PageReading:
         from crnn.layout import reads_better_as_page
 
         a, b = _widest(these), _widest(those)
-        read = self.predict_preprocessed([j[0] for j in (*b, *a)], [j[1] for j in (*b, *a)])
+        read = self.predict_preprocessed([j[0] for j in (*b, *a)], [j[1] for j in (*b, *a)], stretch=(1.0,))
         return reads_better_as_page([c for p in read[: len(b)] for c in p.char_confidences],
                                     [p.char_confidences for p in read[len(b) :]])  # fmt: skip
 
@@ -269,7 +269,8 @@ class PageReading:
         from crnn.layout import reads_better_as_page
 
         sample = _widest(lines)
-        read = self.predict_preprocessed([self._as_given(img), *(j[0] for j in sample)], [None, *(j[1] for j in sample)])
+        read = self.predict_preprocessed([self._as_given(img), *(j[0] for j in sample)], [None, *(j[1] for j in sample)],
+                                        stretch=(1.0,))
         return reads_better_as_page(read[0].char_confidences, [p.char_confidences for p in read[1:]],
                                     PAGE_MIN_CHARS_PER_LINE)  # fmt: skip
 

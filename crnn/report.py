@@ -263,3 +263,21 @@ def draw_page(image: Image.Image, page: Any, fonts: Any = None) -> Image.Image:
         label.draw(draw, (w + 8 + x0, y0), line.text, (20, 20, 20), max_width=max(10, w - x0))
         draw.text((max(0, x0 - 14), y0), str(i), fill=colour)
     return out
+
+
+def draw_read(path: str, page: Any, folder: str | Path, dpi: int, password: str | None = None) -> Path:
+    """``crnn-predict --draw``: the image (or a PDF's page) at ``path`` drawn with its read
+    ``page`` (:func:`draw_page`) into ``folder/<name>.draw.png``, which is returned."""
+    from crnn.data.image import load_image
+    from crnn.data.pdf import open_source, split_ref
+
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    img = load_image(open_source(path, dpi, password, rgb=True), rgb=True)
+    if page.layout == "line" and page.lines and not page.lines[0].box:
+        page.lines[0].box = [0, 0, img.width, img.height]
+    ref = split_ref(path)
+    stem = f"{Path(ref[0]).stem}-p{ref[1]}" if ref else Path(path).stem
+    target = out / f"{stem}.draw.png"
+    draw_page(Image.Image.copy(img), page).save(target)
+    return target

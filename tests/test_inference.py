@@ -320,3 +320,74 @@ def test_a_turn_is_kept_only_when_it_reads_more_probably_by_the_margin(lean, tur
     assert (max(gap[1:]) - gap[0] > ROTATE_MARGIN) == turned
     (p,) = rec.predict(Image.fromarray(img))
     assert (p.rotation != 0) == turned
+
+
+class _Wider:
+    """A backend that reads every image as ``text``, surer of it the wider the image."""
+
+    temperature = 1.0
+
+    def __init__(self, charset: Charset, text: str) -> None:
+        self.charset, self.spec, self.text = charset, ImageSpec(), text
+
+    def __call__(self, images):
+        ids = [i for c in self.text for i in (self.charset.encode(c)[0], 0)]
+        logits = np.zeros((len(images), len(ids), self.charset.num_classes), np.float32)
+        logits[:, np.arange(len(ids)), ids] = np.shape(images)[-1] / 20
+        return logits
+
+    def output_length(self, widths):
+        return np.full(np.shape(widths), 2 * len(self.text))
+
+
+def _bars(width=96, height=32, count=4):
+    """Dark bars on white: something to read and to box, one bar per character."""
+    img = np.full((height, width), 255, np.uint8)
+    for k in range(count):
+        x = width * (2 * k + 1) // (2 * count)
+        img[6:26, x - 3 : x + 3] = 0
+    return img
+
+
+def test_stretch_keeps_the_most_confident_width_and_boxes_on_the_image_as_given():
+    """Recognizer(stretch=...) reads each line at every width and keeps the most confident
+    read; its characters' boxes land where the read as given puts them, not 1.5 times
+    further along (the stretched read's columns mapped back)."""
+    cs = Charset.from_spec("alnum36")
+    img = Image.fromarray(_bars())
+    (plain,) = Recognizer(_Wider(cs, "abcd"), rotate="none").predict(img)
+    (wide,) = Recognizer(_Wider(cs, "abcd"), rotate="none", stretch=(1.0, 1.5)).predict(img)
+    assert (plain.text, plain.stretch, wide.text, wide.stretch) == ("abcd", 1.0, "abcd", 1.5)
+    assert wide.confidence > plain.confidence
+    assert len(wide.char_boxes) == 4
+    for a, b in zip(plain.char_boxes, wide.char_boxes):
+        assert max(abs(u - v) for u, v in zip(a, b)) <= 2, (plain.char_boxes, wide.char_boxes)
+    # A narrower width reads less surely here: the read as given is kept; so is a tie.
+    assert Recognizer(_Wider(cs, "abcd"), stretch=(1.0, 0.5)).predict(img)[0].stretch == 1.0
+    assert Recognizer(_Says(cs, "abcd"), stretch=(1.0, 1.5)).predict(img)[0].stretch == 1.0
+    # Pages: a padded line is stretched from its real columns and keeps its boxes too.
+    rec = Recognizer(_Wider(cs, "abcd"), rotate="none", stretch=(1.0, 1.5))
+    (page,) = rec.read_pages([img], layout="line")
+    assert page.lines[0].char_boxes == wide.char_boxes
+
+
+def test_stretch_resizes_the_image_itself_and_a_padded_line_from_its_real_columns():
+    from crnn.data.image import stretch_line
+
+    rec = Recognizer(_Says(Charset.from_spec("alnum36"), "ab"), rotate="none", stretch=(1.0, 1.25))
+    item = rec.preprocess(Image.fromarray(_bars(width=64)))
+    assert item.stretches == (1.0, 1.25) and [a.shape[-1] for a in item] == [64, 80]
+    padded = np.concatenate([item[0], np.zeros((1, 32, 64), np.uint8)], axis=-1)  # black padding
+    arr, width = stretch_line(padded, 64, 1.25, ImageSpec())
+    assert width == 80 and arr.shape == (1, 32, 80) and arr[..., -4:].min() == 255  # no padding in it
+    with pytest.raises(ValueError, match="stretch"):
+        Recognizer(_Says(Charset.from_spec("alnum36"), "ab"), stretch=(0.0,))
+
+
+def test_predict_cli_stretch(ckpt_path, word_folder, capsys):
+    files = sorted(str(p) for p in (word_folder / "images").glob("*.png"))[:3]
+    assert predict_cli.main(["-c", str(ckpt_path), "--json", "--stretch", "1.0,1.1", *files]) == 0
+    assert len(json.loads(capsys.readouterr().out)) == 3
+    with pytest.raises(SystemExit) as e:
+        predict_cli.main(["-c", str(ckpt_path), "--stretch", "1.0,wide", *files])
+    assert e.value.code == 2 and "1.0,1.1" in capsys.readouterr().err

@@ -33,7 +33,14 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from crnn.cli import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, add_scale_out_args, setup_logging
+from crnn.cli import (
+    EXIT_FAILURE,
+    EXIT_OK,
+    EXIT_USAGE,
+    add_scale_out_args,
+    add_stretch_arg,
+    setup_logging,
+)
 from crnn.data import usable_cores
 from crnn.data.pdf import DEFAULT_DPI
 
@@ -111,6 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
         "none: read everything as given. A turn is 'rotation' in JSON (and a 4th column "
         "with auto)",
     )
+    add_stretch_arg(p)
     p.add_argument(
         "--min-confidence",
         type=float,
@@ -240,7 +248,7 @@ def load_recognizer(args: argparse.Namespace) -> Any:
     rec = Recognizer.from_checkpoint(
         ckpt, device=args.device, threads=args.threads, batch_size=args.batch_size,
         beam_width=args.beam, lexicon=args.lexicon, max_edits=args.max_edits, rotate=args.rotate,
-        squeeze=args.squeeze, numerals=args.numerals,
+        squeeze=args.squeeze, numerals=args.numerals, stretch=args.stretch,
     )  # fmt: skip
     if getattr(rec.backend, "quantization", ""):
         log.info("%s is %s-quantised (see docs/benchmarks.md)", ckpt, rec.backend.quantization)
@@ -350,24 +358,6 @@ def page_json(path: str, page: Any, rotate: bool, floor: float | None) -> dict[s
     return out
 
 
-def draw(args: argparse.Namespace, path: str, page: Any, folder: str) -> None:
-    from PIL import Image
-
-    from crnn.data.image import load_image
-    from crnn.data.pdf import open_source, split_ref
-    from crnn.report import draw_page
-
-    out = Path(folder)
-    out.mkdir(parents=True, exist_ok=True)
-    img = load_image(open_source(path, args.dpi, args.pdf_password, rgb=True), rgb=True)
-    if page.layout == "line" and page.lines and not page.lines[0].box:
-        page.lines[0].box = [0, 0, img.width, img.height]
-    ref = split_ref(path)
-    stem = f"{Path(ref[0]).stem}-p{ref[1]}" if ref else Path(path).stem
-    target = out / f"{stem}.draw.png"
-    draw_page(Image.Image.copy(img), page).save(target)
-
-
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     setup_logging(args.verbose)
@@ -417,7 +407,9 @@ def emit(args: argparse.Namespace, f: str, page: Any, results: list[Any], counts
     """One image's output: its drawing, its JSON record or its printed lines."""
     floor = args.min_confidence
     if args.draw:
-        draw(args, f, page, args.draw)
+        from crnn.report import draw_read
+
+        draw_read(f, page, args.draw, args.dpi, args.pdf_password)
         counts["drawn"] += 1
     if args.json:
         results.append(page_json(f, page, args.rotate == "auto", floor))

@@ -16,7 +16,7 @@ import logging
 import sys
 from typing import Any
 
-from crnn.cli import EXIT_OK, EXIT_USAGE, setup_logging
+from crnn.cli import EXIT_OK, EXIT_USAGE, add_stretch_arg, setup_logging
 
 log = logging.getLogger("crnn.serve")
 
@@ -33,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8000, help="port (default 8000)")
     p.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: cuda if available)")
+    add_stretch_arg(p)
     p.add_argument("--max-batch", type=int, default=32, help="most images per forward pass (1: no batching)")
     p.add_argument("--max-wait-ms", type=float, default=1.0,
                    help="how long an image waits, from when it is queued, for others to share its batch (default 1)")  # fmt: skip
@@ -91,7 +92,8 @@ def main(argv: list[str] | None = None) -> int:
         model_workers, threads = forward_workers(path, args.model_workers)
         # ONNX Runtime's threads sleep between batches instead of spinning: a server shares
         # its cores with its event loop, its clients and other work (docs/benchmarks.md).
-        rec = Recognizer.from_checkpoint(path, device=args.device, rotate="none", spinning=False, threads=threads)
+        rec = Recognizer.from_checkpoint(path, device=args.device, rotate="none", spinning=False, threads=threads,
+                                         stretch=args.stretch)
         limits = Limits(args.max_file_bytes, args.max_request_bytes, args.max_files, args.max_pixels, args.timeout_s,
                         max_request_pixels=args.max_request_pixels, max_queue=args.max_queue, workers=args.workers)  # fmt: skip
         app = create_app(rec, limits, args.max_batch, args.max_wait_ms, name=str(path), model_workers=model_workers)

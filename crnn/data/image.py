@@ -281,6 +281,16 @@ def resize(
     return img.resize((w, spec.height), Image.BILINEAR)
 
 
+def stretch_line(pixels: np.ndarray, width: int, scale: float, spec: ImageSpec) -> tuple[np.ndarray, int]:
+    """A preprocessed line ``(C, H, W)`` uint8 (its first ``width`` columns real, the rest
+    padding, dropped) resampled (bicubic) to ``scale`` times its width, by the rules of
+    :func:`resized_width` (a multiple of ``spec.width_multiple``, at most
+    :data:`INFERENCE_MAX_WIDTH`) -> ``(pixels, their width)``."""
+    w = resized_width(width, spec.height, spec, 0, INFERENCE_MAX_WIDTH, scale)
+    img = from_array(np.ascontiguousarray(pixels[..., :width]))
+    return to_array(img.resize((w, pixels.shape[-2]), Image.BICUBIC)), w
+
+
 def to_model_height(img: Image.Image, spec: ImageSpec) -> Image.Image:
     """Training's first resizing step: to ``spec.height``, the whole width kept (the
     ratio, ``spec.min_width`` and ``spec.width_multiple`` rules; at most

@@ -26,7 +26,7 @@ import contextlib
 import functools
 import logging
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -215,9 +215,7 @@ class Service:
         # The Recognizer's own decoding and post-processing (a served read is a predicted
         # one), on the batch's worker thread right after the forward pass.
         try:
-            preds = await asyncio.gather(*(
-                self.batcher.logits(job[0], job[1], then=functools.partial(self._decode, beam=beam, job=job, place=place))
-                for job, place in zip(jobs, planned.placements)))  # fmt: skip
+            preds = await asyncio.gather(*(self._read(job, place, beam) for job, place in zip(jobs, planned.placements)))
         except Overloaded as e:
             raise RequestError(503, f"{name}: {e}") from None
         if planned.layout == "line":
@@ -238,12 +236,23 @@ class Service:
         out["char_confidences"] = [[round(c, 6) for c in ln.char_confidences] for ln in planned.lines]
         return out
 
-    def _decode(self, logits: Any, beam: int, job: Any, place: Any) -> Any:
-        """The Recognizer's read of one line's logits, with its characters' boxes
-        (``Recognizer.locate``)."""
-        arr, width, _ = job
+    async def _read(self, job: Any, place: Any, beam: int) -> Any:
+        """One line's read: at each of the Recognizer's widths (``stretch``), the most
+        confident kept (the first on a tie), as ``Recognizer.predict`` reads it."""
+        item, width, _ = job
+        reads = await asyncio.gather(*(
+            self.batcher.logits(im, wd, then=functools.partial(self._decode, beam=beam, read=(im, wd, s), job=job,
+                                                               place=place))
+            for _, s, im, wd in self.rec.reads_of(item, width)))  # fmt: skip
+        return max(reads, key=lambda p: p.confidence)
+
+    def _decode(self, logits: Any, beam: int, read: Any, job: Any, place: Any) -> Any:
+        """The Recognizer's read of one line's logits (read at ``read``'s width), with its
+        characters' boxes (``Recognizer.locate``)."""
+        arr, width, stretch = read
         (p,) = self.rec.decode_logits([logits], beam, [(arr, width)])
-        return self.rec.locate(p, arr, place.size, width, place)
+        p = replace(p, stretch=stretch) if stretch != 1.0 else p
+        return self.rec.locate(p, job[0], place.size, job[1], place)
 
     def _plan(self, name: str, data: bytes, layout: str, page: int | None, dpi: int) -> Any:
         try:
