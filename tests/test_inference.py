@@ -240,17 +240,21 @@ def test_predict_flags_uncertain_reads(word_folder, ckpt_path, capsys):
 
 
 class _Says:
-    """A backend that reads every image as ``text`` (one frame per character)."""
+    """A backend that reads every image as ``text`` (one frame per character), its
+    classes ``sure(images)`` logits above every other class."""
 
     temperature = 1.0
 
     def __init__(self, charset: Charset, text: str) -> None:
         self.charset, self.spec, self.text = charset, ImageSpec(), text
 
+    def sure(self, images):
+        return np.full(len(images), 18.0)
+
     def __call__(self, images):
         ids = [i for c in self.text for i in (self.charset.encode(c)[0], 0)]
-        logits = np.full((len(images), len(ids), self.charset.num_classes), -9.0, np.float32)
-        logits[:, np.arange(len(ids)), ids] = 9.0
+        logits = np.zeros((len(images), len(ids), self.charset.num_classes), np.float32)
+        logits[:, np.arange(len(ids)), ids] = np.asarray(self.sure(images), np.float32)[:, None]
         return logits
 
     def output_length(self, widths):
@@ -280,26 +284,17 @@ def test_an_o_inside_a_number_is_read_as_zero(read, want):
         assert Recognizer(_Says(cs, read), lexicon=["x"]).predict([img])[0].text != want
 
 
-class _Leans:
-    """A backend that reads every image as ``text`` and is surer of it the darker the
-    image's top-left pixel: the image as given has a light corner, its turns a dark one,
-    so each turn's read is more probable by a margin set by ``lean``."""
-
-    temperature = 1.0
+class _Leans(_Says):
+    """Reads every image as ``text``, surer of it the darker the image's top-left pixel:
+    the image as given has a light corner, its turns a dark one, so each turn's read is
+    more probable by a margin set by ``lean``."""
 
     def __init__(self, charset: Charset, text: str, lean: float) -> None:
-        self.charset, self.spec, self.text, self.lean = charset, ImageSpec(), text, lean
+        super().__init__(charset, text)
+        self.lean = lean
 
-    def __call__(self, images):
-        ids = [i for c in self.text for i in (self.charset.encode(c)[0], 0)]
-        logits = np.zeros((len(images), len(ids), self.charset.num_classes), np.float32)
-        for b, im in enumerate(images):
-            sure = 2.0 + (self.lean if im[0, 0, 0] < 128 else 0.0)
-            logits[b, np.arange(len(ids)), ids] = sure
-        return logits
-
-    def output_length(self, widths):
-        return np.full(np.shape(widths), 2 * len(self.text))
+    def sure(self, images):
+        return [2.0 + (self.lean if im[0, 0, 0] < 128 else 0.0) for im in images]
 
 
 @pytest.mark.parametrize(("lean", "turned"), [(0.05, False), (3.0, True)])
@@ -322,22 +317,11 @@ def test_a_turn_is_kept_only_when_it_reads_more_probably_by_the_margin(lean, tur
     assert (p.rotation != 0) == turned
 
 
-class _Wider:
-    """A backend that reads every image as ``text``, surer of it the wider the image."""
+class _Wider(_Says):
+    """Reads every image as ``text``, surer of it the wider the image."""
 
-    temperature = 1.0
-
-    def __init__(self, charset: Charset, text: str) -> None:
-        self.charset, self.spec, self.text = charset, ImageSpec(), text
-
-    def __call__(self, images):
-        ids = [i for c in self.text for i in (self.charset.encode(c)[0], 0)]
-        logits = np.zeros((len(images), len(ids), self.charset.num_classes), np.float32)
-        logits[:, np.arange(len(ids)), ids] = np.shape(images)[-1] / 20
-        return logits
-
-    def output_length(self, widths):
-        return np.full(np.shape(widths), 2 * len(self.text))
+    def sure(self, images):
+        return np.full(len(images), np.shape(images)[-1] / 20)
 
 
 def _bars(width=96, height=32, count=4):
