@@ -295,9 +295,10 @@ class Recognizer(PageReading):
     ) -> list[tuple[int, float, Any, int]]:
         """What reading one item of :meth:`preprocess` (or a page's line, ``real`` its real
         width) takes, ``(turn, stretch, pixels, real width)`` each: each of its turns at
-        each width of ``scales`` (default: the reader's ``stretch``), from its :class:`Turns` where :meth:`preprocess` resized
-        the image itself to that width, else resampled from the read as given (its first
-        ``real`` columns; padded again to :data:`PAGE_WIDTH_STEP` if it was padded)."""
+        each width of ``scales`` (default: the reader's ``stretch``), from its
+        :class:`Turns` where :meth:`preprocess` resized the image itself to that width,
+        else resampled from the read as given (its first ``real`` columns; padded again to
+        :data:`PAGE_WIDTH_STEP` if it was padded)."""
         scales = self.stretch if scales is None else scales
         if isinstance(item, tuple):
             turns = getattr(item, "turns", ROTATIONS)[: len(item)]
