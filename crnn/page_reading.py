@@ -240,7 +240,7 @@ class PageReading:
         flat = []
         for a, wd, _ in _widest(lines)[:ORIENTATION_CHECK_LINES]:
             flat += [a[..., :wd], np.ascontiguousarray(a[..., :wd][..., ::-1, ::-1])]
-        scored = self._predict_flat(flat, score=True) if flat else []
+        scored = [(sc, p) for sc, _, p in self._predict_flat(flat, score=True)] if flat else []
         pairs = list(zip(scored[::2], scored[1::2]))
         turned = sum(len(t[1].text) for u, t in pairs if t[0] > u[0])
         return turned > sum(len((t if t[0] > u[0] else u)[1].text) for u, t in pairs) / 2
