@@ -1,8 +1,13 @@
 """Crops turned upside down, read by default: what the orientation classifier buys on
-turned crops and what it costs on upright ones.
+turned crops and what it costs on upright ones; with ``--turn 90``, crops on their side.
 
     python benchmarks/turned_crops.py --json docs/bench/turned_crops.json
     python benchmarks/turned_crops.py --classifier /tmp/orient/orient-XXXX.onnx --sets zh_real_dev
+    python benchmarks/turned_crops.py --turn 90 --json docs/bench/sideways_crops.json
+
+With ``--turn 90`` (or 270) each crop is read as given and turned a quarter clockwise
+(counted when wider than tall: a crop taller than wide turned stands upright), by the
+default reader only (the classifier looks at upside-down crops, not sideways ones).
 
 Each set is read by the bundled model a user would read it with (``word`` for the English
 word crops, ``zh`` for ``zh_real_dev``) through ``Recognizer.predict`` with the default
@@ -64,14 +69,16 @@ def score(rec: Recognizer, images: list[Image.Image], labels: list[str], model: 
         d = Levenshtein.distance(got, want)
         edits += d
         exact += d == 0
-        turned += p.rotation == 180
-    return {"exact": exact, "edits": edits, "turned_180": turned, "ms_per_crop": round(1000 * seconds / len(images), 2)}
+        turned += p.rotation != 0
+    return {"exact": exact, "edits": edits, "turned": turned, "ms_per_crop": round(1000 * seconds / len(images), 2)}
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--sets", default=",".join(SETS), help=f"comma-separated, of {','.join(SETS)}")
     p.add_argument("--classifier", default="bundled", help="an orient-*.onnx (default: the bundled one)")
+    p.add_argument("--turn", type=int, choices=(90, 180, 270), default=180,
+                   help="how far to turn the crops clockwise (default 180)")  # fmt: skip
     p.add_argument("--json")
     args = p.parse_args(argv)
     rows = []
@@ -82,18 +89,23 @@ def main(argv: list[str] | None = None) -> int:
             continue
         lines = [ln for ln in read_gt(folder / "gt.txt").lines if norm(ln.label, model)]
         images = [Image.open(folder / ln.path).convert("RGB") for ln in lines]
+        if args.turn != 180:  # the crops that lie on their side once turned
+            keep = [k for k, im in enumerate(images) if im.width > im.height]
+            lines, images = [lines[k] for k in keep], [images[k] for k in keep]
         labels = [ln.label for ln in lines]
-        turned = [im.rotate(180) for im in images]
-        for label, orientation in (("without", None), ("with", args.classifier)):
+        turned = [im.rotate(-args.turn, expand=True) for im in images]  # PIL turns anticlockwise
+        readers = (("without", None), ("with", args.classifier)) if args.turn == 180 else (("with", args.classifier),)
+        for label, orientation in readers:
             rec = Recognizer.bundled(model, orientation=orientation)
-            for way, imgs in (("as given", images), ("turned 180", turned)):
+            for way, imgs in (("as given", images), (f"turned {args.turn}", turned)):
                 r = {"set": name, "crops": len(images), "classifier": label, "input": way, **score(rec, imgs, labels, model)}
                 rows.append(r)
                 print(f"{name:<13} {way:<10} classifier {label:<7} exact {r['exact']:>5}/{len(images)}  "
-                      f"edits {r['edits']:>6}  turned {r['turned_180']:>5}  {r['ms_per_crop']} ms/crop", flush=True)  # fmt: skip
+                      f"edits {r['edits']:>6}  turned {r['turned']:>5}  {r['ms_per_crop']} ms/crop", flush=True)  # fmt: skip
     if args.json:
         meta = {"command": " ".join(["python", "benchmarks/turned_crops.py", *(argv or sys.argv[1:])]),
-                "machine": platform.processor() or platform.machine(), "classifier": args.classifier}  # fmt: skip
+                "machine": platform.processor() or platform.machine(), "classifier": args.classifier,
+                "turn": args.turn}  # fmt: skip
         Path(args.json).write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     return 0
 
