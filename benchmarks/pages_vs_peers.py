@@ -203,6 +203,8 @@ def main() -> None:
                     help="crnn-ocr's Recognizer(rotate=...): pages (the default) turns pages read upside down")  # fmt: skip
     ap.add_argument("--stretch", help="crnn-ocr's Recognizer(stretch=...), widths like 1.0,1.1 (default: the "
                     "Recognizer's, 1.0,1.1 for the Chinese model)")  # fmt: skip
+    ap.add_argument("--zoom", help="crnn-ocr's Recognizer(zoom=...), zooms like 1.0,1.2 "
+                    "(default: the Recognizer's, 1.0,1.2 for the Chinese model)")  # fmt: skip
     ap.add_argument("--langs", default="en,zh", help="which languages' pages (default en,zh)")
     ap.add_argument("--zh-faces", choices=("recipe", "dev"), default="recipe",
                     help="the Chinese pages' faces: recipe (the four named above, training faces since "
@@ -216,11 +218,12 @@ def main() -> None:
     from crnn.inference import Recognizer
 
     stretch = None if args.stretch is None else [float(w) for w in args.stretch.split(",")]
+    zoom = None if args.zoom is None else [float(z) for z in args.zoom.split(",")]
 
     def model(spec: str) -> Recognizer:
         if spec in ("line", "zh", "word"):
-            return Recognizer.bundled(spec, rotate=args.rotate, stretch=stretch)
-        return Recognizer.from_checkpoint(spec, rotate=args.rotate, stretch=stretch)
+            return Recognizer.bundled(spec, rotate=args.rotate, stretch=stretch, zoom=zoom)
+        return Recognizer.from_checkpoint(spec, rotate=args.rotate, stretch=stretch, zoom=zoom)
 
     specs = {"en": args.en_model, "zh": args.zh_model}
     ours = {lang: model(specs[lang]) for lang in langs}

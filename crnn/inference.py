@@ -42,61 +42,34 @@ from crnn.data.image import (
     load_image,
     preprocess_array,
     stretch_line,
+    zoom_rows,
 )
 from crnn.orientation import UPSIDE_DOWN, OrientationClassifier, bundled_classifier
 from crnn.page_reading import PAGE_CHECK_LINES, PAGE_WIDTH_STEP, PageReading, _pad_to  # noqa: F401 (re-exported)
+from crnn.reads import (  # noqa: F401 (re-exported)
+    CJK_STRETCH,
+    CJK_ZOOM,
+    QUARTER_MARGIN,
+    ROTATE_MARGIN,
+    ROTATIONS,
+    Turns,
+    View,
+)
 
 log = logging.getLogger(__name__)
 
 # Warn (once) about inputs this many times wider than the model's training width.
 WIDE_FACTOR = 3
 
-# Clockwise turns tried by rotate="auto", in the order preprocess() returns them.
-ROTATIONS = (0, 180, 90, 270)
-# A turn of an image is kept only when its text is more probable by this many nats: with
-# rotate="pages" (tall crops tried sideways), at 0 IC13 and IIIT5K lost 2 and 3 exact
-# reads; at 2 every real set reads as well or better, IC15 3,539 -> 3,558 exact.
-ROTATE_MARGIN = 2.0
-# A quarter turn of a tall crop with at least twice the frames of the crop squeezed as
-# given (whose few frames sum to a more probable short read: a word on its side read as
-# "s") is kept when its text's log-probability per frame beats the as-given read's by this
-# many nats, and by ROTATE_MARGIN over its frames. On the crops of ../shared/data turned on
-# their side, exact reads against the summed margin: IC13 531 -> 631 of 851, SVT 357 ->
-# 411 of 635, IIIT5K 1,377 -> 1,564 of 1,876, IC15 2,626 -> 3,102 of 4,094; their upright
-# tall crops as well or better (IC15 165 -> 174 of 345 exact, 547 -> 527 edits; SVT one
-# edit fewer). Near-square crops (one Chinese character) keep the summed margin: per frame,
-# zh_real_dev lost 3 single characters.
-QUARTER_MARGIN = 0.2
 # An image whose pixels all lie within this many grey levels of each other holds no text
 # and reads as "" (the word model read a blank page as "t"). The real crops of
 # ../shared/data span 20 grey levels or more after preprocessing (29 or more but for SVT).
 BLANK_RANGE = 8
-# The widths (times a line's natural width) a model that writes Chinese reads each line at
-# by default, keeping the more confident read. The bundled crnn_zh on the development
-# sets, CER as given -> with 1.1 too: Kai 3.18 -> 2.78 %, Ming 0.94 -> 0.82 %, photograph-
-# like 21.93 -> 21.69 %, real photographs 24.87 -> 24.21 % (docs/training/crnn_zh.md).
-CJK_STRETCH = (1.0, 1.1)
-
-
 def is_blank(image: Any, width: int | None = None) -> bool:
     """Whether a preprocessed ``(C, H, W)`` uint8 image (its first ``width`` columns) has
     no contrast to read (:data:`BLANK_RANGE`)."""
     a = np.asarray(image)[..., :width]
     return a.size == 0 or int(a.max()) - int(a.min()) < BLANK_RANGE
-
-
-class Turns(tuple):  # type: ignore[type-arg]
-    """An image's preprocessed reads (the first as given): which clockwise turn in degrees
-    each is (``turns``) and at how many times its natural width (``stretches``)."""
-
-    turns: tuple[int, ...]
-    stretches: tuple[float, ...]
-
-    def __new__(cls, items: Any, turns: Sequence[int], stretches: Sequence[float] | None = None) -> Turns:
-        self = super().__new__(cls, items)
-        self.turns = tuple(turns)
-        self.stretches = (1.0,) * len(self.turns) if stretches is None else tuple(stretches)
-        return self
 
 
 def _numpy(x: Any) -> np.ndarray:
@@ -141,6 +114,11 @@ class Recognizer(PageReading):
             keeps the first width listed). ``(1.0,)`` reads each line once, as given.
             None (the default): :data:`CJK_STRETCH` for a model that writes Chinese
             characters, else ``(1.0,)``.
+        zoom: how far each line is also read zoomed in: at zoom ``z`` the central ``1/z``
+            of its height, enlarged ``z`` times both ways (then at every width of
+            ``stretch``); the most confident of all reads is kept (its ``zoom`` says
+            which). ``(1.0,)`` reads the whole height only. None (the default):
+            :data:`CJK_ZOOM` for a model that writes Chinese characters, else ``(1.0,)``.
     """
 
     def __init__(
@@ -155,6 +133,7 @@ class Recognizer(PageReading):
         numerals: bool = True,
         orientation: str | os.PathLike[str] | None = "bundled",
         stretch: Sequence[float] | None = None,
+        zoom: Sequence[float] | None = None,
     ) -> None:
         self.squeeze = squeeze
         self.charset = backend.charset
@@ -163,6 +142,18 @@ class Recognizer(PageReading):
         self.stretch = tuple(dict.fromkeys(float(s) for s in stretch))
         if not self.stretch or not all(0.25 <= s <= 4 for s in self.stretch):
             raise ValueError(f"stretch must be one or more widths between 0.25 and 4 (1.0: as given), got {stretch!r}")
+        if zoom is None:
+            zoom = CJK_ZOOM if self._writes_cjk else (1.0,)
+        self.zoom = tuple(dict.fromkeys(float(z) for z in zoom))
+        if not self.zoom or not all(1 <= z <= 2 for z in self.zoom):
+            raise ValueError(
+                f"zoom must be one or more zooms between 1 and 2 (1.0: the whole height), "
+                f"got {zoom!r}"
+            )
+        # Every read of a line, the one as given first (ties keep it).
+        views = [(s, z) for z in self.zoom for s in self.stretch]
+        as_given = [(1.0, 1.0)] if (1.0, 1.0) in views else []
+        self.views: tuple[View, ...] = tuple(dict.fromkeys(as_given + views))
         # Consulted only by rotate="pages" (auto reads every turn, none none): loaded only then.
         self.orientation = (
             None if orientation is None or rotate != "pages" else
@@ -224,7 +215,7 @@ class Recognizer(PageReading):
         :class:`Turns` of such arrays (the first as given): its turns (with
         ``rotate="auto"`` every image's 180, and 90 and 270 when it is taller than wide;
         with ``"pages"`` a tall image's 90 and 270 only), each at every width of
-        ``stretch``. Raises ``ImageDecodeError``."""
+        ``stretch`` and zoom of ``zoom``. Raises ``ImageDecodeError``."""
         img = load_image(image, self.spec.rgb)
         tall = img.height > img.width
         turns = (
@@ -233,22 +224,24 @@ class Recognizer(PageReading):
         )  # fmt: skip
         if turns == (0,) and self.rotate == "pages" and self.orientation is not None and self.orientation.upside_down(img) >= UPSIDE_DOWN:
             turns = (0, 180)
-        if turns == (0,) and self.stretch == (1.0,):
+        if turns == (0,) and self.views == ((1.0, 1.0),):
             return self._seen(preprocess_array(img, self.spec, inference=not self.squeeze))
         reads, tags = [], []
         for d in turns:
             turned = img if d == 0 else img.rotate(-d, expand=True)  # PIL turns counter-clockwise
-            for s in self.stretch:
-                spec = self.spec if s == 1.0 else dataclasses.replace(self.spec, width_scale=self.spec.width_scale * s)
+            for s, z in self.views:
+                height, top = zoom_rows(self.spec.height, z)
+                spec = self.spec if (s, z) == (1.0, 1.0) else dataclasses.replace(
+                    self.spec, height=height, width_scale=self.spec.width_scale * s)
                 try:
                     arr = preprocess_array(turned, spec, inference=not self.squeeze)
                 except ImageTooWideError:  # a thin crop on its side, a long line widened
-                    if d == 0 and s == self.stretch[-1] and not tags:
+                    if d == 0 and (s, z) == self.views[-1] and not tags:
                         raise
                     continue
-                reads.append(self._seen(arr))
-                tags.append((d, s))
-        return Turns(reads, [t for t, _ in tags], [s for _, s in tags])
+                reads.append(self._seen(arr[:, top : top + self.spec.height]))
+                tags.append((d, (s, z)))
+        return Turns(reads, [t for t, _ in tags], [v for _, v in tags])
 
     def _seen(self, arr: np.ndarray) -> np.ndarray:
         """Warn once when images are far wider than anything the model was trained on:
@@ -274,32 +267,32 @@ class Recognizer(PageReading):
         or tensors), or tuples of rotations of one image (the first as given). Images of
         equal width are batched together unpadded; ``widths`` (one per image, without
         rotations) are the real widths of images padded on the right, whose padding is
-        then never decoded; ``stretch``: the widths each is read at (default: the
-        reader's ``stretch``), the most confident read kept.
+        then never decoded; ``stretch``: the widths each is read at, its whole height
+        (default: the reader's ``stretch`` and ``zoom``), the most confident read kept.
 
         A turn is kept only when its text is more probable than the image's as given by
         :data:`ROTATE_MARGIN` nats (summed over its CTC alignments): on the real crops
         of ``../shared/data``, keeping any better-scoring upside-down read cost 617 more
         edits than it saved (``docs/reading.md``). A quarter turn with twice the frames of
         the image as given is compared per frame, by :data:`QUARTER_MARGIN`."""
-        scales = self.stretch if stretch is None else tuple(stretch)
-        # Every read to make: each image's turns (the first as given) at each width.
-        reads: dict[bool, list[tuple[Any, int, tuple[int, int, float]]]] = {False: [], True: []}
+        views = self.views if stretch is None else tuple((float(s), 1.0) for s in stretch)
+        # Every read to make: each image's turns (the first as given) at each view.
+        reads: dict[bool, list[tuple[Any, int, tuple[int, int, View]]]] = {False: [], True: []}
         turns: list[list[int]] = []  # each image's, in order
         for i, item in enumerate(images):
-            mine = self.reads_of(item, None if widths is None else widths[i], scales)
+            mine = self.reads_of(item, None if widths is None else widths[i], views)
             turns.append(list(dict.fromkeys(t for t, _, _, _ in mine)))
             reads[len(turns[i]) > 1].extend((im, wd, (i, t, s)) for t, s, im, wd in mine)
-        # The most confident width of each turn of each image; a turn's scored by its text's
+        # The most confident view of each turn of each image; a turn's scored by its text's
         # probability (only images with turns need it).
         chosen: dict[tuple[int, int], tuple[float, int, Prediction]] = {}
         for score, batch in reads.items():
             if not batch:
                 continue
             done = self._predict_flat([b[0] for b in batch], score=score, widths=[b[1] for b in batch])
-            for (_, _, (i, turn, s)), (sc, frames, p) in zip(batch, done):
+            for (_, _, (i, turn, (s, z))), (sc, frames, p) in zip(batch, done):
                 if (i, turn) not in chosen or p.confidence > chosen[i, turn][2].confidence:
-                    p = p if s == 1.0 else dataclasses.replace(p, stretch=s)
+                    p = p if (s, z) == (1.0, 1.0) else dataclasses.replace(p, stretch=s, zoom=z)
                     chosen[i, turn] = (sc, frames, p)
         out: list[Prediction | None] = [None] * len(images)
         for i in range(len(images)):
@@ -308,7 +301,9 @@ class Recognizer(PageReading):
             best = 0.0  # how far (nats per frame) the kept turn beats the image as given
             for turn in turns[i][1:]:
                 sc, frames, p = chosen[i, turn]
-                squeezed = frames / p.stretch >= 2 * frames0 / given.stretch  # the image as given
+                # the image as given, squeezed (frames per natural width compared)
+                natural = frames / (p.stretch * p.zoom)
+                squeezed = natural >= 2 * frames0 / (given.stretch * given.zoom)
                 if turn % 180 and squeezed:
                     gain = sc / frames - sc0 / frames0 - max(QUARTER_MARGIN, ROTATE_MARGIN / frames)
                 else:
@@ -318,33 +313,34 @@ class Recognizer(PageReading):
         return out  # type: ignore[return-value]
 
     def reads_of(
-        self, item: Any, real: int | None = None, scales: Sequence[float] | None = None
-    ) -> list[tuple[int, float, Any, int]]:
+        self, item: Any, real: int | None = None, views: Sequence[View] | None = None
+    ) -> list[tuple[int, View, Any, int]]:
         """What reading one item of :meth:`preprocess` (or a page's line, ``real`` its real
-        width) takes, ``(turn, stretch, pixels, real width)`` each: each of its turns at
-        each width of ``scales`` (default: the reader's ``stretch``), from its
-        :class:`Turns` where :meth:`preprocess` resized the image itself to that width,
-        else resampled from the read as given (its first ``real`` columns; padded again to
-        :data:`PAGE_WIDTH_STEP` if it was padded)."""
-        scales = self.stretch if scales is None else scales
+        width) takes, ``(turn, (stretch, zoom), pixels, real width)`` each: each of its turns
+        at each :data:`View` of ``views`` (default: the reader's), from its :class:`Turns`
+        where :meth:`preprocess` resized the image itself so, else resampled from the read
+        as given (its first ``real`` columns; padded again to :data:`PAGE_WIDTH_STEP` if it
+        was padded)."""
+        views = self.views if views is None else views
         if isinstance(item, tuple):
             turns = getattr(item, "turns", ROTATIONS)[: len(item)]
-            have = dict(zip(zip(turns, getattr(item, "stretches", (1.0,) * len(item))), item))
+            have = dict(zip(zip(turns, getattr(item, "views", ((1.0, 1.0),) * len(item))), item))
         else:
-            have = {(0, 1.0): item}
+            have = {(0, (1.0, 1.0)): item}
         out = []
         for t in dict.fromkeys(t for t, _ in have):
-            for s in scales:
-                im = have.get((t, s))
+            for v in views:
+                im = have.get((t, v))
                 if im is not None:
-                    out.append((t, s, im, im.shape[-1] if real is None or s != 1.0 else int(real)))
+                    wd = im.shape[-1] if real is None or v != (1.0, 1.0) else int(real)
+                    out.append((t, v, im, wd))
                     continue
                 if isinstance(item, Turns):  # preprocess() found it too wide to read so
                     continue
-                base = np.asarray(have[t, 1.0])
+                base = np.asarray(have[t, (1.0, 1.0)])
                 wd = base.shape[-1] if real is None else int(real)
-                arr, w = stretch_line(base, wd, s, self.spec)
-                out.append((t, s, _pad_to(arr, PAGE_WIDTH_STEP) if wd < base.shape[-1] else arr, w))
+                arr, w = stretch_line(base, wd, v[0], self.spec, zoom=v[1])
+                out.append((t, v, _pad_to(arr, PAGE_WIDTH_STEP) if wd < base.shape[-1] else arr, w))
         return out
 
     def _predict_flat(
@@ -435,12 +431,19 @@ class Recognizer(PageReading):
         if not p.char_frames:
             return p
         # The pixels that gave p: the same read made again where preprocess() did not keep it.
-        (read, wd), *_ = [(im, wd) for t, s, im, wd in self.reads_of(item, width, (p.stretch,)) if t == p.rotation]
+        view = (p.stretch, p.zoom)
+        reads = self.reads_of(item, width, (view,))
+        (read, wd), *_ = [(im, wd) for t, _, im, wd in reads if t == p.rotation]
         read = np.asarray(read)
         n = int(np.asarray(self.backend.output_length(np.array([wd])))[0])
         place = placement or Placement((0.0, 0.0, float(size[0]), float(size[1])), size)
         boxes = char_boxes(read, wd, n, p.char_frames, p.text)
-        return dataclasses.replace(p, char_boxes=tuple(tuple(place.box(b, wd, read.shape[-2], p.rotation)) for b in boxes))
+        # A zoomed read is the central rows of a read zoom times as tall: boxes on that one.
+        height, top = zoom_rows(read.shape[-2], p.zoom)
+        on_image = [
+            place.box((b[0], b[1] + top, b[2], b[3] + top), wd, height, p.rotation) for b in boxes
+        ]
+        return dataclasses.replace(p, char_boxes=tuple(tuple(b) for b in on_image))
 
 
 # Release files shipped inside the package (data shipped with it, so reading it by the

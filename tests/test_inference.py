@@ -17,7 +17,7 @@ from crnn.cli import predict as predict_cli
 from crnn.ctc import decode, greedy_decode
 from crnn.data.image import ImageSpec
 from crnn.data.transforms import preprocess
-from crnn.inference import Recognizer
+from crnn.inference import CJK_ZOOM, Recognizer
 from crnn.io import atomic_save
 from crnn.model import CRNN
 
@@ -396,12 +396,69 @@ def test_stretch_resizes_the_image_itself_and_a_padded_line_from_its_real_column
 
     rec = Recognizer(_Says(Charset.from_spec("alnum36"), "ab"), rotate="none", stretch=(1.0, 1.25))
     item = rec.preprocess(Image.fromarray(_bars(width=64)))
-    assert item.stretches == (1.0, 1.25) and [a.shape[-1] for a in item] == [64, 80]
+    assert item.views == ((1.0, 1.0), (1.25, 1.0)) and [a.shape[-1] for a in item] == [64, 80]
     padded = np.concatenate([item[0], np.zeros((1, 32, 64), np.uint8)], axis=-1)  # black padding
     arr, width = stretch_line(padded, 64, 1.25, ImageSpec())
     assert width == 80 and arr.shape == (1, 32, 80) and arr[..., -4:].min() == 255  # no padding in it
     with pytest.raises(ValueError, match="stretch"):
         Recognizer(_Says(Charset.from_spec("alnum36"), "ab"), stretch=(0.0,))
+
+
+class _Inky(_Says):
+    """Reads every image as ``text``, surer of it the more of it is ink (dark)."""
+
+    def sure(self, images):
+        return [10.0 * float((np.asarray(im) < 128).mean()) for im in images]
+
+
+def _near(a, b, px=2):
+    close = all(max(abs(u - v) for u, v in zip(x, y)) <= px for x, y in zip(a, b))
+    return close and len(a) == len(b)
+
+
+def test_zoom_keeps_the_most_confident_read_and_boxes_land_on_the_image_as_given():
+    """Recognizer(zoom=...) also reads the central 1/z of each line's height, enlarged:
+    a read the model is surer of is kept (``zoom`` says so), and its characters' boxes
+    land where the whole-height read puts them, not shifted by the rows left out."""
+    cs = Charset.from_spec("alnum36")
+    img = Image.fromarray(_bars())
+    (plain,) = Recognizer(_Inky(cs, "abcd"), rotate="none").predict(img)
+    rec = Recognizer(_Inky(cs, "abcd"), rotate="none", zoom=(1.0, 1.5))
+    item = rec.preprocess(img)
+    assert item.views == ((1.0, 1.0), (1.0, 1.5))
+    assert [a.shape for a in item] == [(1, 32, 96), (1, 32, 144)]
+    (zoomed,) = rec.predict(img)
+    assert (plain.zoom, zoomed.zoom, zoomed.text) == (1.0, 1.5, "abcd")
+    assert zoomed.confidence > plain.confidence and len(zoomed.char_boxes) == 4
+    assert _near(plain.char_boxes, zoomed.char_boxes), (plain.char_boxes, zoomed.char_boxes)
+    # Every width at every zoom, the read as given first; a tie keeps it.
+    both = Recognizer(_Says(cs, "abcd"), rotate="none", stretch=(1.0, 1.1), zoom=(1.0, 1.2))
+    assert both.views == ((1.0, 1.0), (1.1, 1.0), (1.0, 1.2), (1.1, 1.2))
+    assert both.predict(img)[0].zoom == 1.0
+    # Pages: a padded line is zoomed from its 32 px read and keeps its boxes too.
+    (page,) = rec.read_pages([img], layout="line")
+    boxes = page.lines[0].char_boxes
+    assert _near(boxes, zoomed.char_boxes), (boxes, zoomed.char_boxes)
+    with pytest.raises(ValueError, match="zoom"):
+        Recognizer(_Says(cs, "ab"), zoom=(0.8,))
+    # English models read the whole height only; Chinese ones zoom in too.
+    assert Recognizer(_Says(cs, "ab")).zoom == (1.0,)
+    hanzi = Charset("".join(map(chr, range(0x4E00, 0x4E80))))
+    assert Recognizer(_Says(hanzi, "中")).zoom == CJK_ZOOM
+
+
+def test_a_zoomed_line_is_its_central_rows_enlarged():
+    from crnn.data.image import stretch_line, zoom_rows
+
+    line = np.full((1, 32, 64), 255, np.uint8)
+    line[:, :4] = 0  # a rule along the top, outside the central rows
+    line[:, 12:20, 20:44] = 0  # ink in the middle
+    arr, width = stretch_line(line, 64, 1.0, ImageSpec(), zoom=1.5)
+    assert zoom_rows(32, 1.5) == (48, 8) and width == 96 and arr.shape == (1, 32, 96)
+    assert arr[0, :2].min() > 200  # the rule is gone
+    dark = np.where((arr[0] < 128).any(1))[0]
+    # rows 12-19, enlarged 1.5 times (18-29), less the 8 rows left out above
+    assert (dark.min(), dark.max()) in {(9, 22), (10, 21), (9, 21), (10, 22)}
 
 
 def test_a_read_too_wide_to_make_is_left_out_but_the_image_as_given_still_reads():
@@ -413,7 +470,7 @@ def test_a_read_too_wide_to_make_is_left_out_but_the_image_as_given_still_reads(
     rec = Recognizer(_Says(Charset.from_spec("alnum36"), "ab"), stretch=(1.0, 1.1))
     line = np.tile(np.array([[0, 255, 255]], np.uint8), (32, 1300))
     item = rec.preprocess(Image.fromarray(line))
-    assert item.stretches == (1.0,) and item[0].shape[-1] == 3900
+    assert item.views == ((1.0, 1.0),) and item[0].shape[-1] == 3900
     assert rec.predict([line])[0].text == "ab"
     thin = np.tile(np.array([[0, 255]], np.uint8), (600, 2))
     item = rec.preprocess(Image.fromarray(thin))
@@ -429,3 +486,8 @@ def test_predict_cli_stretch(ckpt_path, word_folder, capsys):
     with pytest.raises(SystemExit) as e:
         predict_cli.main(["-c", str(ckpt_path), "--stretch", "1.0,wide", *files])
     assert e.value.code == 2 and "1.0,1.1" in capsys.readouterr().err
+    assert predict_cli.main(["-c", str(ckpt_path), "--json", "--zoom", "1.0,1.2", *files]) == 0
+    assert len(json.loads(capsys.readouterr().out)) == 3
+    with pytest.raises(SystemExit) as e:
+        predict_cli.main(["-c", str(ckpt_path), "--zoom", "0.5", *files])
+    assert e.value.code == 2 and "between 1 and 2" in capsys.readouterr().err

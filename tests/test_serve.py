@@ -362,16 +362,18 @@ def _served(rec, data: bytes, layout: str = "auto", max_queue: int = 0) -> dict:
     return asyncio.run(go())
 
 
-@pytest.mark.parametrize("stretch", [None, (1.0, 1.1)])
-def test_a_served_page_reads_exactly_as_read_page(stretch) -> None:
+@pytest.mark.parametrize(
+    ("stretch", "zoom"), [(None, None), ((1.0, 1.1), None), (None, (1.0, 1.2))]
+)
+def test_a_served_page_reads_exactly_as_read_page(stretch, zoom) -> None:
     """The server decoded a page line's padding (up to 63 repeated columns): its texts
     and confidences differed from predict --json's. It now trims by the real width; and
-    reads each line at the Recognizer's widths (``stretch``) as read_page does."""
+    reads each line at the Recognizer's widths (``stretch``) and zooms as read_page does."""
     from test_pages import two_column_page
 
     from crnn.inference import Recognizer
 
-    rec = Recognizer.bundled("line", stretch=stretch)
+    rec = Recognizer.bundled("line", stretch=stretch, zoom=zoom)
     buf = io.BytesIO()
     two_column_page().save(buf, "PNG")
     served, page = _served(rec, buf.getvalue()), rec.read_page(buf.getvalue())
@@ -417,6 +419,22 @@ def test_a_served_line_is_read_at_each_width_and_keeps_the_most_confident() -> N
     (p,) = rec.predict(buf.getvalue())
     served = _served(rec, buf.getvalue(), layout="line")
     assert p.stretch == 1.5 and served["confidence"] == round(p.confidence, 6)
+    assert [c["box"] for c in served["chars"]] == [list(b) for b in p.char_boxes]
+
+
+def test_a_served_line_is_read_at_each_zoom_and_keeps_the_most_confident() -> None:
+    from PIL import Image
+    from test_inference import _bars, _Inky
+
+    from crnn.charset import Charset
+    from crnn.inference import Recognizer
+
+    rec = Recognizer(_Inky(Charset.from_spec("alnum36"), "abcd"), rotate="none", zoom=(1.0, 1.5))
+    buf = io.BytesIO()
+    Image.fromarray(_bars()).save(buf, "PNG")
+    (p,) = rec.predict(buf.getvalue())
+    served = _served(rec, buf.getvalue(), layout="line")
+    assert p.zoom == 1.5 and served["confidence"] == round(p.confidence, 6)
     assert [c["box"] for c in served["chars"]] == [list(b) for b in p.char_boxes]
 
 

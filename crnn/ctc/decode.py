@@ -60,6 +60,8 @@ class Prediction:
     rotation: int = 0
     # How many times its natural width the line was read (``Recognizer(stretch=...)``).
     stretch: float = 1.0
+    # How many times zoomed in, its central rows only (``Recognizer(zoom=...)``).
+    zoom: float = 1.0
     # For each character of ``text``, the first and last frame (of the model's output)
     # that emitted it: where the CTC alignment put it (see ``crnn.layout.char_boxes``).
     char_frames: tuple[tuple[int, int], ...] = ()

@@ -281,14 +281,27 @@ def resize(
     return img.resize((w, spec.height), Image.BILINEAR)
 
 
-def stretch_line(pixels: np.ndarray, width: int, scale: float, spec: ImageSpec) -> tuple[np.ndarray, int]:
+def zoom_rows(height: int, zoom: float) -> tuple[int, int]:
+    """A line read zoomed in ``zoom`` times (``Recognizer(zoom=...)``) is the central
+    ``height`` rows of the line resized ``zoom`` times as tall: ``(that height, the first
+    row kept)``."""
+    tall = max(height, round(height * zoom))
+    return tall, (tall - height) // 2
+
+
+def stretch_line(
+    pixels: np.ndarray, width: int, scale: float, spec: ImageSpec, zoom: float = 1.0
+) -> tuple[np.ndarray, int]:
     """A preprocessed line ``(C, H, W)`` uint8 (its first ``width`` columns real, the rest
     padding, dropped) resampled (bicubic) to ``scale`` times its width, by the rules of
     :func:`resized_width` (a multiple of ``spec.width_multiple``, at most
-    :data:`INFERENCE_MAX_WIDTH`) -> ``(pixels, their width)``."""
-    w = resized_width(width, spec.height, spec, 0, INFERENCE_MAX_WIDTH, scale)
+    :data:`INFERENCE_MAX_WIDTH`) -> ``(pixels, their width)``; ``zoom``: enlarged that many
+    times both ways, and the central ``H`` rows kept (:func:`zoom_rows`)."""
+    height = pixels.shape[-2]
+    tall, top = zoom_rows(height, zoom)
+    w = resized_width(width, spec.height, spec, 0, INFERENCE_MAX_WIDTH, scale * tall / height)
     img = from_array(np.ascontiguousarray(pixels[..., :width]))
-    return to_array(img.resize((w, pixels.shape[-2]), Image.BICUBIC)), w
+    return to_array(img.resize((w, tall), Image.BICUBIC))[:, top : top + height], w
 
 
 def to_model_height(img: Image.Image, spec: ImageSpec) -> Image.Image:

@@ -237,21 +237,22 @@ class Service:
         return out
 
     async def _read(self, job: Any, place: Any, beam: int) -> Any:
-        """One line's read: at each of the Recognizer's widths (``stretch``), the most
-        confident kept (the first on a tie), as ``Recognizer.predict`` reads it."""
+        """One line's read: at each of the Recognizer's views (widths, ``stretch``, and
+        zooms, ``zoom``), the most confident kept (the first on a tie), as
+        ``Recognizer.predict`` reads it."""
         item, width, _ = job
         reads = await asyncio.gather(*(
-            self.batcher.logits(im, wd, then=functools.partial(self._decode, beam=beam, read=(im, wd, s), job=job,
-                                                               place=place))
-            for _, s, im, wd in self.rec.reads_of(item, width)))  # fmt: skip
+            self.batcher.logits(im, wd, then=functools.partial(
+                self._decode, beam=beam, read=(im, wd, v), job=job, place=place))
+            for _, v, im, wd in self.rec.reads_of(item, width)))  # fmt: skip
         return max(reads, key=lambda p: p.confidence)
 
     def _decode(self, logits: Any, beam: int, read: Any, job: Any, place: Any) -> Any:
-        """The Recognizer's read of one line's logits (read at ``read``'s width), with its
+        """The Recognizer's read of one line's logits (read at ``read``'s view), with its
         characters' boxes (``Recognizer.locate``)."""
-        arr, width, stretch = read
+        arr, width, (stretch, zoom) = read
         (p,) = self.rec.decode_logits([logits], beam, [(arr, width)])
-        p = replace(p, stretch=stretch) if stretch != 1.0 else p
+        p = replace(p, stretch=stretch, zoom=zoom) if (stretch, zoom) != (1.0, 1.0) else p
         return self.rec.locate(p, job[0], place.size, job[1], place)
 
     def _plan(self, name: str, data: bytes, layout: str, page: int | None, dpi: int) -> Any:

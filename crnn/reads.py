@@ -1,0 +1,59 @@
+"""Which reads the :class:`crnn.inference.Recognizer` makes of each image, and the margins
+that choose among them: its turns (``rotate``), widths (``stretch``) and zooms (``zoom``),
+each read a :data:`View`; an image's reads travel as a :class:`Turns`. Numbers only, no
+model: the Recognizer (``crnn.inference``) and its page methods (``crnn.page_reading``)
+read by them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+# Clockwise turns tried by rotate="auto", in the order preprocess() returns them.
+ROTATIONS = (0, 180, 90, 270)
+# A turn of an image is kept only when its text is more probable by this many nats: with
+# rotate="pages" (tall crops tried sideways), at 0 IC13 and IIIT5K lost 2 and 3 exact
+# reads; at 2 every real set reads as well or better, IC15 3,539 -> 3,558 exact.
+ROTATE_MARGIN = 2.0
+# A quarter turn of a tall crop with at least twice the frames of the crop squeezed as
+# given (whose few frames sum to a more probable short read: a word on its side read as
+# "s") is kept when its text's log-probability per frame beats the as-given read's by this
+# many nats, and by ROTATE_MARGIN over its frames. On the crops of ../shared/data turned on
+# their side, exact reads against the summed margin: IC13 531 -> 631 of 851, SVT 357 ->
+# 411 of 635, IIIT5K 1,377 -> 1,564 of 1,876, IC15 2,626 -> 3,102 of 4,094; their upright
+# tall crops as well or better (IC15 165 -> 174 of 345 exact, 547 -> 527 edits; SVT one
+# edit fewer). Near-square crops (one Chinese character) keep the summed margin: per frame,
+# zh_real_dev lost 3 single characters.
+QUARTER_MARGIN = 0.2
+# The widths (times a line's natural width) a model that writes Chinese reads each line at
+# by default, keeping the more confident read. The bundled crnn_zh on the development
+# sets, CER as given -> with 1.1 too: Kai 3.18 -> 2.78 %, Ming 0.94 -> 0.82 %, photograph-
+# like 21.93 -> 21.69 %, real photographs 24.87 -> 24.21 % (docs/training/crnn_zh.md).
+CJK_STRETCH = (1.0, 1.1)
+# The zooms (the line's central 1/z of its height read, enlarged z times both ways) a model
+# that writes Chinese reads each line at by default, at each width of CJK_STRETCH, keeping
+# the most confident read: many photographed lines sit in looser boxes than the generator
+# draws. The bundled crnn_zh on the development sets through crnn-predict (at both widths),
+# CER at 1.0 -> with 1.2 too: Kai 2.78 -> 2.33 %, Ming 0.82 % both, photograph-like 21.69
+# -> 20.86 %, real photographs 24.21 -> 23.59 %, columns 0.98 -> 1.02 % (one edit), pages
+# 3.71 -> 3.54 % (docs/training/crnn_zh.md, "Reading zoomed in").
+CJK_ZOOM = (1.0, 1.2)
+
+
+View = tuple[float, float]  # a read's (stretch, zoom); (1.0, 1.0): the line as given
+
+
+class Turns(tuple):  # type: ignore[type-arg]
+    """An image's preprocessed reads (the first as given): which clockwise turn in degrees
+    each is (``turns``) and its :data:`View`, ``(stretch, zoom)`` (``views``)."""
+
+    turns: tuple[int, ...]
+    views: tuple[View, ...]
+
+    def __new__(
+        cls, items: Any, turns: Sequence[int], views: Sequence[View] | None = None
+    ) -> Turns:
+        self = super().__new__(cls, items)
+        self.turns = tuple(turns)
+        self.views = ((1.0, 1.0),) * len(self.turns) if views is None else tuple(views)
+        return self
