@@ -406,35 +406,23 @@ def test_a_served_read_gets_the_recognizers_post_processing() -> None:
         create_app(Recognizer(_Says(cs, "x"), rotate="auto"))
 
 
-def test_a_served_line_is_read_at_each_width_and_keeps_the_most_confident() -> None:
+@pytest.mark.parametrize("view", ["stretch", "zoom"])
+def test_a_served_line_is_read_at_each_view_and_keeps_the_most_confident(view) -> None:
+    """Each width (``stretch``) and zoom is read through the batcher; the most confident
+    read is kept and its boxes land where predict's do."""
     from PIL import Image
-    from test_inference import _bars, _Wider
+    from test_inference import _bars, _Inky, _Wider
 
     from crnn.charset import Charset
     from crnn.inference import Recognizer
 
-    rec = Recognizer(_Wider(Charset.from_spec("alnum36"), "abcd"), rotate="none", stretch=(1.0, 1.5))
+    backend = (_Wider if view == "stretch" else _Inky)(Charset.from_spec("alnum36"), "abcd")
+    rec = Recognizer(backend, rotate="none", **{view: (1.0, 1.5)})
     buf = io.BytesIO()
     Image.fromarray(_bars()).save(buf, "PNG")
     (p,) = rec.predict(buf.getvalue())
     served = _served(rec, buf.getvalue(), layout="line")
-    assert p.stretch == 1.5 and served["confidence"] == round(p.confidence, 6)
-    assert [c["box"] for c in served["chars"]] == [list(b) for b in p.char_boxes]
-
-
-def test_a_served_line_is_read_at_each_zoom_and_keeps_the_most_confident() -> None:
-    from PIL import Image
-    from test_inference import _bars, _Inky
-
-    from crnn.charset import Charset
-    from crnn.inference import Recognizer
-
-    rec = Recognizer(_Inky(Charset.from_spec("alnum36"), "abcd"), rotate="none", zoom=(1.0, 1.5))
-    buf = io.BytesIO()
-    Image.fromarray(_bars()).save(buf, "PNG")
-    (p,) = rec.predict(buf.getvalue())
-    served = _served(rec, buf.getvalue(), layout="line")
-    assert p.zoom == 1.5 and served["confidence"] == round(p.confidence, 6)
+    assert getattr(p, view) == 1.5 and served["confidence"] == round(p.confidence, 6)
     assert [c["box"] for c in served["chars"]] == [list(b) for b in p.char_boxes]
 
 

@@ -30,47 +30,41 @@ def setup_logging(verbose: bool = False, rank: int = 0) -> None:
     )
 
 
-def add_stretch_arg(p: Any) -> None:
-    """``--stretch`` and ``--zoom`` (predict and serve): the widths and zooms each line is
-    read at."""
+def _numbers(what: str, low: float, high: float, example: str, one: str) -> Any:
+    """An argparse type: numbers between ``low`` and ``high`` separated by commas."""
 
-    def widths(text: str) -> tuple[float, ...]:
+    def parse(text: str) -> tuple[float, ...]:
         try:
-            out = tuple(float(w) for w in text.split(","))
+            out = tuple(float(x) for x in text.split(","))
         except ValueError:
             out = ()
-        if not out or not all(0.25 <= w <= 4 for w in out):
+        if not out or not all(low <= x <= high for x in out):
             raise argparse.ArgumentTypeError(
-                f"{text!r}: expected widths between 0.25 and 4 separated by commas, e.g. 1.0,1.1 "
-                "(1.0 reads a line as given)"
+                f"{text!r}: expected {what} between {low:g} and {high:g} separated by commas, "
+                f"e.g. {example} (1.0 {one})"
             )
         return out
 
+    return parse
+
+
+def add_stretch_arg(p: Any) -> None:
+    """``--stretch`` and ``--zoom`` (predict and serve): the widths and zooms each line is
+    read at."""
     p.add_argument(
-        "--stretch", type=widths, default=None, metavar="W[,W...]",
+        "--stretch", type=_numbers("widths", 0.25, 4, "1.0,1.1", "reads a line as given"),
+        default=None, metavar="W[,W...]",
         help="read each line at these widths, as multiples of its natural width, and keep the "
         "most confident read (default: 1.0,1.1 for a model that writes Chinese, where it "
         "misreads fewer characters at about 1.4 times the time; 1.0, once as given, for others)",
     )  # fmt: skip
-
-    def zooms(text: str) -> tuple[float, ...]:
-        try:
-            out = tuple(float(z) for z in text.split(","))
-        except ValueError:
-            out = ()
-        if not out or not all(1 <= z <= 2 for z in out):
-            raise argparse.ArgumentTypeError(
-                f"{text!r}: expected zooms between 1 and 2 separated by commas, e.g. 1.0,1.2 "
-                "(1.0 reads a line's whole height)"
-            )
-        return out
-
     p.add_argument(
-        "--zoom", type=zooms, default=None, metavar="Z[,Z...]",
+        "--zoom", type=_numbers("zooms", 1, 2, "1.0,1.2", "reads a line's whole height"),
+        default=None, metavar="Z[,Z...]",
         help="also read each line zoomed in: at Z, the central 1/Z of its height enlarged Z "
         "times (at every --stretch width), keeping the most confident of all reads (default: "
         "1.0,1.2 for a model that writes Chinese, where photographed lines in loose boxes read "
-        "better; 1.0, the whole height only, for others)",
+        "better, at about twice the time; 1.0, the whole height only, for others)",
     )  # fmt: skip
 
 
