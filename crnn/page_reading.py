@@ -86,12 +86,18 @@ class PageReading:
         # Other ways to read a page, each kept only when it reads more probably than the
         # rows as given: on its side, and (Chinese) in columns; both: the more probable.
         rows = found if choice == "page" else None
+        vertical = None
+        cjk_page = found is not None and self._writes_cjk and min(h, w) > 2 * found.char_height
+        if layout != "line" and cjk_page:
+            vertical = self._vertical_page(img, grey, rows)
+        # Columns may also be a page's lines on their side (their characters lying down read
+        # as columns more probably than the rows across them): then it is tried on its side.
         others = []
-        if layout != "line" and self.rotate != "none" and found is not None and _maybe_sideways(found, h, w):
+        if layout != "line" and self.rotate != "none" and found is not None and (
+            _maybe_sideways(found, h, w) or vertical is not None
+        ):
             others.append(self._sideways(img, grey, rows))
-        if layout != "line" and found is not None and self._writes_cjk and min(h, w) > 2 * found.char_height:
-            others.append(self._vertical_page(img, grey, rows))
-        others = [o for o in others if o is not None]
+        others = [o for o in (*others, vertical) if o is not None]
         if others:
             return others[0] if len(others) == 1 or self._reads_better(others[0][1], others[1][1]) else others[1]
         if note:
@@ -155,14 +161,20 @@ class PageReading:
         rows ``rows`` (the line finder's on the image as given) or, without rows, than
         the image read whole. None when it is not such a page."""
         from crnn.layout import Page, decide_layout, find_lines, unrotate_box
-        from crnn.layout.vertical import column_cells, grid_cells, ink_mask, stack_cells
+        from crnn.layout.vertical import (
+            column_cells,
+            grid_cells,
+            ink_mask,
+            runs_across,
+            stack_cells,
+        )
 
         h, w = grey.shape
         turned = np.ascontiguousarray(np.rot90(grey))  # turned[i, j] = grey[j, w - 1 - i]
         found = find_lines(turned)
         if decide_layout(found, turned.shape[0])[0] != "page":
             return None
-        jobs, places = [], []
+        jobs, places, spans, cut = [], [], [], []
         for b in found.lines:
             t0, u0, t1, u1 = unrotate_box(b, found.angle, (h, w))  # on the turned image
             x0, x1, y0, y1 = max(0, w - u1), min(w, w - u0), max(0, t0), min(h, t1)
@@ -171,13 +183,15 @@ class PageReading:
             cells = grid_cells(ink) or column_cells(ink)
             if not cells:
                 continue
+            spans.append((x0, x1))
+            cut.append([(y0 + a, y0 + b) for a, b in cells])
             line, place = stack_cells(column, cells, ink)
             place.origin = (x0, y0)
             place.size = (w, h)
             arr = preprocess_array(line, self.spec)
             jobs.append((_pad_to(arr, PAGE_WIDTH_STEP), arr.shape[-1], [x0, y0, x1, y1]))
             places.append(place)
-        if len(jobs) < 2:
+        if len(jobs) < 2 or runs_across(spans, cut):
             return None
         if not self._beats_rows(img, jobs, rows, (w, h)):
             return None
