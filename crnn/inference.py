@@ -54,6 +54,7 @@ from crnn.reads import (  # noqa: F401 (re-exported)
     ROTATIONS,
     Turns,
     View,
+    factors,
 )
 
 log = logging.getLogger(__name__)
@@ -65,6 +66,8 @@ WIDE_FACTOR = 3
 # and reads as "" (the word model read a blank page as "t"). The real crops of
 # ../shared/data span 20 grey levels or more after preprocessing (29 or more but for SVT).
 BLANK_RANGE = 8
+
+
 def is_blank(image: Any, width: int | None = None) -> bool:
     """Whether a preprocessed ``(C, H, W)`` uint8 image (its first ``width`` columns) has
     no contrast to read (:data:`BLANK_RANGE`)."""
@@ -137,23 +140,20 @@ class Recognizer(PageReading):
     ) -> None:
         self.squeeze = squeeze
         self.charset = backend.charset
+        once = (1.0,)
         if stretch is None:
-            stretch = CJK_STRETCH if self._writes_cjk else (1.0,)
-        self.stretch = tuple(dict.fromkeys(float(s) for s in stretch))
-        if not self.stretch or not all(0.25 <= s <= 4 for s in self.stretch):
-            raise ValueError(f"stretch must be one or more widths between 0.25 and 4 (1.0: as given), got {stretch!r}")
+            stretch = CJK_STRETCH if self._writes_cjk else once
         if zoom is None:
-            zoom = CJK_ZOOM if self._writes_cjk else (1.0,)
-        self.zoom = tuple(dict.fromkeys(float(z) for z in zoom))
-        if not self.zoom or not all(1 <= z <= 2 for z in self.zoom):
-            raise ValueError(
-                f"zoom must be one or more zooms between 1 and 2 (1.0: the whole height), "
-                f"got {zoom!r}"
-            )
-        # Every read of a line, the one as given first (ties keep it).
+            zoom = CJK_ZOOM if self._writes_cjk else once
+        self.stretch = factors(
+            stretch, 0.25, 4, "stretch must be one or more widths between 0.25 and 4 (1.0: as given)"
+        )
+        self.zoom = factors(
+            zoom, 1, 2, "zoom must be one or more zooms between 1 and 2 (1.0: the whole height)"
+        )
+        # Every read of a line, the one as given first (ties keep it; the sort is stable).
         views = [(s, z) for z in self.zoom for s in self.stretch]
-        as_given = [(1.0, 1.0)] if (1.0, 1.0) in views else []
-        self.views: tuple[View, ...] = tuple(dict.fromkeys(as_given + views))
+        self.views: tuple[View, ...] = tuple(sorted(views, key=lambda v: v != (1.0, 1.0)))
         # Consulted only by rotate="pages" (auto reads every turn, none none): loaded only then.
         self.orientation = (
             None if orientation is None or rotate != "pages" else

@@ -184,7 +184,7 @@ class PageReading:
             if not cells:
                 continue
             spans.append((x0, x1))
-            cut.append([(y0 + a, y0 + b) for a, b in cells])
+            cut.append(cells)
             line, place = stack_cells(column, cells, ink)
             place.origin = (x0, y0)
             place.size = (w, h)

@@ -43,6 +43,15 @@ CJK_ZOOM = (1.0, 1.2)
 View = tuple[float, float]  # a read's (stretch, zoom); (1.0, 1.0): the line as given
 
 
+def factors(given: Sequence[float], low: float, high: float, rule: str) -> tuple[float, ...]:
+    """A reader's ``stretch`` or ``zoom``: each factor once, in order, all within
+    ``[low, high]``; else ValueError with ``rule``."""
+    out = tuple(dict.fromkeys(float(x) for x in given))
+    if not out or not all(low <= x <= high for x in out):
+        raise ValueError(f"{rule}, got {given!r}")
+    return out
+
+
 class Turns(tuple):  # type: ignore[type-arg]
     """An image's preprocessed reads (the first as given): which clockwise turn in degrees
     each is (``turns``) and its :data:`View`, ``(stretch, zoom)`` (``views``)."""
