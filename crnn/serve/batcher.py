@@ -3,10 +3,10 @@
 Requests put preprocessed images ``(C, H, W)`` uint8 on a queue and await their logits.
 A worker thread takes the first waiting image, then whatever else waits or arrives until
 that image has waited ``max_wait_ms`` since it was queued (up to ``max_batch`` images),
-pads each to a multiple of ``width_step`` pixels (its last column repeated; the padding's
-frames are cut off again, so a read never depends on the images batched with it beyond
-that padding), stacks images of equal padded width and runs each stack through the
-backend; the event loop only queues images and hands out results, so it never blocks and
+stacks images of equal width and runs each stack through the backend unpadded, as
+``Recognizer.predict`` does (a page's lines come padded as ``read_page`` pads them, their
+padding's frames cut off again), so a served read is exactly predict's, whatever it was
+batched with; the event loop only queues images and hands out results, so it never blocks and
 never stands between two batches. With ``workers`` > 1 that many batches run at once: a
 single-threaded ONNX Runtime session per core reads small batches 1.1-1.5x faster than
 one session spread over the cores (docs/benchmarks.md, "Serving under load").
@@ -68,9 +68,6 @@ class MicroBatcher:
         max_batch: most images in one forward pass (1: no batching).
         max_wait_ms: how long the first image of a batch waits for others, counted from
             when it was queued.
-        width_step: images are padded to a multiple of this width to share batches
-            (16: a third fewer columns than 64 on word crops, and single-threaded
-            workers lose little to the smaller stacks; docs/benchmarks.md).
         max_queue: most images waiting for a forward pass (0: no bound); past it,
             :meth:`logits` raises :class:`Overloaded` at once instead of queueing.
         workers: batches run at once, each on its own thread (the backend must take
@@ -79,18 +76,17 @@ class MicroBatcher:
     """
 
     def __init__(
-        self, backend: Any, max_batch: int = 32, max_wait_ms: float = 1.0, width_step: int = 16,
-        max_queue: int = 0, workers: int = 1,
+        self, backend: Any, max_batch: int = 32, max_wait_ms: float = 1.0, max_queue: int = 0,
+        workers: int = 1,
     ) -> None:
-        if max_batch < 1 or max_wait_ms < 0 or width_step < 1 or workers < 1:
+        if max_batch < 1 or max_wait_ms < 0 or workers < 1:
             raise ValueError(
-                f"max_batch={max_batch}, max_wait_ms={max_wait_ms}, width_step={width_step}, "
-                f"workers={workers}: expected max_batch >= 1, max_wait_ms >= 0, width_step >= 1, workers >= 1"
+                f"max_batch={max_batch}, max_wait_ms={max_wait_ms}, workers={workers}: "
+                "expected max_batch >= 1, max_wait_ms >= 0, workers >= 1"
             )
         self.backend = backend
         self.max_batch = max_batch
         self.max_wait = max_wait_ms / 1000.0
-        self.width_step = width_step
         self.max_queue = max_queue
         self.workers = workers
         self.stats = BatchStats()
@@ -200,21 +196,16 @@ class MicroBatcher:
         return out
 
     def _forward(self, images: list[np.ndarray], widths: list[int] | None = None) -> list[np.ndarray]:
-        """Run the images in stacks of equal padded width; each one's logits trimmed to
-        the frames of its real width (``widths``; default: its own width)."""
+        """Run the images in stacks of equal width, unpadded (padding a crop changes what
+        the BiLSTM reads: the served read then differs from predict's); each one's logits
+        trimmed to the frames of its real width (``widths``; default: its own width)."""
         widths = widths or [im.shape[-1] for im in images]
         groups: dict[int, list[int]] = defaultdict(list)
-        padded = []
         for i, im in enumerate(images):
-            w = im.shape[-1]
-            target = -(-w // self.width_step) * self.width_step
-            if target != w:
-                im = np.concatenate([im, np.repeat(im[..., -1:], target - w, axis=-1)], axis=-1)
-            padded.append(im)
-            groups[target].append(i)
+            groups[im.shape[-1]].append(i)
         out: list[np.ndarray] = [None] * len(images)  # type: ignore[list-item]
         for idx in groups.values():
-            logits = self.backend(np.stack([padded[i] for i in idx]))
+            logits = self.backend(np.stack([images[i] for i in idx]))
             logits = logits.detach().cpu().numpy() if hasattr(logits, "detach") else np.asarray(logits)
             lengths = np.asarray(self.backend.output_length(np.array([widths[i] for i in idx])))
             for j, i in enumerate(idx):
