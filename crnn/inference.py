@@ -22,7 +22,6 @@ one image from the command line then takes a fraction of a second instead of the
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import logging
 import os
 from collections import defaultdict
@@ -33,6 +32,13 @@ from typing import Any
 import numpy as np
 
 from crnn.backends import Backend, load_backend
+from crnn.bundled import (  # noqa: F401 (re-exported)
+    BUNDLED,
+    MODELS_DIR,
+    bundled_models,
+    default_checkpoint,
+    prefers_onnx,
+)
 from crnn.calibration import scale_logits
 from crnn.ctc import Lexicon, Prediction, decode, log_softmax_np, sequence_log_probs
 from crnn.ctc.numerals import fix_prediction, fixes_numerals
@@ -47,6 +53,8 @@ from crnn.data.image import (
 from crnn.orientation import UPSIDE_DOWN, OrientationClassifier, bundled_classifier
 from crnn.page_reading import PAGE_CHECK_LINES, PAGE_WIDTH_STEP, PageReading, _pad_to  # noqa: F401 (re-exported)
 from crnn.reads import (  # noqa: F401 (re-exported)
+    AS_GIVEN,
+    CJK_DESLANT,
     CJK_STRETCH,
     CJK_ZOOM,
     QUARTER_MARGIN,
@@ -122,6 +130,11 @@ class Recognizer(PageReading):
             ``stretch``); the most confident of all reads is kept (its ``zoom`` says
             which). ``(1.0,)`` reads the whole height only. None (the default):
             :data:`CJK_ZOOM` for a model that writes Chinese characters, else ``(1.0,)``.
+        deslant: a crop (not a page's line) whose writing leans at least this many
+            degrees (:func:`crnn.layout.slant.lean_of`) is also read sheared upright, at
+            every view; the most confident read is kept (its ``lean`` says which). 0: never.
+            None (the default): :data:`CJK_DESLANT` for a model that writes Chinese
+            characters, else 0.
     """
 
     def __init__(
@@ -137,6 +150,7 @@ class Recognizer(PageReading):
         orientation: str | os.PathLike[str] | None = "bundled",
         stretch: Sequence[float] | None = None,
         zoom: Sequence[float] | None = None,
+        deslant: float | None = None,
     ) -> None:
         self.squeeze = squeeze
         self.charset = backend.charset
@@ -151,9 +165,14 @@ class Recognizer(PageReading):
         self.zoom = factors(
             zoom, 1, 2, "zoom must be one or more zooms between 1 and 2 (1.0: the whole height)"
         )
+        if deslant is None:
+            deslant = CJK_DESLANT if self._writes_cjk else 0.0
+        if not 0 <= deslant <= 90:
+            raise ValueError(f"deslant must be 0 (never) or degrees up to 90, got {deslant!r}")
+        self.deslant = float(deslant)
         # Every read of a line, the one as given first (ties keep it; the sort is stable).
-        views = [(s, z) for z in self.zoom for s in self.stretch]
-        self.views: tuple[View, ...] = tuple(sorted(views, key=lambda v: v != (1.0, 1.0)))
+        views = [(s, z, 0.0) for z in self.zoom for s in self.stretch]
+        self.views: tuple[View, ...] = tuple(sorted(views, key=lambda v: v != AS_GIVEN))
         # Consulted only by rotate="pages" (auto reads every turn, none none): loaded only then.
         self.orientation = (
             None if orientation is None or rotate != "pages" else
@@ -215,7 +234,8 @@ class Recognizer(PageReading):
         :class:`Turns` of such arrays (the first as given): its turns (with
         ``rotate="auto"`` every image's 180, and 90 and 270 when it is taller than wide;
         with ``"pages"`` a tall image's 90 and 270 only), each at every width of
-        ``stretch`` and zoom of ``zoom``. Raises ``ImageDecodeError``."""
+        ``stretch`` and zoom of ``zoom``; a leaning crop (``deslant``) also sheared
+        upright, at each. Raises ``ImageDecodeError``."""
         img = load_image(image, self.spec.rgb)
         tall = img.height > img.width
         turns = (
@@ -224,24 +244,40 @@ class Recognizer(PageReading):
         )  # fmt: skip
         if turns == (0,) and self.rotate == "pages" and self.orientation is not None and self.orientation.upside_down(img) >= UPSIDE_DOWN:
             turns = (0, 180)
-        if turns == (0,) and self.views == ((1.0, 1.0),):
+        lean = self._lean(img)
+        if turns == (0,) and self.views == (AS_GIVEN,) and not lean:
             return self._seen(preprocess_array(img, self.spec, inference=not self.squeeze))
+        # (PIL turns counter-clockwise.)
+        bases = [(d, img if d == 0 else img.rotate(-d, expand=True), 0.0) for d in turns]
+        if lean:
+            from crnn.layout.slant import unslant
+
+            bases.insert(1, (0, unslant(img, lean), lean))
         reads, tags = [], []
-        for d in turns:
-            turned = img if d == 0 else img.rotate(-d, expand=True)  # PIL turns counter-clockwise
-            for s, z in self.views:
+        for d, turned, leaned in bases:
+            for s, z, _ in self.views:
                 height, top = zoom_rows(self.spec.height, z)
                 spec = self.spec if (s, z) == (1.0, 1.0) else dataclasses.replace(
                     self.spec, height=height, width_scale=self.spec.width_scale * s)
                 try:
                     arr = preprocess_array(turned, spec, inference=not self.squeeze)
                 except ImageTooWideError:  # a thin crop on its side, a long line widened
-                    if d == 0 and (s, z) == self.views[-1] and not tags:
+                    if d == 0 and not leaned and (s, z, 0.0) == self.views[-1] and not tags:
                         raise
                     continue
                 reads.append(self._seen(arr[:, top : top + self.spec.height]))
-                tags.append((d, (s, z)))
+                tags.append((d, (s, z, leaned)))
         return Turns(reads, [t for t, _ in tags], [v for _, v in tags])
+
+    def _lean(self, img: Any) -> float:
+        """How far a crop's writing leans (degrees), where it is to be read upright too
+        (``deslant``): else 0."""
+        if not self.deslant:
+            return 0.0
+        from crnn.layout.slant import lean_of
+
+        lean = lean_of(img)
+        return lean if abs(lean) >= self.deslant else 0.0
 
     def _seen(self, arr: np.ndarray) -> np.ndarray:
         """Warn once when images are far wider than anything the model was trained on:
@@ -275,7 +311,7 @@ class Recognizer(PageReading):
         of ``../shared/data``, keeping any better-scoring upside-down read cost 617 more
         edits than it saved (``docs/reading.md``). A quarter turn with twice the frames of
         the image as given is compared per frame, by :data:`QUARTER_MARGIN`."""
-        views = self.views if stretch is None else tuple((float(s), 1.0) for s in stretch)
+        views = None if stretch is None else tuple((float(s), 1.0, 0.0) for s in stretch)
         # Every read to make: each image's turns (the first as given) at each view.
         reads: dict[bool, list[tuple[Any, int, tuple[int, int, View]]]] = {False: [], True: []}
         turns: list[list[int]] = []  # each image's, in order
@@ -290,9 +326,10 @@ class Recognizer(PageReading):
             if not batch:
                 continue
             done = self._predict_flat([b[0] for b in batch], score=score, widths=[b[1] for b in batch])
-            for (_, _, (i, turn, (s, z))), (sc, frames, p) in zip(batch, done):
+            for (_, _, (i, turn, v)), (sc, frames, p) in zip(batch, done):
                 if (i, turn) not in chosen or p.confidence > chosen[i, turn][2].confidence:
-                    p = p if (s, z) == (1.0, 1.0) else dataclasses.replace(p, stretch=s, zoom=z)
+                    if v != AS_GIVEN:
+                        p = dataclasses.replace(p, stretch=v[0], zoom=v[1], lean=v[2])
                     chosen[i, turn] = (sc, frames, p)
         out: list[Prediction | None] = [None] * len(images)
         for i in range(len(images)):
@@ -316,28 +353,30 @@ class Recognizer(PageReading):
         self, item: Any, real: int | None = None, views: Sequence[View] | None = None
     ) -> list[tuple[int, View, Any, int]]:
         """What reading one item of :meth:`preprocess` (or a page's line, ``real`` its real
-        width) takes, ``(turn, (stretch, zoom), pixels, real width)`` each: each of its turns
-        at each :data:`View` of ``views`` (default: the reader's), from its :class:`Turns`
+        width) takes, ``(turn, (stretch, zoom, lean), pixels, real width)`` each: each of
+        its turns at each :data:`View` of ``views`` (default: the reader's, and the reads
+        of a crop sheared upright that :meth:`preprocess` made), from its :class:`Turns`
         where :meth:`preprocess` resized the image itself so, else resampled from the read
         as given (its first ``real`` columns; padded again to :data:`PAGE_WIDTH_STEP` if it
         was padded)."""
-        views = self.views if views is None else views
         if isinstance(item, tuple):
             turns = getattr(item, "turns", ROTATIONS)[: len(item)]
-            have = dict(zip(zip(turns, getattr(item, "views", ((1.0, 1.0),) * len(item))), item))
+            have = dict(zip(zip(turns, getattr(item, "views", (AS_GIVEN,) * len(item))), item))
         else:
-            have = {(0, (1.0, 1.0)): item}
+            have = {(0, AS_GIVEN): item}
+        if views is None:
+            views = (*self.views, *(v for _, v in have if v[2]))
         out = []
         for t in dict.fromkeys(t for t, _ in have):
             for v in views:
                 im = have.get((t, v))
                 if im is not None:
-                    wd = im.shape[-1] if real is None or v != (1.0, 1.0) else int(real)
+                    wd = im.shape[-1] if real is None or v != AS_GIVEN else int(real)
                     out.append((t, v, im, wd))
                     continue
-                if isinstance(item, Turns):  # preprocess() found it too wide to read so
+                if isinstance(item, Turns) or v[2]:  # too wide to read so; leans: crops only
                     continue
-                base = np.asarray(have[t, (1.0, 1.0)])
+                base = np.asarray(have[t, AS_GIVEN])
                 wd = base.shape[-1] if real is None else int(real)
                 arr, w = stretch_line(base, wd, v[0], self.spec, zoom=v[1])
                 out.append((t, v, _pad_to(arr, PAGE_WIDTH_STEP) if wd < base.shape[-1] else arr, w))
@@ -427,16 +466,21 @@ class Recognizer(PageReading):
         (W, H) that :meth:`preprocess` made ``item`` of (a line of a page: ``width``, its
         real width, and ``placement``, where it sits; see ``crnn.layout.chars``)."""
         from crnn.layout.chars import Placement, char_boxes
+        from crnn.layout.slant import shear_margin
 
         if not p.char_frames:
             return p
         # The pixels that gave p: the same read made again where preprocess() did not keep it.
-        view = (p.stretch, p.zoom)
+        view = (p.stretch, p.zoom, p.lean)
         reads = self.reads_of(item, width, (view,))
         (read, wd), *_ = [(im, wd) for t, _, im, wd in reads if t == p.rotation]
         read = np.asarray(read)
         n = int(np.asarray(self.backend.output_length(np.array([wd])))[0])
         place = placement or Placement((0.0, 0.0, float(size[0]), float(size[1])), size)
+        if p.lean:  # a crop sheared upright was widened on each side; its middle row stayed
+            x0, y0, x1, y1 = place.rect
+            pad = shear_margin(round(y1 - y0), p.lean)
+            place = dataclasses.replace(place, rect=(x0 - pad, y0, x1 + pad, y1))
         boxes = char_boxes(read, wd, n, p.char_frames, p.text)
         # A zoomed read is the central rows of a read zoom times as tall: boxes on that one.
         height, top = zoom_rows(read.shape[-2], p.zoom)
@@ -444,53 +488,3 @@ class Recognizer(PageReading):
             place.box((b[0], b[1] + top, b[2], b[3] + top), wd, height, p.rotation) for b in boxes
         ]
         return dataclasses.replace(p, char_boxes=tuple(tuple(b) for b in on_image))
-
-
-# Release files shipped inside the package (data shipped with it, so reading it by the
-# module's location is right).
-MODELS_DIR = Path(__file__).parent / "assets" / "models"
-
-
-# The bundled models by name: release files are named <prefix><sha256[:8]>.pt/.onnx.
-BUNDLED = {"word": "crnn_en-", "line": "crnn_line_en-", "zh": "crnn_zh-"}
-
-
-def bundled_models(suffix: str = ".pt", model: str | None = None) -> list[Path]:
-    """Release files shipped inside the package (``crnn/assets/models/*<suffix>``), of
-    one bundled ``model`` (``"word"``, ``"line"``, ``"zh"``) or all."""
-    if not MODELS_DIR.is_dir():
-        return []
-    prefix = "" if model is None else BUNDLED[model]
-    return sorted(MODELS_DIR.glob(f"{prefix}*{suffix}"))
-
-
-def prefers_onnx(device: Any) -> bool:
-    """Whether a bundled model should be read through its ONNX export on ``device``:
-    yes unless it names a GPU (ONNX Runtime runs the export on the CPU)."""
-    return not str(device or "").startswith("cuda")
-
-
-def default_checkpoint(prefer_onnx: bool = True, model: str = "word") -> Path:
-    """A bundled model, for predicting without training first: ``"word"`` (the
-    default; case-insensitive letters and digits of scene-text words), ``"line"``
-    (printed English lines: printable ASCII with spaces) or ``"zh"`` (printed Chinese
-    lines).
-
-    Its ONNX export (float32; never the ``.int8.onnx`` flavour) when one is bundled,
-    ``prefer_onnx`` holds and ``onnxruntime`` is installed: ONNX Runtime answers without
-    importing PyTorch, which dominates a one-image command's time. Else the ``.pt``
-    release file.
-    """
-    if model not in BUNDLED:
-        raise ValueError(f"unknown bundled model {model!r}: expected one of {', '.join(BUNDLED)}")
-    if prefer_onnx and importlib.util.find_spec("onnxruntime") is not None:
-        onnx = [p for p in bundled_models(".onnx", model) if not p.name.endswith(".int8.onnx")]
-        if onnx:
-            return onnx[-1]
-    models = bundled_models(".pt", model)
-    if not models:
-        raise FileNotFoundError(
-            f"no bundled {model} model found in crnn/assets/models/; pass "
-            "--checkpoint runs/<run>/best.pt (train one with tools/train.py)"
-        )
-    return models[-1]

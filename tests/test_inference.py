@@ -2,6 +2,7 @@
 
 import io
 import json
+import math
 
 import numpy as np
 import pytest
@@ -17,7 +18,7 @@ from crnn.cli import predict as predict_cli
 from crnn.ctc import decode, greedy_decode
 from crnn.data.image import ImageSpec
 from crnn.data.transforms import preprocess
-from crnn.inference import CJK_ZOOM, Recognizer
+from crnn.inference import CJK_DESLANT, CJK_ZOOM, Recognizer
 from crnn.io import atomic_save
 from crnn.model import CRNN
 
@@ -396,7 +397,8 @@ def test_stretch_resizes_the_image_itself_and_a_padded_line_from_its_real_column
 
     rec = Recognizer(_Says(Charset.from_spec("alnum36"), "ab"), rotate="none", stretch=(1.0, 1.25))
     item = rec.preprocess(Image.fromarray(_bars(width=64)))
-    assert item.views == ((1.0, 1.0), (1.25, 1.0)) and [a.shape[-1] for a in item] == [64, 80]
+    assert item.views == ((1.0, 1.0, 0.0), (1.25, 1.0, 0.0))
+    assert [a.shape[-1] for a in item] == [64, 80]
     padded = np.concatenate([item[0], np.zeros((1, 32, 64), np.uint8)], axis=-1)  # black padding
     arr, width = stretch_line(padded, 64, 1.25, ImageSpec())
     assert width == 80 and arr.shape == (1, 32, 80) and arr[..., -4:].min() == 255  # no padding in it
@@ -425,7 +427,7 @@ def test_zoom_keeps_the_most_confident_read_and_boxes_land_on_the_image_as_given
     (plain,) = Recognizer(_Inky(cs, "abcd"), rotate="none").predict(img)
     rec = Recognizer(_Inky(cs, "abcd"), rotate="none", zoom=(1.0, 1.5))
     item = rec.preprocess(img)
-    assert item.views == ((1.0, 1.0), (1.0, 1.5))
+    assert item.views == ((1.0, 1.0, 0.0), (1.0, 1.5, 0.0))
     assert [a.shape for a in item] == [(1, 32, 96), (1, 32, 144)]
     (zoomed,) = rec.predict(img)
     assert (plain.zoom, zoomed.zoom, zoomed.text) == (1.0, 1.5, "abcd")
@@ -433,7 +435,7 @@ def test_zoom_keeps_the_most_confident_read_and_boxes_land_on_the_image_as_given
     assert _near(plain.char_boxes, zoomed.char_boxes), (plain.char_boxes, zoomed.char_boxes)
     # Every width at every zoom, the read as given first; a tie keeps it.
     both = Recognizer(_Says(cs, "abcd"), rotate="none", stretch=(1.0, 1.1), zoom=(1.0, 1.2))
-    assert both.views == ((1.0, 1.0), (1.1, 1.0), (1.0, 1.2), (1.1, 1.2))
+    assert both.views == tuple((s, z, 0.0) for z in (1.0, 1.2) for s in (1.0, 1.1))
     assert both.predict(img)[0].zoom == 1.0
     # Pages: a padded line is zoomed from its 32 px read and keeps its boxes too.
     (page,) = rec.read_pages([img], layout="line")
@@ -445,6 +447,58 @@ def test_zoom_keeps_the_most_confident_read_and_boxes_land_on_the_image_as_given
     assert Recognizer(_Says(cs, "ab")).zoom == (1.0,)
     hanzi = Charset("".join(map(chr, range(0x4E00, 0x4E80))))
     assert Recognizer(_Says(hanzi, "中")).zoom == CJK_ZOOM
+
+
+def _leaning(lean=14.0, **bars):
+    """:func:`_bars` with their tops leaning ``lean`` degrees to the right (italics)."""
+    img = Image.fromarray(_bars(**bars))
+    s = math.tan(math.radians(lean))
+    # output (x, y) = input (x + s * (y - h / 2), y): rows above the middle move right
+    shear = (1, s, -s * img.height / 2, 0, 1, 0)
+    return img.transform(img.size, Image.AFFINE, shear, fillcolor=255)
+
+
+class _Upright(_Says):
+    """Reads every image as ``text``, surer of it the more upright its strokes stand."""
+
+    def sure(self, images):
+        from crnn.data.image import from_array
+        from crnn.layout.slant import lean_of
+
+        return [18.0 - abs(lean_of(from_array(np.asarray(im)))) for im in images]
+
+
+def test_a_leaning_crop_is_also_read_upright_and_its_boxes_land_on_the_image_as_given():
+    """Recognizer(deslant=...) measures how far a crop's writing leans (italic signs) and,
+    past the threshold, also reads it sheared upright: the surer read is kept (``lean``
+    says so) and its characters' boxes land on the bars as given, about their middles."""
+    from crnn.layout.slant import lean_of, shear_margin, unslant
+
+    cs = Charset.from_spec("alnum36")
+    img = _leaning(14.0, width=128)
+    assert lean_of(img) == 14.0 and lean_of(Image.fromarray(_bars(width=128))) == 0.0
+    upright = unslant(img, 14.0)
+    assert abs(lean_of(upright)) <= 2 and upright.width == 128 + 2 * shear_margin(32, 14.0)
+    rec = Recognizer(_Upright(cs, "abcd"), rotate="none", deslant=8)
+    (p,) = rec.predict(img)
+    assert (p.text, p.lean) == ("abcd", 14.0) and p.confidence > 0.99
+    bars = Image.fromarray(_bars(width=128))
+    (plain,) = Recognizer(_Says(cs, "abcd"), rotate="none").predict(bars)
+    assert _near(p.char_boxes, plain.char_boxes, px=3), (p.char_boxes, plain.char_boxes)
+    # Below the threshold, or with deslant=0, the crop is read as given only.
+    assert Recognizer(_Upright(cs, "abcd"), rotate="none", deslant=16).predict(img)[0].lean == 0.0
+    (given,) = Recognizer(_Upright(cs, "abcd"), rotate="none", deslant=0).predict(img)
+    assert given.lean == 0.0 and given.confidence < p.confidence
+    # Read as one line by the page reader (--layout line), the same; bad values refused.
+    (page,) = rec.read_pages([img], layout="line")
+    assert page.lines[0].confidence == pytest.approx(p.confidence, abs=1e-6)
+    assert page.lines[0].char_boxes == p.char_boxes
+    with pytest.raises(ValueError, match="deslant"):
+        Recognizer(_Says(cs, "ab"), deslant=-1)
+    # English models read as given; Chinese ones read leaning crops upright too.
+    assert Recognizer(_Says(cs, "ab")).deslant == 0.0
+    hanzi = Charset("".join(map(chr, range(0x4E00, 0x4E80))))
+    assert Recognizer(_Says(hanzi, "中")).deslant == CJK_DESLANT
 
 
 def test_a_zoomed_line_is_its_central_rows_enlarged():
@@ -470,7 +524,7 @@ def test_a_read_too_wide_to_make_is_left_out_but_the_image_as_given_still_reads(
     rec = Recognizer(_Says(Charset.from_spec("alnum36"), "ab"), stretch=(1.0, 1.1))
     line = np.tile(np.array([[0, 255, 255]], np.uint8), (32, 1300))
     item = rec.preprocess(Image.fromarray(line))
-    assert item.views == ((1.0, 1.0),) and item[0].shape[-1] == 3900
+    assert item.views == ((1.0, 1.0, 0.0),) and item[0].shape[-1] == 3900
     assert rec.predict([line])[0].text == "ab"
     thin = np.tile(np.array([[0, 255]], np.uint8), (600, 2))
     item = rec.preprocess(Image.fromarray(thin))
@@ -479,7 +533,7 @@ def test_a_read_too_wide_to_make_is_left_out_but_the_image_as_given_still_reads(
         rec.preprocess(Image.fromarray(np.tile(line, (1, 2))))
 
 
-def test_predict_cli_stretch(ckpt_path, word_folder, capsys):
+def test_predict_cli_stretch(ckpt_path, word_folder, capsys, monkeypatch):
     files = sorted(str(p) for p in (word_folder / "images").glob("*.png"))[:3]
     assert predict_cli.main(["-c", str(ckpt_path), "--json", "--stretch", "1.0,1.1", *files]) == 0
     assert len(json.loads(capsys.readouterr().out)) == 3
@@ -491,3 +545,15 @@ def test_predict_cli_stretch(ckpt_path, word_folder, capsys):
     with pytest.raises(SystemExit) as e:
         predict_cli.main(["-c", str(ckpt_path), "--zoom", "0.5", *files])
     assert e.value.code == 2 and "between 1 and 2" in capsys.readouterr().err
+    seen, init = [], Recognizer.__init__
+
+    def spy(self, *a, **k):
+        seen.append(k["deslant"])
+        init(self, *a, **k)
+
+    monkeypatch.setattr(Recognizer, "__init__", spy)
+    assert predict_cli.main(["-c", str(ckpt_path), "--json", "--deslant", "10", *files]) == 0
+    assert seen == [10.0] and len(json.loads(capsys.readouterr().out)) == 3
+    with pytest.raises(SystemExit) as e:
+        predict_cli.main(["-c", str(ckpt_path), "--deslant", "-3", *files])
+    assert e.value.code == 2 and "between 0 and 90" in capsys.readouterr().err

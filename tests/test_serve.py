@@ -445,6 +445,23 @@ def test_a_served_line_is_read_at_each_view_and_keeps_the_most_confident(view) -
     assert [c["box"] for c in served["chars"]] == [list(b) for b in p.char_boxes]
 
 
+def test_a_served_leaning_crop_is_read_upright_as_predict_reads_it() -> None:
+    """A crop whose writing leans is also read sheared upright (``deslant``) through the
+    batcher: the served read keeps the same read, confidence and boxes as predict's."""
+    from test_inference import _leaning, _Upright
+
+    from crnn.charset import Charset
+    from crnn.inference import Recognizer
+
+    rec = Recognizer(_Upright(Charset.from_spec("alnum36"), "abcd"), rotate="none", deslant=8)
+    buf = io.BytesIO()
+    _leaning(14.0, width=128).save(buf, "PNG")
+    (p,) = rec.predict(buf.getvalue())
+    served = _served(rec, buf.getvalue(), layout="line")
+    assert p.lean == 14.0 and served["confidence"] == round(p.confidence, 6)
+    assert [c["box"] for c in served["chars"]] == [list(b) for b in p.char_boxes]
+
+
 def test_a_full_queue_answers_503_at_once_instead_of_growing() -> None:
     """The batcher's queue is bounded: past it a caller hears "busy" at once (the server
     answers 503), rather than every request waiting behind an unbounded queue."""

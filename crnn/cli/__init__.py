@@ -49,8 +49,8 @@ def _numbers(what: str, low: float, high: float, example: str, one: str) -> Any:
 
 
 def add_stretch_arg(p: Any) -> None:
-    """``--stretch`` and ``--zoom`` (predict and serve): the widths and zooms each line is
-    read at."""
+    """``--stretch``, ``--zoom`` and ``--deslant`` (predict and serve): the widths and
+    zooms each line is read at, and from what lean a crop is also read upright."""
     p.add_argument(
         "--stretch", type=_numbers("widths", 0.25, 4, "1.0,1.1", "reads a line as given"),
         default=None, metavar="W[,W...]",
@@ -66,6 +66,25 @@ def add_stretch_arg(p: Any) -> None:
         "1.0,1.2 for a model that writes Chinese, where photographed lines in loose boxes read "
         "better, at about twice the time; 1.0, the whole height only, for others)",
     )  # fmt: skip
+    p.add_argument(
+        "--deslant", type=_lean, default=None, metavar="DEG",
+        help="also read a crop whose writing leans at least DEG degrees (italic and oblique "
+        "signs) sheared upright, keeping the most confident read; 0: never (default: 8 for a "
+        "model that writes Chinese, where photographed signs read better; 0 for others)",
+    )  # fmt: skip
+
+
+def _lean(text: str) -> float:
+    """An argparse type: ``--deslant``'s degrees, 0 to 90."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 90:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: expected a lean in degrees between 0 and 90, e.g. 8 (0 reads as given)"
+        )
+    return value
 
 
 def add_scale_out_args(p: Any, what: str) -> None:

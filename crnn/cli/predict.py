@@ -249,6 +249,7 @@ def load_recognizer(args: argparse.Namespace) -> Any:
         ckpt, device=args.device, threads=args.threads, batch_size=args.batch_size,
         beam_width=args.beam, lexicon=args.lexicon, max_edits=args.max_edits, rotate=args.rotate,
         squeeze=args.squeeze, numerals=args.numerals, stretch=args.stretch, zoom=args.zoom,
+        deslant=args.deslant,
     )  # fmt: skip
     if getattr(rec.backend, "quantization", ""):
         log.info("%s is %s-quantised (see docs/benchmarks.md)", ckpt, rec.backend.quantization)

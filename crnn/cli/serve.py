@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
         # ONNX Runtime's threads sleep between batches instead of spinning: a server shares
         # its cores with its event loop, its clients and other work (docs/benchmarks.md).
         rec = Recognizer.from_checkpoint(path, device=args.device, rotate="none", spinning=False, threads=threads,
-                                         stretch=args.stretch, zoom=args.zoom)
+                                         stretch=args.stretch, zoom=args.zoom, deslant=args.deslant)
         limits = Limits(args.max_file_bytes, args.max_request_bytes, args.max_files, args.max_pixels, args.timeout_s,
                         max_request_pixels=args.max_request_pixels, max_queue=args.max_queue, workers=args.workers)  # fmt: skip
         app = create_app(rec, limits, args.max_batch, args.max_wait_ms, name=str(path), model_workers=model_workers)

@@ -62,6 +62,8 @@ class Prediction:
     stretch: float = 1.0
     # How many times zoomed in, its central rows only (``Recognizer(zoom=...)``).
     zoom: float = 1.0
+    # The lean (degrees) of a crop read sheared upright (``Recognizer(deslant=...)``).
+    lean: float = 0.0
     # For each character of ``text``, the first and last frame (of the model's output)
     # that emitted it: where the CTC alignment put it (see ``crnn.layout.char_boxes``).
     char_frames: tuple[tuple[int, int], ...] = ()

@@ -43,6 +43,7 @@ from crnn.data.image import (
     open_image,
 )
 from crnn.data.pdf import DEFAULT_DPI, PdfError, is_pdf, page_count, page_sizes, render
+from crnn.reads import AS_GIVEN
 from crnn.serve.batcher import MicroBatcher, Overloaded
 
 log = logging.getLogger("crnn.serve")
@@ -237,8 +238,9 @@ class Service:
         return out
 
     async def _read(self, job: Any, place: Any, beam: int) -> Any:
-        """One line's read: at each of the Recognizer's views (widths, ``stretch``, and
-        zooms, ``zoom``), the most confident kept (the first on a tie), as
+        """One line's read: at each of the Recognizer's views (widths, ``stretch``, zooms,
+        ``zoom``, a leaning crop sheared upright, ``deslant``), the most confident kept
+        (the first on a tie), as
         ``Recognizer.predict`` reads it."""
         item, width, _ = job
         reads = await asyncio.gather(*(
@@ -250,9 +252,10 @@ class Service:
     def _decode(self, logits: Any, beam: int, read: Any, job: Any, place: Any) -> Any:
         """The Recognizer's read of one line's logits (read at ``read``'s view), with its
         characters' boxes (``Recognizer.locate``)."""
-        arr, width, (stretch, zoom) = read
+        arr, width, (stretch, zoom, lean) = read
         (p,) = self.rec.decode_logits([logits], beam, [(arr, width)])
-        p = replace(p, stretch=stretch, zoom=zoom) if (stretch, zoom) != (1.0, 1.0) else p
+        if (stretch, zoom, lean) != AS_GIVEN:
+            p = replace(p, stretch=stretch, zoom=zoom, lean=lean)
         return self.rec.locate(p, job[0], place.size, job[1], place)
 
     def _plan(self, name: str, data: bytes, layout: str, page: int | None, dpi: int) -> Any:
