@@ -4,6 +4,7 @@ benchmark counts what it says it counts. (Speed itself is in docs/benchmarks.md.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -225,7 +226,9 @@ def test_predict_from_onnx_never_imports_torch_and_matches_pytorch(reader, word_
 
 
 def test_default_checkpoint_prefers_the_bundled_onnx(tmp_path, monkeypatch):
-    monkeypatch.setattr(inference, "MODELS_DIR", tmp_path)
+    from crnn import bundled
+
+    monkeypatch.setattr(bundled, "MODELS_DIR", tmp_path)
     with pytest.raises(FileNotFoundError, match="--checkpoint"):
         inference.default_checkpoint()
     (tmp_path / "crnn_en-1.pt").write_bytes(b"")
@@ -233,7 +236,7 @@ def test_default_checkpoint_prefers_the_bundled_onnx(tmp_path, monkeypatch):
     (tmp_path / "crnn_en-1.int8.onnx").write_bytes(b"")  # never chosen silently
     assert inference.default_checkpoint().name == "crnn_en-1.pt"
     (tmp_path / "crnn_en-1.onnx").write_bytes(b"")
-    if inference.importlib.util.find_spec("onnxruntime") is not None:
+    if importlib.util.find_spec("onnxruntime") is not None:
         assert inference.default_checkpoint().name == "crnn_en-1.onnx"
     assert inference.default_checkpoint(prefer_onnx=False).name == "crnn_en-1.pt"
     # The line model sits beside it and is only taken when asked for.
@@ -243,7 +246,7 @@ def test_default_checkpoint_prefers_the_bundled_onnx(tmp_path, monkeypatch):
     (tmp_path / "crnn_line_en-2.onnx").write_bytes(b"")
     assert inference.default_checkpoint(prefer_onnx=False).name == "crnn_en-1.pt"
     assert inference.default_checkpoint(prefer_onnx=False, model="line").name == "crnn_line_en-2.pt"
-    if inference.importlib.util.find_spec("onnxruntime") is not None:
+    if importlib.util.find_spec("onnxruntime") is not None:
         assert inference.default_checkpoint().name == "crnn_en-1.onnx"
         assert inference.default_checkpoint(model="line").name == "crnn_line_en-2.onnx"
     with pytest.raises(ValueError, match="unknown bundled model 'page'"):
