@@ -307,6 +307,33 @@ def test_a_blip_of_slow_steps_after_the_budget_decision_does_not_cut_the_run_sho
     assert len(replans) > len(lines) and [("late" in m) for m in lines] == [True, False], (lines, replans)
 
 
+def test_a_pause_after_the_budget_decision_costs_its_own_time_and_no_more(
+    tiny_overrides, tmp_path, caplog, monkeypatch
+):
+    """A process suspended for a while (SIGSTOP, SLURM's scontrol suspend) took one step
+    of minutes: the planner read it as the machine's speed and cut train.max_steps to one
+    step past where the run was. The pause is time spent, not a speed: the run loses the
+    steps it could have taken meanwhile, and ends inside the budget."""
+    import logging
+
+    caplog.set_level(logging.INFO)
+    t, clock, budget_min = _six_second_budget_run(tiny_overrides, monkeypatch)
+    planned = {}
+
+    def pause(step):  # suspended for 24 steps' time, once, 10 steps after the plan
+        if not t.state.budget:
+            return 1.0
+        first = planned.setdefault("step", step)
+        planned.setdefault("max_steps", t.state.budget["max_steps"])
+        return 24.0 if step - first == 10 else 1.0
+
+    clock.load = pause
+    res = t.fit()
+    assert "the process was paused or stalled" in caplog.text
+    assert planned["max_steps"] - 24 - 5 <= res.step <= planned["max_steps"], (res.step, planned)
+    assert budget_min * 60 * 0.9 <= clock.now <= budget_min * 60, clock.now
+
+
 def test_a_non_finite_step_never_reaches_the_weights_and_too_many_stop_the_run(
     tiny_overrides, monkeypatch, caplog
 ):

@@ -14,7 +14,9 @@ same cores for a while, thermal limits). The process that decided keeps timing i
 the run from the step time of its last ``RECENT_SHARE`` of the budget (at least
 ``RECENT_MIN_S`` seconds; the measurement opens that window, and the first projection
 waits until it is full): a blip of a few seconds moves that little, a lasting change
-moves it fully. When the projection passes the budget, it plans again and shortens
+moves it fully; a single step many times slower than the others (``PAUSE_FACTOR``: the
+process was suspended) is time spent, left out of the step time. When the projection
+passes the budget, it plans again and shortens
 ``max_steps``, so the run still ends inside; when it falls under ``LENGTHEN_BELOW`` of
 the budget (the slowdown is over), it plans again and lengthens it. The learning-rate
 decay follows the new length. Each re-plan is logged and kept in the checkpoint's
@@ -65,6 +67,13 @@ LENGTHEN_BELOW = 0.9
 # which the newest REPLANS_KEPT stay.
 REPLAN_LOG_S = 60.0
 REPLANS_KEPT = 100
+# A step that takes this many times the recent step time, after one that did not, is a
+# pause (the process suspended: SIGSTOP, SLURM's scontrol suspend, Ctrl-Z; a stalled
+# filesystem), not the machine's speed: its time counts as spent, but it stays out of the
+# step time the end is projected from. Five minutes of SIGSTOP in a 95-minute run once
+# made the planner cut train.max_steps from 4,330 to 446, one step past where it was,
+# before the window recovered. A second slow step in a row counts: a lasting slowdown.
+PAUSE_FACTOR = 20.0
 
 
 def clock() -> float:
@@ -126,6 +135,7 @@ class TimeBudget:
         # The last re-plan logged: (clock, lengthened), and the re-plans left unlogged since.
         self.logged: tuple[float, bool] | None = None
         self.unlogged = 0
+        self.paused = False  # the last step timed was a pause (PAUSE_FACTOR)
 
     @property
     def decided(self) -> bool:
@@ -207,8 +217,18 @@ class TimeBudget:
             # The interval also holds what followed that step: a validation and save
             # (priced separately in the plan) are left out of the step time.
             saved = step % tc.val_every == 0 or (tc.save_every and step % tc.save_every == 0)
-            if not saved:
-                self.recent.append(now - self.last[0])
+            took = now - self.last[0]
+            typical = self.recent_s / len(self.recent) if self.recent else t.state.budget["step_s"]
+            paused = not saved and not self.paused and took >= PAUSE_FACTOR * typical
+            if paused and t.info.is_main:
+                log.warning(
+                    "time budget: step %d took %.0f s, %.0fx the recent step time (the process "
+                    "was paused or stalled): that time is spent, but the projection leaves it out",
+                    step - 1, took, took / typical,
+                )  # fmt: skip
+            self.paused = paused
+            if not saved and not paused:
+                self.recent.append(took)
                 self.recent_s += self.recent[-1]
                 while len(self.recent) > RECHECK_MIN_STEPS and self.recent_s - self.recent[0] >= self.window_s:
                     self.recent_s -= self.recent.popleft()
