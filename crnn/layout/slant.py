@@ -1,6 +1,6 @@
 """How far a line's writing leans (italic and oblique display faces, signs seen at an
 angle), and the line sheared upright: a second read that ``Recognizer(deslant=...)``
-makes of a crop that leans. NumPy and Pillow only.
+makes of a crop that leans. NumPy and Pillow, and Otsu's threshold from ``lines``.
 
 The lean is the shear that makes the ink's column profile peakiest, the classical
 deslanting of handwriting recognisers: sheared upright, a line's vertical strokes each
@@ -15,6 +15,8 @@ import math
 import numpy as np
 from PIL import Image
 
+from crnn.layout.lines import otsu
+
 # The leans tried, in degrees (positive: the tops of the letters to the right).
 LEANS = tuple(sorted(range(-20, 21, 2), key=abs))
 # The height a line is measured at (px): enough for its strokes, cheap for long lines.
@@ -27,10 +29,7 @@ def _ink(img: Image.Image) -> np.ndarray:
     h = MEASURE_HEIGHT
     grey = img.convert("L").resize((max(8, round(img.width * h / max(1, img.height))), h))
     a = np.asarray(grey, dtype=np.uint8)
-    p = np.bincount(a.ravel(), minlength=256) / a.size
-    w, mu = np.cumsum(p), np.cumsum(p * np.arange(256))
-    between = (mu[-1] * w - mu) ** 2 / np.maximum(w * (1 - w), 1e-12)
-    ink = a <= int(np.argmax(between))
+    ink = a <= otsu(a)
     border = np.concatenate([ink[0], ink[-1], ink[:, 0], ink[:, -1]])
     return ~ink if border.mean() > 0.5 else ink
 
