@@ -17,6 +17,7 @@ from torch import nn
 from crnn import checkpoint as ck
 from crnn.backends.torch import normalize
 from crnn.charset import Charset
+from crnn.checkpoint.grow import grow_hidden
 from crnn.cli import convert_checkpoint
 from crnn.config import load_config
 from crnn.data.image import ImageSpec
@@ -466,14 +467,55 @@ def test_fine_tuning_from_another_charset_through_the_trainer(tiny_overrides, tm
     )
 
 
+# ---- a wider model from a trained one ---------------------------------------------------
+
+
+@pytest.mark.parametrize("arch", ["crnn", "vgg", "crnn_s8"])
+def test_a_model_grown_wider_reads_as_the_trained_one_and_its_new_units_learn(arch):
+    old = tiny_model(arch, 37, seed=4).eval()
+    torch.manual_seed(5)
+    wide = CRNN(37, arch=arch, **{**TINY, "hidden": 24})
+    sd, note = grow_hidden(old.state_dict(), wide)
+    assert "from 16 to 24 hidden units" in note
+    wide.load_state_dict(sd)
+    x = _images(b=2, w=64)
+    with torch.no_grad():
+        torch.testing.assert_close(wide.eval()(x), old(x), rtol=0, atol=1e-5)
+    # A new unit's own weights are random; its weights into the trained units are zero...
+    for lstm in (wide.rnn[0].lstm, wide.rnn[1].lstm):
+        for gate in range(4):
+            rows = slice(gate * 24, gate * 24 + 16)
+            assert lstm.weight_hh_l0[rows, 16:].abs().sum() == 0
+            assert lstm.weight_hh_l0[gate * 24 + 16 : (gate + 1) * 24].abs().sum() > 0
+    # ...and the first backward pass gives those a gradient, so the new units start to count.
+    head = wide.fc if arch == "vgg" else wide.rnn[1].proj
+    wide.train()(x).logsumexp(-1).sum().backward()
+    assert head.weight.grad[:, 16:24].abs().sum() > 0
+
+
+def test_growing_and_a_new_charset_together_and_never_shrinking():
+    old_cs, new_cs = Charset.from_spec("alnum36"), Charset.from_spec("alnum62")
+    old = tiny_model("crnn", old_cs.num_classes, seed=6).eval()
+    wide = CRNN(new_cs.num_classes, arch="crnn", **{**TINY, "hidden": 32})
+    wide.load_state_dict(ck.init_state_dict(native_checkpoint(old, old_cs), wide, new_cs))
+    x = _images(b=2, w=64)
+    with torch.no_grad():
+        lo, ln = old(x), wide.eval()(x)
+    for ch in "0a9z":
+        torch.testing.assert_close(
+            ln[..., new_cs.index(ch)], lo[..., old_cs.index(ch)], rtol=0, atol=1e-5
+        )
+    narrow = CRNN(old_cs.num_classes, arch="crnn", **{**TINY, "hidden": 8})
+    with pytest.raises(ck.CheckpointError, match="narrower than the checkpoint's BiLSTMs"):
+        ck.init_state_dict(native_checkpoint(old, old_cs), narrow, old_cs, "old.pt")
+
+
 # ---- the command line ------------------------------------------------------------------
 
 
 def test_convert_cli_each_mode(tmp_path, capsys, meijieru, clova):
     model = tiny_model()
-    src = atomic_save(
-        native_checkpoint(model, Charset(ALNUM), optimizer={}), tmp_path / "last.pt"
-    )
+    src = atomic_save(native_checkpoint(model, Charset(ALNUM), optimizer={}), tmp_path / "last.pt")
     main = convert_checkpoint.main
     rc, _, err = run_main(main, "dp", src, "-o", tmp_path / "dp.pt", capsys=capsys)
     assert rc == 0 and "dp names" in err
@@ -487,7 +529,9 @@ def test_convert_cli_each_mode(tmp_path, capsys, meijieru, clova):
         main, "release", src, "-o", tmp_path / "crnn_en.pt", "--fp16", capsys=capsys
     )
     assert rc == 0 and re.fullmatch(r".*crnn_en-[0-9a-f]{8}\.pt", out.strip())
-    assert Recognizer.from_checkpoint(out.strip(), device="cpu").backend.model.hparams == model.hparams
+    assert (
+        Recognizer.from_checkpoint(out.strip(), device="cpu").backend.model.hparams == model.hparams
+    )
     for layout, (_, path) in {"meijieru": meijieru, "clova": clova}.items():
         dst = tmp_path / f"{layout}.pt"
         rc, _, err = run_main(main, "import", path, "--alphabet", ALNUM, "-o", dst, capsys=capsys)

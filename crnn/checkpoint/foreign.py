@@ -27,6 +27,7 @@ from crnn.checkpoint.format import (
     strip_prefixes,
     upcast,
 )
+from crnn.checkpoint.grow import grow_hidden
 from crnn.data.image import ImageSpec
 from crnn.model import CRNN, build_model, classifier_name, hparams_from_state_dict
 
@@ -303,10 +304,17 @@ def init_state_dict(
     state: dict[str, Any], model: CRNN, charset: Charset, source: str = "checkpoint"
 ) -> dict[str, Any]:
     """Weights from a loaded file for fine-tuning ``model`` on ``charset``
-    (``train.init_from``): prefixes stripped, float16 upcast, and the classifier adapted
-    (and the change logged) when the checkpoint's charset differs. A bare state_dict has
+    (``train.init_from``): prefixes stripped, float16 upcast, BiLSTMs grown to a wider
+    ``model.hidden`` (:mod:`crnn.checkpoint.grow`), and the classifier adapted (and the
+    change logged) when the checkpoint's charset differs. A bare state_dict has
     no charset, so its classifier must already fit."""
     sd = upcast(strip_prefixes(extract_state_dict(state, source)))
+    try:
+        sd, grown = grow_hidden(sd, model)
+    except ValueError as e:
+        raise CheckpointError(f"{source}: {e}") from None
+    if grown:
+        log.info("%s: %s", source, grown)
     if is_native(state):
         theirs = Charset.from_dict(state["charset"])
         if theirs.chars != charset.chars:
