@@ -25,7 +25,7 @@ _PROJ_KEY = re.compile(r"^rnn\.\d+\.proj\.weight$")
 
 
 def checkpoint_hidden(state_dict: dict[str, Any]) -> int | None:
-    """The BiLSTM hidden size a state_dict was trained with (None without LSTMs)."""
+    """The BiLSTM hidden size of a state_dict's weights (None without LSTMs)."""
     w = state_dict.get("rnn.0.lstm.weight_hh_l0")
     return None if w is None else int(w.shape[1])
 
@@ -63,16 +63,15 @@ def grow_hidden(state_dict: dict[str, Any], model: CRNN) -> tuple[dict[str, Any]
 
     Returns the state_dict unchanged (and an empty line) when the hidden sizes already
     agree or it has no LSTMs; raises ValueError when the model is narrower."""
-    old = checkpoint_hidden(state_dict)
-    new = int(model.hparams.get("hidden", 0))
-    if old is None or old == new or "rnn.0.lstm.weight_hh_l0" not in model.state_dict():
+    fresh = model.state_dict()
+    old, new = checkpoint_hidden(state_dict), checkpoint_hidden(fresh)
+    if old is None or new is None or old == new:
         return state_dict, ""
     if new < old:
         raise ValueError(
             f"model.hidden={new} is narrower than the checkpoint's BiLSTMs ({old}): a model "
             f"can be grown from a checkpoint, not shrunk; set model.hidden={old}"
         )
-    fresh = model.state_dict()
     grown = dict(state_dict)
     for key, trained in state_dict.items():
         if key not in fresh or trained.shape == fresh[key].shape:
