@@ -898,6 +898,27 @@ def test_char_tilt_raises_horizontals_to_the_right_and_keeps_verticals_upright()
         SynthConfig(max_char_tilt=0.8).validate()
 
 
+def test_nib_thickens_strokes_across_it_more_than_along_it() -> None:
+    """p_nib: a broad pen held 10-40 degrees up to the right widens a vertical bar (across
+    the nib) more than a horizontal one (along it), and both more than the plain mask
+    does; in the generator, the same text in a different image."""
+    bars = np.zeros((40, 60), np.uint8)
+    bars[19:21, 5:55] = 255  # a horizontal bar, 2 px
+    bars[5:35, 29:31] = 255  # a vertical bar, 2 px
+    plain = np.asarray(Image.fromarray(bars).resize((120, 80), Image.BILINEAR).reduce(2), np.float32)
+    across = along = 0.0
+    for seed in range(8):
+        out = np.asarray(fx.nib(random.Random(seed), Image.fromarray(bars), 40.0, 0.08), np.float32)
+        v, h = out[10].sum() / 255, out[:, 10].sum() / 255  # the vertical bar's width, the horizontal's
+        assert v >= h > plain[:, 10].sum() / 255 - 1e-3, (seed, v, h)
+        across, along = across + v, along + h
+    assert across > along + 8 * 0.25  # a quarter of a pixel wider on average, at least
+    for i, a, b in _with_and_without("nib", p_nib=1.0):
+        assert a.size != b.size or not np.array_equal(np.asarray(a), np.asarray(b)), i
+    with pytest.raises(ConfigError, match="max_nib"):
+        SynthConfig(max_nib=0.5).validate()
+
+
 def test_elastic_strokes_bend_the_ink_a_little_and_keep_the_label() -> None:
     """p_elastic: a vertical bar comes out bent (its column of ink moves by different
     amounts along its length) but by no more than max_elastic of the text height, with

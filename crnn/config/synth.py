@@ -116,6 +116,11 @@ class SynthConfig:
     # tangent: 0.14 is 8 degrees), as Kai faces and hands draw them. Off unless set.
     p_char_tilt: float = 0.0
     max_char_tilt: float = 0.14
+    # Broad-pen strokes: the ink swept along a nib 2 % to max_nib of the font size long,
+    # held 10-40 degrees up to the right, so strokes across it are thick and along it thin
+    # (calligraphy, Kai-like and brush sign faces from the allowed Ming and Hei). Off unless set.
+    p_nib: float = 0.0
+    max_nib: float = 0.05
     # CJK punctuation as other faces draw it: in a line drawn with it, each mark of
     # PUNCT_STYLE_MARKS is up to max_punct_scale larger and raised by up to
     # max_punct_rise of the font size (AR PL UKai's comma reaches from mid-line to below
@@ -275,6 +280,7 @@ class SynthConfig:
             "max_char_scale",
             "max_char_shift",
             "max_char_tilt",
+            "max_nib",
             "max_punct_scale",
             "max_punct_rise",
             "max_wide_tracking",
@@ -291,6 +297,8 @@ class SynthConfig:
             raise bad("max_stretch", cfg.max_stretch, "a fraction < 1")
         if cfg.max_char_tilt > 0.5:
             raise bad("max_char_tilt", cfg.max_char_tilt, "a slope (tangent) <= 0.5")
+        if cfg.max_nib > 0.2:
+            raise bad("max_nib", cfg.max_nib, "a fraction of the font size <= 0.2")
         if cfg.max_slant >= 45:
             raise bad("max_slant", cfg.max_slant, "degrees < 45")
         if not 0.0 <= cfg.max_light_falloff < 1.0:

@@ -58,8 +58,8 @@ log = logging.getLogger(__name__)
 # Every probability of SynthConfig that changes how an image looks (not what it says).
 EFFECT_PROBABILITIES = tuple(
     """
-    p_spacing p_stretch p_weight p_outline p_oldstyle p_slant p_char_jitter p_char_tilt p_punct_style p_wide_tracking p_bleed
-    p_uneven_light p_motion_blur p_defocus p_resample p_light_text p_color
+    p_spacing p_stretch p_weight p_outline p_oldstyle p_slant p_char_jitter p_char_tilt p_nib
+    p_punct_style p_wide_tracking p_bleed p_uneven_light p_motion_blur p_defocus p_resample p_light_text p_color
     p_gradient_bg p_noise_bg p_texture_bg p_shadow p_extrude p_elastic p_rotate p_perspective p_curve
     p_blur p_noise p_jpeg p_tight_crop p_clip p_level_box
     """.split()
@@ -369,6 +369,10 @@ class SynthGenerator:
         else:
             lay = compose(_glyph_cache(), font, size, text, spacing, max(pads), sizes, shifts, oldstyle, tilts)
         canvas, text_h = lay.canvas, lay.text_h
+        # Drawn only when set, so that recipes without it keep their random stream.
+        if cfg.p_nib > 0 and r.random() < cfg.p_nib:
+            canvas = fx.nib(r, canvas, size, cfg.max_nib)
+            applied.append("nib")
 
         # ---- geometry: curvature on the canvas, the rest as one matrix ----
         # Without geometry (about half the samples) the extents stay plain floats; with
