@@ -322,6 +322,17 @@ def nib(r: random.Random, alpha: Image.Image, size: float, max_width: float) -> 
     return Image.fromarray(out, "L").reduce(2)
 
 
+def broad_pen(
+    r: random.Random, canvas: Image.Image, cfg: Any, size: float, applied: list[str]
+) -> Image.Image:
+    """``canvas`` drawn with a broad pen (:func:`nib`) in ``cfg.p_nib`` of the lines;
+    nothing is drawn from ``r`` unless it is set, so other recipes keep their stream."""
+    if cfg.p_nib > 0 and r.random() < cfg.p_nib:
+        applied.append("nib")
+        return nib(r, canvas, size, cfg.max_nib)
+    return canvas
+
+
 def elastic(
     r: random.Random, masks: tuple[Image.Image, ...], text_h: float, max_amplitude: float
 ) -> tuple[Image.Image, ...]:

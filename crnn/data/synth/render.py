@@ -117,9 +117,8 @@ def _glyph_cache() -> GlyphCache:
     return GlyphCache()
 
 
-@functools.cache
-def _tiles() -> fx.Tiles:
-    return fx.Tiles()
+# The noise and texture tiles, made once per process.
+_tiles = functools.cache(fx.Tiles)
 
 
 class SynthGenerator:
@@ -369,10 +368,7 @@ class SynthGenerator:
         else:
             lay = compose(_glyph_cache(), font, size, text, spacing, max(pads), sizes, shifts, oldstyle, tilts)
         canvas, text_h = lay.canvas, lay.text_h
-        # Drawn only when set, so that recipes without it keep their random stream.
-        if cfg.p_nib > 0 and r.random() < cfg.p_nib:
-            canvas = fx.nib(r, canvas, size, cfg.max_nib)
-            applied.append("nib")
+        canvas = fx.broad_pen(r, canvas, cfg, size, applied)
 
         # ---- geometry: curvature on the canvas, the rest as one matrix ----
         # Without geometry (about half the samples) the extents stay plain floats; with
