@@ -905,11 +905,13 @@ def test_nib_thickens_strokes_across_it_more_than_along_it() -> None:
     bars = np.zeros((40, 60), np.uint8)
     bars[19:21, 5:55] = 255  # a horizontal bar, 2 px
     bars[5:35, 29:31] = 255  # a vertical bar, 2 px
-    plain = np.asarray(Image.fromarray(bars).resize((120, 80), Image.BILINEAR).reduce(2), np.float32)
+    soft = Image.fromarray(bars).resize((120, 80), Image.BILINEAR).reduce(2)  # nib's resampling
+    plain = np.asarray(soft, np.float32)
     across = along = 0.0
     for seed in range(8):
         out = np.asarray(fx.nib(random.Random(seed), Image.fromarray(bars), 40.0, 0.08), np.float32)
-        v, h = out[10].sum() / 255, out[:, 10].sum() / 255  # the vertical bar's width, the horizontal's
+        v = out[10].sum() / 255  # the vertical bar's width
+        h = out[:, 10].sum() / 255  # the horizontal bar's
         assert v >= h > plain[:, 10].sum() / 255 - 1e-3, (seed, v, h)
         across, along = across + v, along + h
     assert across > along + 8 * 0.25  # a quarter of a pixel wider on average, at least
