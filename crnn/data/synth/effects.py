@@ -247,16 +247,27 @@ def extrusion(r: random.Random, alpha: Image.Image, max_depth: float) -> Image.I
     angle = math.radians(r.uniform(20.0, 160.0) if r.random() < 0.8 else r.uniform(-160.0, -20.0))
     dx, dy = math.cos(angle), math.sin(angle)  # image y grows downwards
     steps = max(1, round(depth))
-    side = Image.new("L", alpha.size, 0)
-    for k in range(1, steps + 1):
-        t = depth * k / steps
-        side = ImageChops.lighter(side, _moved(alpha, round(t * dx), round(t * dy)))
-    return side
+    ts = [depth * k / steps for k in range(1, steps + 1)]
+    return _swept(alpha, [(round(t * dx), round(t * dy)) for t in ts])
+
+
+def _swept(mask: Image.Image, shifts: list[tuple[int, int]]) -> Image.Image:
+    """``mask`` swept along a path: the maximum of its copies moved by each ``(dx, dy)``
+    of ``shifts`` (an extrusion's sides, a broad pen's stroke)."""
+    a = np.asarray(mask, dtype=np.uint8)
+    h, w = a.shape
+    reach = max((max(abs(dx), abs(dy)) for dx, dy in shifts), default=0)
+    padded = np.pad(a, reach)
+    out = np.zeros_like(a)
+    for dx, dy in shifts:  # out[y, x] = a[y - dy, x - dx]: the mask moved right and down
+        y, x = reach - dy, reach - dx
+        np.maximum(out, padded[y : y + h, x : x + w], out=out)
+    return Image.fromarray(out, "L")
 
 
 def _moved(mask: Image.Image, dx: int, dy: int) -> Image.Image:
     """``mask`` moved ``dx`` right and ``dy`` down in a frame of its size, 0 where nothing
-    moved in (a drop shadow, one layer of an extrusion)."""
+    moved in (a drop shadow)."""
     out = Image.new("L", mask.size, 0)
     out.paste(mask, (dx, dy))
     return out
@@ -309,17 +320,10 @@ def nib(r: random.Random, alpha: Image.Image, size: float, max_width: float) -> 
     length = 2.0 * r.uniform(0.02, max(0.02, max_width)) * size
     angle = math.radians(r.uniform(10.0, 40.0))
     w, h = alpha.size
-    big = np.asarray(alpha.resize((2 * w, 2 * h), Image.BILINEAR), dtype=np.uint8)
-    reach = math.ceil(length / 2) + 1
-    padded = np.pad(big, reach)
-    out = np.zeros_like(big)
     n = max(2, math.ceil(length))
-    for k in range(n + 1):
-        t = (k / n - 0.5) * length
-        dx, dy = round(t * math.cos(angle)), round(-t * math.sin(angle))
-        y, x = reach + dy, reach + dx
-        np.maximum(out, padded[y : y + 2 * h, x : x + 2 * w], out=out)
-    return Image.fromarray(out, "L").reduce(2)
+    ts = [(k / n - 0.5) * length for k in range(n + 1)]
+    shifts = [(round(t * math.cos(angle)), round(-t * math.sin(angle))) for t in ts]
+    return _swept(alpha.resize((2 * w, 2 * h), Image.BILINEAR), shifts).reduce(2)
 
 
 def broad_pen(
