@@ -240,3 +240,30 @@ def test_eval_modes_decoding_options_and_error_report(word_lmdb, tmp_path, capsy
     rc, _, _ = run_main(eval_cli.main, run_dir, word_lmdb, "--beam", "4", "--workers", "0",
                         capsys=capsys)  # fmt: skip
     assert rc == 0
+
+
+def test_keep_every_keeps_each_steps_weights_for_predict_and_average(tmp_path, word_lmdb):
+    """train.keep_every=2 keeps steps 2 and 4 (not 3, a validation) as inference files
+    holding the EMA weights; predict reads one, and averaging 2 and 4 gives their mean."""
+    import torch
+
+    from crnn.checkpoint import load_checkpoint
+
+    out = tmp_path / "run"
+    r = run_tool(
+        "train", "--gpus", "cpu", "--train", str(word_lmdb), "--val", str(word_lmdb),
+        "--output-dir", str(out), "--set", *TINY_MODEL, "train.max_steps=4", "train.val_every=3",
+        "train.batch_size=8", "data.num_workers=0", "train.keep_every=2", "train.ema_decay=0.5",
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-3000:]
+    kept = sorted(p.name for p in (out / "steps").iterdir())
+    assert kept == ["step-00000002.pt", "step-00000004.pt"], kept
+    assert "kept the weights as steps/step-00000004.pt" in (out / "train.log").read_text()
+    last, four = load_checkpoint(out / "last.pt"), load_checkpoint(out / "steps" / kept[1])
+    assert "optimizer" not in four and four["release"]["step"] == 4
+    for k, v in last["model"].items():  # the EMA, not the raw weights
+        assert torch.equal(four["model"][k], v), k
+    assert any(not torch.equal(last["model_raw"][k], v) for k, v in last["model"].items())
+    images = write_folder(tmp_path / "imgs", ["one"]) / "images"
+    r = run_tool("predict", "-c", str(out / "steps" / kept[0]), str(images))
+    assert r.returncode == 0, r.stderr[-2000:]

@@ -131,6 +131,11 @@ class TrainConfig:
     log_every: int = 50
     # Extra "last" checkpoints between validations (0: only at validation).
     save_every: int = 0
+    # Also keep the weights of every keep_every-th step (0: off) as
+    # <output_dir>/steps/step-<N>.pt, an inference-only file (the EMA where there is one)
+    # that predict, eval and `convert_checkpoint.py average` read: averaging a run's last
+    # few such steps reads more steadily than any one of them.
+    keep_every: int = 0
     # Metric that decides "best": accuracy | alnum_accuracy | cer | ned.
     best_metric: Metric = "accuracy"
     seed: int = 42
@@ -273,6 +278,9 @@ class Config:
         for name in ("max_steps", "batch_size", "accum_steps", "val_every", "log_every"):
             if getattr(self.train, name) < 1:
                 raise ConfigError(f"train.{name} must be >= 1, got {getattr(self.train, name)}")
+        for name in ("save_every", "keep_every"):
+            if getattr(self.train, name) < 0:
+                raise ConfigError(f"train.{name} must be >= 0 (0: off), got {getattr(self.train, name)}")
         self._validate_run(world_size, device_type, devices)
 
     def _validate_run(

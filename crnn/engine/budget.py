@@ -36,6 +36,7 @@ from typing import Any
 import torch
 
 from crnn.engine.distributed import all_reduce_sum, any_rank
+from crnn.engine.state import saves_at
 
 log = logging.getLogger(__name__)
 
@@ -216,7 +217,7 @@ class TimeBudget:
         if self.last is not None and step == self.last[1] + 1:
             # The interval also holds what followed that step: a validation and save
             # (priced separately in the plan) are left out of the step time.
-            saved = step % tc.val_every == 0 or (tc.save_every and step % tc.save_every == 0)
+            saved = step % tc.val_every == 0 or saves_at(tc, step)
             took = now - self.last[0]
             typical = self.recent_s / len(self.recent) if self.recent else t.state.budget["step_s"]
             paused = not saved and not self.paused and took >= PAUSE_FACTOR * typical

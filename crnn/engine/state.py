@@ -31,6 +31,7 @@ from crnn.checkpoint import (
     is_native,
     load_checkpoint,
     load_state_dict_checked,
+    release_checkpoint,
 )
 from crnn.config import Config, ConfigError, save_config
 from crnn.engine.distributed import DistInfo, barrier
@@ -295,6 +296,16 @@ class FitResult:
     output_dir: Path
 
 
+def kept_step_path(out: Path, step: int) -> Path:
+    """Where ``train.keep_every`` keeps step ``step``'s weights (names sort by step)."""
+    return Path(out) / "steps" / f"step-{step:08d}.pt"
+
+
+def saves_at(tc: Any, step: int) -> bool:
+    """True when step ``step`` saves besides validating (``save_every``, ``keep_every``)."""
+    return any(every and step % every == 0 for every in (tc.save_every, tc.keep_every))
+
+
 class CheckpointSaver:
     """Writes ``last.pt`` (and ``best.pt``) into ``out`` from rank 0; every rank calls
     :meth:`save` and the others wait at a barrier, so no rank runs ahead of a save."""
@@ -308,9 +319,12 @@ class CheckpointSaver:
                 for tmp in remove_stale_temporaries(self.out / name):
                     log.info("removed %s, left by a run that was killed while saving", tmp)
 
-    def save(self, checkpoint: Any, step: int, best: dict[str, Any] | None = None) -> None:
+    def save(
+        self, checkpoint: Any, step: int, best: dict[str, Any] | None = None, keep: bool = False
+    ) -> None:
         """``checkpoint`` is a callable returning the dict (built on rank 0 only);
-        ``best`` (the new best record) also writes ``best.pt``."""
+        ``best`` (the new best record) also writes ``best.pt``; ``keep`` also writes the
+        step's weights as ``steps/step-<step>.pt`` (``train.keep_every``)."""
         if self.info.is_main:
             state = checkpoint()
             path = atomic_save(state, self.out / "last.pt")
@@ -318,6 +332,11 @@ class CheckpointSaver:
             if best is not None:
                 atomic_save(state, self.out / "best.pt")
                 msg += f" and best.pt ({best['metric']} {best['value']:.4f})"
+            if keep:
+                kept = kept_step_path(self.out, step)
+                kept.parent.mkdir(exist_ok=True)
+                atomic_save(release_checkpoint(state, source=str(path)), kept)
+                msg += f" and kept the weights as {kept.relative_to(self.out)}"
             log.info(msg)
         self.saved_step = step
         barrier(self.info)

@@ -148,7 +148,9 @@ class Trainer:
 
     def save(self, is_best: bool = False) -> None:
         """Rank 0 writes ``last.pt`` (and ``best.pt``); the others wait for it."""
-        self.saver.save(self.checkpoint, self.state.step, self.state.best if is_best else None)
+        step, every = self.state.step, self.cfg.train.keep_every
+        best = self.state.best if is_best else None
+        self.saver.save(self.checkpoint, step, best, keep=bool(every) and step % every == 0)
 
     # ---- the loop -------------------------------------------------------------------
 
@@ -260,7 +262,7 @@ class Trainer:
                     if state.step % tc.val_every == 0 or last:
                         if self._validate_and_save() and not last:
                             break  # early stop: saved, and every rank agrees (same metrics)
-                    elif tc.save_every and state.step % tc.save_every == 0:
+                    elif st.saves_at(tc, state.step):
                         self.save()
                     # Agreeing on a stop costs a collective: not at every step.
                     check = not self.info.distributed or state.step % every == 0
