@@ -250,6 +250,42 @@ def test_release_file_is_hash_named_inference_only_and_loads(tmp_path, fp16):
     assert re.fullmatch(r"crnn_en-[0-9a-f]{8}\.pt", again.name)
 
 
+def test_average_is_the_weighted_mean_and_refuses_another_model(tmp_path, capsys):
+    """3,1 shares of a float32 training checkpoint (its EMA ``model``) and an fp16 release
+    give 0.75 a + 0.25 b in every float tensor, counters from the first; the release file
+    names its inputs. A different width or alphabet is refused, nothing written."""
+    a, b = tiny_model(seed=1), tiny_model(seed=2)
+    cs = Charset(ALNUM, name="alnum36")
+    raw = {k: v + 1 for k, v in a.state_dict().items()}
+    src_a = atomic_save(
+        native_checkpoint(a, cs, step=700, model_raw=raw, optimizer={}), tmp_path / "a.pt"
+    )
+    rel_b = ck.save_release(native_checkpoint(b, cs, step=900), tmp_path / "b.pt", fp16=True)
+    main = convert_checkpoint.main
+    args = ["average", src_a, rel_b, "--shares", "3,1", "-o", tmp_path / "avg.pt"]
+    rc, out, err = run_main(main, *args, capsys=capsys)
+    assert rc == 0 and "a.pt 75%, " in err, err
+    avg = ck.load_checkpoint(out.strip())
+    sb = ck.load_checkpoint(rel_b)["model"]
+    for k, v in a.state_dict().items():
+        want = 0.75 * v + 0.25 * sb[k].float() if v.is_floating_point() else v
+        torch.testing.assert_close(avg["model"][k], want, rtol=0, atol=1e-6, msg=k)
+    assert [(x["source"], x["step"], x["share"]) for x in avg["release"]["averaged"]] == [
+        ("a.pt", 700, 0.75), (rel_b.name, 900, 0.25)
+    ]  # fmt: skip
+    assert avg["release"]["step"] == 900
+    wide = CRNN(37, channels=TINY["channels"], hidden=24)
+    other = atomic_save(native_checkpoint(wide, cs), tmp_path / "wide.pt")
+    backwards = atomic_save(native_checkpoint(b, Charset(ALNUM[::-1])), tmp_path / "back.pt")
+    for bad, said in ((other, "different architecture"), (backwards, "different alphabet")):
+        rc, _, err = run_main(main, "average", src_a, bad, "-o", tmp_path / "x.pt", capsys=capsys)
+        assert rc == 2 and said in err and bad.name in err, err
+    rc, _, err = run_main(main, "average", src_a, rel_b, "--shares", "1", "-o",
+                          tmp_path / "x.pt", capsys=capsys)  # fmt: skip
+    assert rc == 2 and "gives 1 parts for 2 files" in err
+    assert not list(tmp_path.glob("x*.pt"))
+
+
 # ---- foreign layouts -------------------------------------------------------------------
 # Reference networks written here from the published layer lists (see docs/checkpoints.md),
 # with the foreign projects' parameter names. No code from those projects.

@@ -30,6 +30,7 @@ def release_checkpoint(
     if fp16:
         sd = {k: v.half() if v.is_floating_point() else v for k, v in sd.items()}
     calibration = ckpt.get("calibration")  # the confidence temperature, if fitted
+    averaged = ckpt.get("averaged", earlier.get("averaged"))
     config = ckpt.get("config")
     synth = (
         config["data"].get("synth")
@@ -49,6 +50,8 @@ def release_checkpoint(
             # The generator settings the model learnt from (plain types): fine-tuning
             # replays them (train.replay), benchmarks read its training fonts off them.
             **({"synth": synth} if synth is not None else {}),
+            # An average of several checkpoints (crnn.checkpoint.average): its inputs.
+            **({"averaged": averaged} if averaged else {}),
         },
     }
 

@@ -5,6 +5,8 @@ Modes:
   dp       prefix the weight keys with module. (for tools that expect DataParallel names)
   release  training checkpoint -> inference file (weights, model config, charset, image
            spec; optimizer and the rest dropped), named OUT_STEM-<sha256[:8]>.pt
+  average  the weighted mean of several checkpoints of one model (a run's kept steps,
+           train.keep_every; or runs fine-tuned from one start) -> a release file
   import   another project's CRNN weights (meijieru/crnn.pytorch, chineseocr's LSTM and
            dense models, Sierkinhane/CRNN_Chinese_Characters_Rec, clovaai
            None-VGG-BiLSTM-CTC) -> a crnn-ocr checkpoint for predict, eval and
@@ -12,6 +14,8 @@ Modes:
 
 Examples:
   convert_checkpoint.py release runs/en/best.pt -o models/crnn_en.pt --fp16
+  convert_checkpoint.py average runs/zh/steps/step-0000{7,8,9}000.pt -o models/zh_avg.pt
+  convert_checkpoint.py average runs/zh/last.pt models/crnn_zh.pt --shares 3,7 -o soup.pt
   convert_checkpoint.py import crnn.pth --layout meijieru \\
       --alphabet 0123456789abcdefghijklmnopqrstuvwxyz -o crnn_meijieru.pt
   convert_checkpoint.py import ocr-lstm.pth --layout chineseocr --charset keys.py -o zh.pt
@@ -53,6 +57,21 @@ def build_parser() -> argparse.ArgumentParser:
     add("dp", "prefix the weight keys with module. (DataParallel/DDP names)")
     sp = add("release", "make an inference-only release file named OUT_STEM-<sha256[:8]>.pt")
     sp.add_argument("--fp16", action="store_true", help="store float weights as float16")
+    help = "the weighted mean of checkpoints of one model, as a release file"
+    sp = sub.add_parser("average", help=help, description=help)
+    sp.add_argument(
+        "src", nargs="+", help="two or more checkpoints of one model (training checkpoints: "
+        "their EMA weights where the run kept one; release files; kept steps)",
+    )  # fmt: skip
+    sp.add_argument(
+        "-o", "--out", required=True, help="release file to write, named OUT_STEM-<sha256[:8]>.pt"
+    )
+    sp.add_argument(
+        "--shares", help="one part per file, comma-separated, scaled to sum to 1 "
+        "(e.g. 3,7: 30 %% of the first); default equal shares",
+    )  # fmt: skip
+    sp.add_argument("--fp16", action="store_true", help="store float weights as float16")
+    sp.add_argument("-v", "--verbose", action="store_true")
     sp = add("import", "import another project's CRNN weights as a crnn-ocr checkpoint")
     from crnn.checkpoint.foreign import FOREIGN_LAYOUTS
 
@@ -103,6 +122,8 @@ def main(argv: list[str] | None = None) -> int:
     from crnn.io import atomic_save
 
     out = Path(args.out)
+    if args.mode == "average":
+        return average(args.src, out, args.shares, args.fp16)
     src = Path(args.src)
     if out.exists() and not args.overwrite and args.mode != "release":
         log.error("%s exists; pass --overwrite to replace it", out)
@@ -141,6 +162,23 @@ def main(argv: list[str] | None = None) -> int:
     except (ck.CheckpointError, ValueError) as e:
         log.error("%s", e)
         return EXIT_USAGE
+    return EXIT_OK
+
+
+def average(sources: list[str], out: Path, shares: str | None, fp16: bool) -> int:
+    """The ``average`` mode: load, check, average, release."""
+    from crnn import checkpoint as ck
+
+    try:
+        parts = ck.parse_shares(shares, len(sources))
+        loaded = [(src, ck.load_checkpoint(src)) for src in sources]
+        final = ck.save_release(ck.average_checkpoints(loaded, parts), out, fp16=fp16)
+    except (ck.CheckpointError, ValueError) as e:
+        log.error("%s", e)
+        return EXIT_USAGE
+    mix = ", ".join(f"{Path(s).name} {w:.0%}" for s, w in zip(sources, parts))
+    log.info("wrote release file %s: the mean of %s", final, mix)
+    print(final)
     return EXIT_OK
 
 

@@ -279,8 +279,8 @@ class Config:
             if getattr(self.train, name) < 1:
                 raise ConfigError(f"train.{name} must be >= 1, got {getattr(self.train, name)}")
         for name in ("save_every", "keep_every"):
-            if getattr(self.train, name) < 0:
-                raise ConfigError(f"train.{name} must be >= 0 (0: off), got {getattr(self.train, name)}")
+            if (every := getattr(self.train, name)) < 0:
+                raise ConfigError(f"train.{name} must be >= 0 (0: off), got {every}")
         self._validate_run(world_size, device_type, devices)
 
     def _validate_run(
