@@ -310,21 +310,20 @@ class CheckpointSaver:
     """Writes ``last.pt`` (and ``best.pt``) into ``out`` from rank 0; every rank calls
     :meth:`save` and the others wait at a barrier, so no rank runs ahead of a save."""
 
-    def __init__(self, out: Path, info: DistInfo) -> None:
+    def __init__(self, out: Path, info: DistInfo, keep_every: int = 0) -> None:
         self.out = Path(out)
         self.info = info
+        self.keep_every = keep_every
         self.saved_step = -1
         if info.is_main:  # a run killed inside a save left its temporary behind
             for name in ("last.pt", "best.pt"):
                 for tmp in remove_stale_temporaries(self.out / name):
                     log.info("removed %s, left by a run that was killed while saving", tmp)
 
-    def save(
-        self, checkpoint: Any, step: int, best: dict[str, Any] | None = None, keep: bool = False
-    ) -> None:
+    def save(self, checkpoint: Any, step: int, best: dict[str, Any] | None = None) -> None:
         """``checkpoint`` is a callable returning the dict (built on rank 0 only);
-        ``best`` (the new best record) also writes ``best.pt``; ``keep`` also writes the
-        step's weights as ``steps/step-<step>.pt`` (``train.keep_every``)."""
+        ``best`` (the new best record) also writes ``best.pt``; a multiple of
+        ``keep_every`` also writes the step's weights as ``steps/step-<step>.pt``."""
         if self.info.is_main:
             state = checkpoint()
             path = atomic_save(state, self.out / "last.pt")
@@ -332,7 +331,7 @@ class CheckpointSaver:
             if best is not None:
                 atomic_save(state, self.out / "best.pt")
                 msg += f" and best.pt ({best['metric']} {best['value']:.4f})"
-            if keep:
+            if self.keep_every and step % self.keep_every == 0:
                 kept = kept_step_path(self.out, step)
                 kept.parent.mkdir(exist_ok=True)
                 atomic_save(release_checkpoint(state, source=str(path)), kept)

@@ -129,7 +129,7 @@ class Trainer:
         if ckpt is not None:
             self.state = st.restore_training(ckpt, self.optimizer, self.scheduler, self.scaler, cfg)
         self.bad_images = BadImageReport(self.state.bad_images)
-        self.saver = st.CheckpointSaver(self.out, info)
+        self.saver = st.CheckpointSaver(self.out, info, tc.keep_every)
         self.logger = RunLogger(self.out / "tb", info.is_main, cfg.data.synth.font_dirs)
         self.step_callbacks: list[Callable[[int, int], None]] = []
         if tc.time_budget_min > 0:  # decides max_steps after a warm-up
@@ -148,9 +148,7 @@ class Trainer:
 
     def save(self, is_best: bool = False) -> None:
         """Rank 0 writes ``last.pt`` (and ``best.pt``); the others wait for it."""
-        step, every = self.state.step, self.cfg.train.keep_every
-        best = self.state.best if is_best else None
-        self.saver.save(self.checkpoint, step, best, keep=bool(every) and step % every == 0)
+        self.saver.save(self.checkpoint, self.state.step, self.state.best if is_best else None)
 
     # ---- the loop -------------------------------------------------------------------
 
