@@ -283,6 +283,8 @@ def test_average_is_the_weighted_mean_and_refuses_another_model(tmp_path, capsys
     rc, _, err = run_main(main, "average", src_a, rel_b, "--shares", "1", "-o",
                           tmp_path / "x.pt", capsys=capsys)  # fmt: skip
     assert rc == 2 and "gives 1 parts for 2 files" in err
+    rc, _, err = run_main(main, "average", tmp_path, "-o", tmp_path / "x.pt", capsys=capsys)
+    assert rc == 2 and "without kept steps" in err and "train.keep_every" in err
     assert not list(tmp_path.glob("x*.pt"))
 
 

@@ -267,8 +267,8 @@ def test_keep_every_keeps_each_steps_weights_for_predict_and_average(tmp_path, w
     images = write_folder(tmp_path / "imgs", ["one"]) / "images"
     r = run_tool("predict", "-c", str(out / "steps" / kept[0]), str(images))
     assert r.returncode == 0, r.stderr[-2000:]
-    steps = [str(out / "steps" / k) for k in kept]
-    r = run_tool("convert_checkpoint", "average", *steps, "-o", str(tmp_path / "avg.pt"))
+    steps = [str(out / "steps" / k) for k in kept]  # the run directory's two kept steps
+    r = run_tool("convert_checkpoint", "average", str(out), "--last", "2", "-o", str(out / "a"))
     assert r.returncode == 0, r.stderr[-2000:]
     avg, two = load_checkpoint(r.stdout.strip()), load_checkpoint(steps[0])
     k = "cnn.conv0.weight"

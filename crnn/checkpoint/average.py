@@ -22,6 +22,34 @@ from crnn.checkpoint.format import CheckpointError, model_from_checkpoint
 log = logging.getLogger(__name__)
 
 
+def kept_step_path(run_dir: str | Path, step: int) -> Path:
+    """Where ``train.keep_every`` keeps step ``step``'s weights (names sort by step)."""
+    return Path(run_dir) / "steps" / f"step-{step:08d}.pt"
+
+
+def expand_sources(sources: list[str], last: int | None = None) -> list[str]:
+    """Files to average: a run directory stands for the steps it kept
+    (``steps/step-*.pt``, oldest first); ``last`` keeps the last that many of the whole
+    list. Raises ``ValueError`` for a directory that kept none."""
+    files: list[str] = []
+    for src in sources:
+        if Path(src).is_dir():
+            kept = sorted(str(p) for p in (Path(src) / "steps").glob("step-*.pt"))
+            if not kept:
+                raise ValueError(
+                    f"{src} is a directory without kept steps (steps/step-*.pt): train with "
+                    "--set train.keep_every=N to keep them, or name checkpoint files"
+                )
+            files += kept
+        else:
+            files.append(src)
+    if last is not None:
+        if last < 2:
+            raise ValueError(f"--last {last}: expected 2 or more checkpoints to average")
+        files = files[-last:]
+    return files
+
+
 def parse_shares(text: str | None, n: int) -> list[float]:
     """``"3,7"`` -> ``[0.3, 0.7]``: one part per file, scaled to sum to 1; ``None``:
     equal shares. Raises ``ValueError`` saying what was received and what is expected."""

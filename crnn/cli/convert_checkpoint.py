@@ -14,7 +14,7 @@ Modes:
 
 Examples:
   convert_checkpoint.py release runs/en/best.pt -o models/crnn_en.pt --fp16
-  convert_checkpoint.py average runs/zh/steps/step-0000{7,8,9}000.pt -o models/zh_avg.pt
+  convert_checkpoint.py average runs/zh --last 4 -o models/zh_avg.pt --fp16
   convert_checkpoint.py average runs/zh/last.pt models/crnn_zh.pt --shares 3,7 -o soup.pt
   convert_checkpoint.py import crnn.pth --layout meijieru \\
       --alphabet 0123456789abcdefghijklmnopqrstuvwxyz -o crnn_meijieru.pt
@@ -61,7 +61,12 @@ def build_parser() -> argparse.ArgumentParser:
     sp = sub.add_parser("average", help=help, description=help)
     sp.add_argument(
         "src", nargs="+", help="two or more checkpoints of one model (training checkpoints: "
-        "their EMA weights where the run kept one; release files; kept steps)",
+        "their EMA weights where the run kept one; release files; kept steps); a run "
+        "directory stands for the steps it kept (steps/step-*.pt, train.keep_every)",
+    )  # fmt: skip
+    sp.add_argument(
+        "--last", type=int, metavar="N", help="average only the last N files (e.g. a run "
+        "directory's last N kept steps)",
     )  # fmt: skip
     sp.add_argument(
         "-o", "--out", required=True, help="release file to write, named OUT_STEM-<sha256[:8]>.pt"
@@ -123,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
 
     out = Path(args.out)
     if args.mode == "average":
-        return average(args.src, out, args.shares, args.fp16)
+        return average(args.src, out, args.shares, args.fp16, args.last)
     src = Path(args.src)
     if out.exists() and not args.overwrite and args.mode != "release":
         log.error("%s exists; pass --overwrite to replace it", out)
@@ -165,11 +170,15 @@ def main(argv: list[str] | None = None) -> int:
     return EXIT_OK
 
 
-def average(sources: list[str], out: Path, shares: str | None, fp16: bool) -> int:
+def average(
+    sources: list[str], out: Path, shares: str | None, fp16: bool, last: int | None
+) -> int:
     """The ``average`` mode: load, check, average, release."""
     from crnn import checkpoint as ck
+    from crnn.checkpoint.average import expand_sources
 
     try:
+        sources = expand_sources(sources, last)
         parts = ck.parse_shares(shares, len(sources))
         loaded = [(src, ck.load_checkpoint(src)) for src in sources]
         final = ck.save_release(ck.average_checkpoints(loaded, parts), out, fp16=fp16)

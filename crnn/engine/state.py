@@ -33,6 +33,7 @@ from crnn.checkpoint import (
     load_state_dict_checked,
     release_checkpoint,
 )
+from crnn.checkpoint.average import kept_step_path
 from crnn.config import Config, ConfigError, save_config
 from crnn.engine.distributed import DistInfo, barrier
 from crnn.engine.runlock import RunLock
@@ -294,11 +295,6 @@ class FitResult:
     metrics: dict[str, float]
     best: dict[str, Any]
     output_dir: Path
-
-
-def kept_step_path(out: Path, step: int) -> Path:
-    """Where ``train.keep_every`` keeps step ``step``'s weights (names sort by step)."""
-    return Path(out) / "steps" / f"step-{step:08d}.pt"
 
 
 def saves_at(tc: Any, step: int) -> bool:
