@@ -493,7 +493,8 @@ def test_time_budget_rechecks_meet_in_their_collective_on_the_same_steps_on_ever
     from crnn.engine import budget
 
     def rank(step_s: float):
-        train = SimpleNamespace(time_budget_min=10.0, val_every=1000, save_every=0, max_steps=500, warmup_steps=0)
+        train = SimpleNamespace(time_budget_min=10.0, val_every=1000, save_every=0, keep_every=0,
+                                max_steps=500, warmup_steps=0)  # fmt: skip
         trainer = SimpleNamespace(cfg=SimpleNamespace(train=train), info=SimpleNamespace(world_size=2, is_main=False),
                                   state=SimpleNamespace(budget={"step_s": 0.1, "validation_s": 0.0, "save_s": 0.0,
                                                                 "max_steps": 500}))  # fmt: skip
