@@ -27,6 +27,11 @@ def kept_step_path(run_dir: str | Path, step: int) -> Path:
     return Path(run_dir) / "steps" / f"step-{step:08d}.pt"
 
 
+def kept_steps(run_dir: str | Path) -> list[Path]:
+    """The steps ``run_dir`` kept (:func:`kept_step_path`), oldest first."""
+    return sorted(kept_step_path(run_dir, 0).parent.glob("step-*.pt"))
+
+
 def expand_sources(sources: list[str], last: int | None = None) -> list[str]:
     """Files to average: a run directory stands for the steps it kept
     (``steps/step-*.pt``, oldest first); ``last`` keeps the last that many of the whole
@@ -34,7 +39,7 @@ def expand_sources(sources: list[str], last: int | None = None) -> list[str]:
     files: list[str] = []
     for src in sources:
         if Path(src).is_dir():
-            kept = sorted(str(p) for p in (Path(src) / "steps").glob("step-*.pt"))
+            kept = [str(p) for p in kept_steps(src)]
             if not kept:
                 raise ValueError(
                     f"{src} is a directory without kept steps (steps/step-*.pt): train with "
@@ -100,9 +105,10 @@ def average_checkpoints(
                     f"{src} has a different {what} from {first_src} ({key} differs in "
                     f"{', '.join(diff)}): only checkpoints of one model can be averaged"
                 )
-        names = (src, first_src)
         if other["image"] != head["image"]:
-            log.warning("%s: image spec differs from %s's; the average keeps the first", *names)
+            log.warning(
+                "%s: image spec differs from %s's; the average keeps the first", src, first_src
+            )
     states = [b.model.state_dict() for b in bundles]
     mean: dict[str, torch.Tensor] = {}
     for k, v in states[0].items():
