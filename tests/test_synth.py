@@ -898,6 +898,40 @@ def test_char_tilt_raises_horizontals_to_the_right_and_keeps_verticals_upright()
         SynthConfig(max_char_tilt=0.8).validate()
 
 
+def test_char_pinch_shrinks_the_inner_part_and_keeps_the_box() -> None:
+    """p_char_pinch: a positive strength draws a glyph's middle smaller (a centred square
+    comes out narrower and shorter) while its outer frame stays at the box edges; a
+    negative one draws the middle larger; in the generator, the same text in a different
+    image; a strength past monotone is refused."""
+    from crnn.data.synth.layout import pinch_glyph
+
+    glyph = np.zeros((41, 41), np.uint8)
+    glyph[0, :] = glyph[-1, :] = glyph[:, 0] = glyph[:, -1] = 255  # the frame
+    glyph[12:29, 12:29] = 255  # an inner square, 17 px
+
+    def inner(mask: np.ndarray) -> tuple[int, int]:
+        core = mask[5:-5, 5:-5] >= 128
+        return int(core.any(axis=0).sum()), int(core.any(axis=1).sum())
+
+    small = pinch_glyph(glyph, 0.3, 0.0, 0.3, 0.0)
+    assert small.shape == glyph.shape
+    w, h = inner(small)
+    assert w <= 14 and h <= 14  # 17 / 1.3 = 13
+    assert (small[:, 0] >= 128).sum() >= 39 and (small[0, :] >= 128).sum() >= 39  # frame kept
+    assert min(inner(pinch_glyph(glyph, -0.15, 0.0, -0.15, 0.0))) >= 19  # 17 * 1.15
+    wide_only = pinch_glyph(glyph, 0.3, 0.0, 0.0, 0.0)
+    assert inner(wide_only)[0] <= 14 and inner(wide_only)[1] == 17  # each axis on its own
+    # Off centre: around cx = 0.3 (right of centre) the square shrinks toward the right.
+    shifted = pinch_glyph(glyph, 0.3, 0.3, 0.0, 0.0)[20] >= 128
+    assert shifted[5:-5].sum() < 17
+    assert np.array_equal(pinch_glyph(glyph, 0.0, 0.0, 0.0, 0.0), glyph)
+
+    for i, a, b in _with_and_without("char_pinch", p_char_pinch=1.0):
+        assert a.size != b.size or not np.array_equal(np.asarray(a), np.asarray(b)), i
+    with pytest.raises(ConfigError, match="max_char_pinch"):
+        SynthConfig(max_char_pinch=0.5).validate()
+
+
 def test_nib_thickens_strokes_across_it_more_than_along_it() -> None:
     """p_nib: a broad pen held 10-40 degrees up to the right widens a vertical bar (across
     the nib) more than a horizontal one (along it), and both more than the plain mask

@@ -116,6 +116,11 @@ class SynthConfig:
     # tangent: 0.14 is 8 degrees), as Kai faces and hands draw them. Off unless set.
     p_char_tilt: float = 0.0
     max_char_tilt: float = 0.14
+    # Pinched proportions: each character's parts around a point near its centre drawn up
+    # to 1 + max_char_pinch times smaller (or half that larger) along each axis, its box
+    # kept, as faces differ in how large they draw inner components. Off unless set.
+    p_char_pinch: float = 0.0
+    max_char_pinch: float = 0.25
     # Broad-pen strokes: the ink swept along a nib 2 % to max_nib of the font size long,
     # held 10-40 degrees up to the right, so strokes across it are thick and along it thin
     # (calligraphy, Kai-like and brush sign faces from the allowed Ming and Hei). Off unless set.
@@ -280,6 +285,7 @@ class SynthConfig:
             "max_char_scale",
             "max_char_shift",
             "max_char_tilt",
+            "max_char_pinch",
             "max_nib",
             "max_punct_scale",
             "max_punct_rise",
@@ -297,6 +303,9 @@ class SynthConfig:
             raise bad("max_stretch", cfg.max_stretch, "a fraction < 1")
         if cfg.max_char_tilt > 0.5:
             raise bad("max_char_tilt", cfg.max_char_tilt, "a slope (tangent) <= 0.5")
+        if cfg.max_char_pinch > 0.35:
+            # Beyond that the map at a box edge folds back (it must stay monotone).
+            raise bad("max_char_pinch", cfg.max_char_pinch, "a strength <= 0.35")
         if cfg.max_nib > 0.2:
             raise bad("max_nib", cfg.max_nib, "a fraction of the font size <= 0.2")
         if cfg.max_slant >= 45:

@@ -58,8 +58,8 @@ log = logging.getLogger(__name__)
 # Every probability of SynthConfig that changes how an image looks (not what it says).
 EFFECT_PROBABILITIES = tuple(
     """
-    p_spacing p_stretch p_weight p_outline p_oldstyle p_slant p_char_jitter p_char_tilt p_nib
-    p_punct_style p_wide_tracking p_bleed p_uneven_light p_motion_blur p_defocus p_resample
+    p_spacing p_stretch p_weight p_outline p_oldstyle p_slant p_char_jitter p_char_tilt p_char_pinch
+    p_nib p_punct_style p_wide_tracking p_bleed p_uneven_light p_motion_blur p_defocus p_resample
     p_light_text p_color p_gradient_bg p_noise_bg p_texture_bg p_shadow p_extrude p_elastic
     p_rotate p_perspective p_curve p_blur p_noise p_jpeg p_tight_crop p_clip p_level_box
     """.split()
@@ -353,8 +353,7 @@ class SynthGenerator:
             sizes = [max(8, size + _SIZE_STEP * r.randint(-k, k)) for _ in text]
             shifts = [r.uniform(-1.0, 1.0) * cfg.max_char_shift * size for _ in text]
             applied.append("char_jitter")
-        tilts = synth_layout.char_tilts(r, cfg, len(text))
-        applied += ["char_tilt"] * (tilts is not None)
+        warps = synth_layout.glyph_warps(r, cfg, len(text), applied)  # tilts, pinches
         # Drawn only when set and the text has a mark, so other recipes keep their stream.
         if cfg.p_punct_style > 0 and not synth_layout.PUNCT_STYLE_MARKS.isdisjoint(text) and r.random() < cfg.p_punct_style:
             sizes, shifts = synth_layout.punct_style(r, text, size, sizes, shifts, cfg.max_punct_scale, cfg.max_punct_rise, _SIZE_STEP)  # fmt: skip
@@ -366,7 +365,7 @@ class SynthGenerator:
         if self._shaped and not self._shaped.isdisjoint(text):
             lay = compose_shaped(_glyph_cache(), font, size, text, max(pads))
         else:
-            lay = compose(_glyph_cache(), font, size, text, spacing, max(pads), sizes, shifts, oldstyle, tilts)
+            lay = compose(_glyph_cache(), font, size, text, spacing, max(pads), sizes, shifts, oldstyle, *warps)
         canvas, text_h = lay.canvas, lay.text_h
         canvas = fx.broad_pen(r, canvas, cfg, size, applied)
 
