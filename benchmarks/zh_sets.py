@@ -40,6 +40,11 @@ made, and reported as the test figure; nothing is chosen on it):
     python benchmarks/zh_sets.py --set dev --model zh --model runs/new/best.pt --peer-python /root/peers/bin/python
     python benchmarks/zh_sets.py --set test --json docs/bench/zh_test.json     # once per release candidate
 
+Two candidates' development figures differ by more than the rows' sampling only where
+``benchmarks/compare_reads.py A.json B.json`` says so (a paired bootstrap over the
+lines); the 150-line rows cannot tell a Kai gain under about half a point, so compare
+close candidates on larger rows as well (``--count 600 --seed 20261129``).
+
 Readers, one run, the same PNG files: ours through ``crnn-predict --json`` with its
 default options (what users type); Tesseract 5 (``chi_sim+eng``, ``--psm 7``, each line as
 is and enlarged 3x with Lanczos, as the English benchmark gives it; columns with
