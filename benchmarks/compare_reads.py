@@ -30,9 +30,8 @@ from rapidfuzz.distance import Levenshtein
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.zh_sets import real_dev_pairs  # noqa: E402
 from benchmarks.zh_vs_peers import norm  # noqa: E402
-
-REAL_GT = Path(__file__).resolve().parents[2] / "shared" / "data" / "zh_real_dev" / "gt.txt"
 
 
 def line_edits(labels: list[str], reads: list[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -63,20 +62,20 @@ def paired_bootstrap(
 
 
 def _rows(path: Path) -> tuple[dict, dict[str, list[str]], dict[str, list[str]]]:
-    """(meta, row -> reads of the file's first reader, row -> labels)."""
+    """(meta, row -> reads of the file's first reader, row -> labels); ValueError, with
+    the reason, for a file that is not a development run of ``zh_sets.py --json``."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         meta, results = data["meta"], data["rows"]
     except (OSError, ValueError, KeyError) as e:
-        raise SystemExit(f"{path}: not a zh_sets.py --json file ({e})") from None
+        raise ValueError(f"{path}: not a zh_sets.py --json file ({e})") from None
     if meta.get("set") != "dev":
-        raise SystemExit(f"{path}: a {meta.get('set')!r} set; only development runs keep their reads")
+        raise ValueError(f"{path}: a {meta.get('set')!r} set; only development runs keep reads")
     reads: dict[str, list[str]] = {}
     for r in results:
         reads.setdefault(r["row"], r["reads"])
     labels = dict(meta.get("labels", {}))
-    if "dev-real" in reads and REAL_GT.is_file():
-        pairs = [ln.split("\t", 1) for ln in REAL_GT.read_text(encoding="utf-8").splitlines() if ln.strip()]
+    if "dev-real" in reads and (pairs := real_dev_pairs()):
         labels["dev-real"] = [t for _, t in pairs]
     return meta, reads, labels
 
@@ -85,27 +84,31 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("a", type=Path, help="model A's zh_sets.py --set dev --json file")
     ap.add_argument("b", type=Path, help="model B's, from the same rows")
-    ap.add_argument("--rows", default="", help="comma-separated row names (default: every row both read)")
+    ap.add_argument("--rows", default="",
+                    help="comma-separated row names (default: every row both read)")  # fmt: skip
     ap.add_argument("--resamples", type=int, default=10000, help="bootstrap draws (default 10000)")
     ap.add_argument("--seed", type=int, default=0, help="the bootstrap's seed (default 0)")
     args = ap.parse_args(argv)
     try:
         (meta_a, reads_a, labels), (meta_b, reads_b, _) = _rows(args.a), _rows(args.b)
-    except SystemExit as e:
+    except ValueError as e:
         print(f"compare_reads: {e}", file=sys.stderr)
         return 2
-    if meta_a.get("labels_digest") != meta_b.get("labels_digest"):
+    digests = meta_a.get("labels_digest"), meta_b.get("labels_digest")
+    if digests[0] != digests[1]:
         print(f"compare_reads: the two files read different lines (labels digests "
-              f"{meta_a.get('labels_digest')} and {meta_b.get('labels_digest')}): run both with the "
-              "same --seed and --count", file=sys.stderr)  # fmt: skip
+              f"{digests[0]} and {digests[1]}): run both with the same --seed and --count",
+              file=sys.stderr)  # fmt: skip
         return 2
     wanted = [r for r in args.rows.split(",") if r] or [r for r in reads_a if r in reads_b]
     missing = [r for r in wanted if r not in reads_a or r not in reads_b or r not in labels]
     if missing:
-        print(f"compare_reads: no reads or labels in both files for {', '.join(missing)}", file=sys.stderr)
+        print(f"compare_reads: no reads or labels in both files for {', '.join(missing)}",
+              file=sys.stderr)  # fmt: skip
         return 2
     print(f"A: {args.a}\nB: {args.b}\n{args.resamples} paired resamples of each row's lines\n")
-    print(f"{'row':<17} {'lines':>5} {'A':>7} {'B':>7} {'A - B':>7}   95 % interval      verdict")
+    head = f"{'row':<17} {'lines':>5} {'A':>7} {'B':>7} {'A - B':>7}"
+    print(f"{head}   95 % interval      verdict")
     for row in wanted:
         ea, chars = line_edits(labels[row], reads_a[row])
         eb, _ = line_edits(labels[row], reads_b[row])

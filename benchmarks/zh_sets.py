@@ -84,6 +84,8 @@ from crnn.data.synth.fontsets import SetFace, locate  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
+# The real photographed lines to develop on, beside the project (not in a user's clone).
+REAL_DEV = ROOT.parent / "shared" / "data" / "zh_real_dev"
 FORTUNES = Path("/usr/share/games/fortunes")
 FORTUNE_FILES = ("tang300", "song100", "chinese")
 # Fixed: changing it makes a new test set, and every figure before it incomparable.
@@ -198,11 +200,18 @@ def _rows(which: str, count: int, seed: int) -> list[tuple[str, list[Image.Image
     if which == "dev":  # the same columns in the Kai face: is the cell cutting a face's?
         r = random.Random(f"{seed}:{which}-vertical-kai")
         rows.append(("dev-vertical-kai", [zb.render_vertical(t, face_list[1], r) for t in column], column))  # type: ignore[arg-type]
-    real = Path(__file__).resolve().parents[2] / "shared" / "data" / "zh_real_dev"
-    if which == "dev" and (real / "gt.txt").is_file():
-        pairs = [ln.split("\t", 1) for ln in (real / "gt.txt").read_text(encoding="utf-8").splitlines() if ln.strip()]
-        rows.append(("dev-real", [Image.open(real / p).convert("RGB") for p, _ in pairs], [t for _, t in pairs]))
+    if which == "dev" and (pairs := real_dev_pairs()):
+        rows.append(("dev-real", [Image.open(REAL_DEV / p).convert("RGB") for p, _ in pairs], [t for _, t in pairs]))
     return rows
+
+
+def real_dev_pairs() -> list[tuple[str, str]]:
+    """``(image path, label)`` of each line of ``REAL_DEV/gt.txt``; empty where it is absent."""
+    gt = REAL_DEV / "gt.txt"
+    if not gt.is_file():
+        return []
+    lines = gt.read_text(encoding="utf-8").splitlines()
+    return [tuple(ln.split("\t", 1)) for ln in lines if ln.strip()]  # type: ignore[misc]
 
 
 def _ours(spec: str, paths: list[Path], extra: Sequence[str] = ()) -> list[str]:

@@ -4,6 +4,8 @@ the package is missing."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from benchmarks import zh_sets
@@ -33,8 +35,6 @@ def test_the_frozen_lines_are_the_same_every_time_and_cut_between_words() -> Non
 
 
 def _dev_json(path, reads: dict[str, list[str]], labels: dict[str, list[str]], digest="d1"):  # noqa: ANN001, ANN202
-    import json
-
     rows = [{"reader": "m", "row": row, "reads": r} for row, r in reads.items()]
     meta = {"set": "dev", "labels_digest": digest, "labels": labels}
     path.write_text(json.dumps({"meta": meta, "rows": rows}, ensure_ascii=False), encoding="utf-8")

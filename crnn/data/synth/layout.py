@@ -110,7 +110,7 @@ def _pinch_axis(n: int, k: float, c: float) -> np.ndarray:
     """Where each of ``n`` output pixels along one axis reads from: ``u + k (1 - u^2)
     (u - c)`` on the axis scaled to [-1, 1], so both ends stay put and the part near ``c``
     is drawn ``1 + k (1 - c^2)`` times smaller (``k > 0``) or larger (``k < 0``)."""
-    u = (np.arange(n, dtype=np.float64) + 0.5) / max(n, 1) * 2.0 - 1.0
+    u = (np.arange(n, dtype=np.float64) + 0.5) / n * 2.0 - 1.0
     s = u + k * (1.0 - u * u) * (u - c)
     return np.clip((s + 1.0) * 0.5 * n - 0.5, 0.0, n - 1.0)
 

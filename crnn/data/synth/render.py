@@ -60,8 +60,8 @@ EFFECT_PROBABILITIES = tuple(
     """
     p_spacing p_stretch p_weight p_outline p_oldstyle p_slant p_char_jitter p_char_tilt p_char_pinch
     p_nib p_punct_style p_wide_tracking p_bleed p_uneven_light p_motion_blur p_defocus p_resample
-    p_light_text p_color p_gradient_bg p_noise_bg p_texture_bg p_shadow p_extrude p_elastic
-    p_rotate p_perspective p_curve p_blur p_noise p_jpeg p_tight_crop p_clip p_level_box
+    p_light_text p_color p_gradient_bg p_noise_bg p_texture_bg p_shadow p_extrude p_elastic p_rotate
+    p_perspective p_curve p_blur p_noise p_jpeg p_tight_crop p_clip p_level_box
     """.split()
 )
 
