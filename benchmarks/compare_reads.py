@@ -26,22 +26,17 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from rapidfuzz.distance import Levenshtein
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.zh_sets import real_dev_pairs  # noqa: E402
-from benchmarks.zh_vs_peers import norm  # noqa: E402
+from benchmarks.zh_vs_peers import line_edits as peer_line_edits  # noqa: E402
 
 
 def line_edits(labels: list[str], reads: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    """Each line's edit distance and length, after the benchmark's normalisation (NFKC,
-    whitespace removed)."""
-    if len(labels) != len(reads):
-        raise ValueError(f"{len(reads)} reads for {len(labels)} labels")
-    edits = np.array([Levenshtein.distance(norm(p), norm(t)) for p, t in zip(reads, labels)])
-    chars = np.array([len(norm(t)) for t in labels])
-    return edits, chars
+    """:func:`benchmarks.zh_vs_peers.line_edits` as arrays: each line's edits and length."""
+    edits, chars = peer_line_edits(labels, reads)
+    return np.array(edits), np.array(chars)
 
 
 def paired_bootstrap(

@@ -355,11 +355,21 @@ def ppocr_reader() -> tuple[object, str] | None:
     return TextRecognizer(cfg), name
 
 
+def line_edits(labels: list[str], reads: list[str]) -> tuple[list[int], list[int]]:
+    """Each line's edit distance and length, after the benchmark's normalisation (NFKC,
+    whitespace removed); ``ValueError`` where the two lists differ in length."""
+    if len(labels) != len(reads):
+        raise ValueError(f"{len(reads)} reads for {len(labels)} labels")
+    edits = [Levenshtein.distance(norm(p), norm(t)) for p, t in zip(reads, labels)]
+    return edits, [len(norm(t)) for t in labels]
+
+
 def score(labels: list[str], reads: list[str]) -> dict[str, float]:
-    edits = sum(Levenshtein.distance(norm(p), norm(t)) for p, t in zip(reads, labels))
-    chars = sum(len(norm(t)) for t in labels)
-    exact = sum(norm(p) == norm(t) for p, t in zip(reads, labels))
-    return {"cer": edits / chars, "exact": exact, "lines": len(labels), "edits": edits, "chars": chars}
+    edits, chars = line_edits(labels, reads)
+    n_edits, n_chars = sum(edits), sum(chars)
+    exact = sum(e == 0 for e in edits)
+    return {"cer": n_edits / n_chars, "exact": exact, "lines": len(labels),
+            "edits": n_edits, "chars": n_chars}
 
 
 def load_ours(spec: str):  # noqa: ANN201 (a Recognizer)
