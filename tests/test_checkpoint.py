@@ -503,6 +503,13 @@ def test_fine_tuning_from_another_charset_through_the_trainer(tiny_overrides, tm
     assert torch.equal(
         t.model.state_dict()["cnn.conv3.weight"], old.state_dict()["cnn.conv3.weight"]
     )
+    assert "keeps its scale" not in caplog.text  # both read lines 32 px high
+    caplog.clear()
+    cfg = load_config(None, [*tiny_overrides, "data.height=48", f"train.init_from={src}"])
+    with caplog.at_level(logging.INFO, logger="crnn"):
+        Trainer(cfg, DistInfo())
+    assert "read lines 32 px high and this run trains at 48 (data.height)" in caplog.text
+    assert "1.50x" in caplog.text and "--set data.height=32 keeps its scale" in caplog.text
 
 
 # ---- a wider model from a trained one ---------------------------------------------------

@@ -244,9 +244,19 @@ def load_initial_weights(
         load_state_dict_checked(bundle.model, ckpt.get("model_raw", ckpt["model"]), str(resume))
         return ckpt
     if init_from:
-        sd = init_state_dict(load_init(init_from), bundle.model, bundle.charset, init_from)
+        init = load_init(init_from)
+        sd = init_state_dict(init, bundle.model, bundle.charset, init_from)
         load_state_dict_checked(bundle.model, sd, init_from)
         log.info("initialised weights from %s", init_from)
+        theirs = init.get("image", {}).get("height")
+        if theirs and theirs != bundle.spec.height:
+            log.warning(
+                "train.init_from=%s read lines %d px high and this run trains at %d "
+                "(data.height): its filters meet characters %.2fx the size they learned, so "
+                "it reads worse at first and relearns the scale over thousands of steps; "
+                "--set data.height=%d keeps its scale",
+                init_from, theirs, bundle.spec.height, bundle.spec.height / theirs, theirs,
+            )  # fmt: skip
     return None
 
 
