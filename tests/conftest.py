@@ -8,6 +8,7 @@ import random
 import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -34,18 +35,22 @@ def gpu_tier_selected(markexpr: str) -> bool:
     return "gpu" in markexpr and "not gpu" not in markexpr
 
 
-@pytest.fixture(autouse=True)
-def _fp32_on_every_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture(autouse=True, scope="session")
+def _fp32_on_every_cpu() -> Iterator[None]:
     """In-process runs train in fp32 whatever CPU runs the suite: ``train.cpu_bf16: auto``
     would time bf16 on a CPU with bfloat16 units (AVX512-BF16, AMX) and could choose it,
     so that a test comparing two runs (one process against DDP, which is fp32 under
     ``auto``) or counting compiled graphs would pass on one machine and fail on another.
     The CPU's flags read as having no bfloat16 units; flags a test passes itself are read
-    as given, and ``train.cpu_bf16=true`` still trains in bf16."""
+    as given, and ``train.cpu_bf16=true`` still trains in bf16. Session-wide, so that
+    module-scoped fixtures that train (test_distributed's ``ddp_run``) are covered too: a
+    function-scoped patch is set up after them, and their first run once timed bf16."""
     from crnn.engine import cpu_precision
     from crnn.precision import cpu_bf16_units
 
-    monkeypatch.setattr(cpu_precision, "cpu_bf16_units", lambda cpuinfo=None: cpu_bf16_units(cpuinfo or ""))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(cpu_precision, "cpu_bf16_units", lambda cpuinfo=None: cpu_bf16_units(cpuinfo or ""))
+        yield
 
 WORDS = [
     "cat",

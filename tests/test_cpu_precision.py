@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import random
 
 import pytest
 import torch
@@ -63,13 +64,17 @@ def test_bf16_on_the_cpu_autocasts_the_cnn_and_training_runs(tiny_overrides, cap
 
 
 def test_the_probe_leaves_the_run_as_it_found_it(tiny_overrides) -> None:
+    """Weights, BatchNorm statistics, gradients and the random states are as before the
+    probe, so a run that timed bf16 and kept fp32 trains as one that never timed."""
     t = Trainer(load_config(None, [*tiny_overrides, "train.cpu_bf16=false"]), DistInfo())
     before = {k: v.clone() for k, v in t.model.state_dict().items()}
+    rng = torch.get_rng_state(), random.getstate()
     step = cpu_precision.probe(t)
     step("none")
     step("bf16")
     assert all(torch.equal(before[k], v) for k, v in t.model.state_dict().items())
     assert all(p.grad is None for p in t.model.parameters())
+    assert torch.equal(torch.get_rng_state(), rng[0]) and random.getstate() == rng[1]
 
 
 def test_a_reader_on_a_cpu_without_bf16_units_reads_in_fp32(monkeypatch, caplog) -> None:

@@ -70,10 +70,13 @@ def _time(step: Callable[[str], None], amp: str, repeats: int = 3) -> float:
 
 def probe(trainer: Any) -> Callable[[str], None]:
     """One forward and backward pass of ``trainer``'s module on one of its batches, under
-    a given autocast; gradients are dropped and BatchNorm statistics put back, so the
-    probe leaves the run as it found it."""
+    a given autocast; gradients are dropped, BatchNorm statistics and the random states
+    put back, so the probe leaves the run as it found it (drawing a batch seeds a loader
+    iterator from torch's generator: left advanced, the run that follows was another)."""
     from crnn.engine.data import to_device
+    from crnn.engine.state import rng_state, set_rng_state
 
+    rng = rng_state()
     batch = next(iter(trainer.data.loader))
     if isinstance(batch, list):  # the width-sorted stream gives samples, not a batch
         from crnn.data.batching import collate
@@ -92,6 +95,7 @@ def probe(trainer: Any) -> Callable[[str], None]:
             module.amp = old
             trainer.optimizer.zero_grad(set_to_none=True)
             trainer.model.load_state_dict(buffers, strict=False)
+            set_rng_state(rng)
 
     return step
 
