@@ -19,6 +19,7 @@ from torch.utils.data import DataLoader, Dataset
 from crnn.backends import Backend
 from crnn.calibration import TemperatureFit, scale_logits
 from crnn.ctc import Lexicon, Prediction, decode
+from crnn.ctc.lm import CharBigram
 from crnn.ctc.numerals import fix_prediction, fixes_numerals
 from crnn.data import ignore_stop_signals, stop_workers_at_exit
 from crnn.data.batching import EvalBatchSampler, collate
@@ -80,9 +81,11 @@ def evaluate(
     observe: Callable[[dict[str, Any], list[Prediction]], None] | None = None,
     calibrate: TemperatureFit | None = None,
     numerals: bool = False,
+    lm: CharBigram | None = None,
+    lm_weight: float = 0.0,
 ) -> EvalResult:
     """Decode every batch of ``loader`` with ``backend`` (greedy, or as ``predict``
-    decodes: ``beam_width``, ``lexicon``) and score it.
+    decodes: ``beam_width``, ``lexicon``, a language prior ``lm``) and score it.
 
     In a distributed run ``reduce`` sums a float64 tensor over the ``world_size`` ranks
     (every rank then returns the same numbers); the default is one process.
@@ -109,7 +112,7 @@ def evaluate(
         lengths = lengths.clamp(max=logits.shape[1])
         temperature = getattr(backend, "temperature", 1.0)
         scaled = scale_logits(logits, temperature)
-        predictions = decode(scaled, backend.charset, lengths, beam_width, lexicon, max_edits)
+        predictions = decode(scaled, backend.charset, lengths, beam_width, lexicon, max_edits, lm, lm_weight)
         if fix:
             predictions = [fix_prediction(p) for p in predictions]
         preds = [p.text for p in predictions]

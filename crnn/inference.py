@@ -41,6 +41,7 @@ from crnn.bundled import (  # noqa: F401 (re-exported)
 )
 from crnn.calibration import scale_logits
 from crnn.ctc import Lexicon, Prediction, decode, log_softmax_np, sequence_log_probs
+from crnn.ctc.lm import LM_BEAM, LM_WEIGHT, CharBigram, resolve_prior
 from crnn.ctc.numerals import fix_prediction, fixes_numerals
 from crnn.data.image import (
     ImageSource,
@@ -95,12 +96,16 @@ class Recognizer(PageReading):
         backend: the model (see :func:`crnn.backends.load_backend`); its charset and
             image spec are used.
         batch_size: images per forward pass.
-        beam_width: 0 for greedy decoding (the default), else CTC prefix beam search with
-            this many prefixes (see ``crnn.ctc.prefix_beam_search``).
+        beam_width: 0 for greedy decoding, else CTC prefix beam search with this many
+            prefixes (``crnn.ctc.prefix_beam_search``); None: ``LM_BEAM`` with a prior, else 0.
         lexicon: a word list (a file with one word per line, words, or a
             :class:`crnn.ctc.Lexicon`): each text is snapped to the most probable word
             within ``max_edits`` edits, if there is one.
         max_edits: how far a lexicon word may be from the decoded text.
+        lm, lm_weight: a language prior for the beam search, which character follows
+            which, and its weight (see :func:`crnn.ctc.lm.resolve_prior`): by default the
+            bundled Chinese word counts' for a model that writes Chinese characters, at
+            :data:`crnn.ctc.lm.LM_WEIGHT`; ``False``: none.
         rotate: ``"pages"`` (the default): a page is turned over when its widest lines
             read more probably upside down, and an image taller than wide is also read
             turned by 90 and 270 degrees; ``"auto"``: besides, every image is also read
@@ -141,9 +146,11 @@ class Recognizer(PageReading):
         self,
         backend: Backend,
         batch_size: int = 64,
-        beam_width: int = 0,
+        beam_width: int | None = None,
         lexicon: Lexicon | str | os.PathLike[str] | Sequence[str] | None = None,
         max_edits: int = 2,
+        lm: CharBigram | str | os.PathLike[str] | bool | None = None,
+        lm_weight: float = LM_WEIGHT,
         rotate: str = "pages",
         squeeze: bool = False,
         numerals: bool = True,
@@ -185,6 +192,9 @@ class Recognizer(PageReading):
         self.backend = backend
         self.spec = backend.spec
         self.batch_size = batch_size
+        self.lm, self.lm_weight = resolve_prior(lm, lm_weight, self.charset, self._writes_cjk)
+        if beam_width is None:
+            beam_width = LM_BEAM if self.lm is not None and lm_weight > 0 else 0
         if beam_width < 0:
             raise ValueError(f"beam_width must be >= 0 (0: greedy), got {beam_width}")
         self.beam_width = beam_width
@@ -212,7 +222,7 @@ class Recognizer(PageReading):
         """Load a training checkpoint, a run directory (its best.pt), a release file, or
         an ``.onnx`` export (run by ONNX Runtime, without PyTorch); see
         :func:`crnn.backends.load_backend` for the backend options. ``decoding``:
-        ``batch_size``, ``beam_width``, ``lexicon``, ``max_edits``."""
+        ``batch_size``, ``beam_width``, ``lexicon``, ``max_edits``, ``lm``, ``lm_weight``, ..."""
         backend = load_backend(
             path, device=device, amp=amp, channels_last=channels_last, threads=threads,
             providers=providers, spinning=spinning,
@@ -403,14 +413,8 @@ class Recognizer(PageReading):
                         np.asarray(self.backend.output_length(np.array([widths[i] for i in chunk]))),
                         logits.shape[1],
                     )
-                preds = decode(
-                    logits,
-                    self.charset,
-                    lengths,
-                    beam_width=self.beam_width,
-                    lexicon=self.lexicon,
-                    max_edits=self.max_edits,
-                )
+                preds = decode(logits, self.charset, lengths, beam_width=self.beam_width, lexicon=self.lexicon,
+                               max_edits=self.max_edits, lm=self.lm, lm_weight=self.lm_weight)  # fmt: skip
                 lp = log_softmax_np(_numpy(logits).astype(np.float64)) if score else None
                 for j, (i, p) in enumerate(zip(chunk, preds)):
                     if is_blank(images[i], None if widths is None else widths[i]):
@@ -442,7 +446,8 @@ class Recognizer(PageReading):
                 out.append(Prediction("", 1.0))
                 continue
             (p,) = decode(scale_logits(np.asarray(lg)[None], temperature), self.charset, beam_width=beam,
-                          lexicon=self.lexicon, max_edits=self.max_edits)  # fmt: skip
+                          lexicon=self.lexicon, max_edits=self.max_edits, lm=self.lm,
+                          lm_weight=self.lm_weight)  # fmt: skip
             out.append(self._finish(p))
         return out
 

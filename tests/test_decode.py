@@ -245,3 +245,26 @@ def test_lexicon_near_equals_brute_force_edit_distance():
         for d in (0, 1, 2, 3):
             want = sorted(w for w in lex.words if Levenshtein.distance(text, w) <= d)
             assert lex.near(text, d) == want, (text, d)
+
+
+def test_frames_sure_to_be_blank_skip_the_search_and_change_no_read(monkeypatch):
+    """Frames whose blank every sample is sure of (p >= 0.9999) only carry each prefix
+    on; the reads and their scores are those of the full search."""
+    import importlib
+
+    decode_module = importlib.import_module("crnn.ctc.decode")
+    g = torch.Generator().manual_seed(5)
+    b, t = 3, 48
+    ids = torch.randint(1, 6, (b, t), generator=g)
+    ids[torch.rand(b, t, generator=g) < 0.8] = 0  # mostly blank, as trained models read
+    logits = torch.randn(b, t, len(CS) + 1, generator=g)
+    logits.scatter_add_(2, ids[..., None], torch.full((b, t, 1), 16.0))
+    lp = logits.log_softmax(-1).numpy()
+    sure = (lp[:, :, 0] >= decode_module.SURE_BLANK).all(axis=0)
+    assert 5 < sure.sum() < t  # some frames are skipped, not all
+    skipped = prefix_beam_search(lp, 5)
+    monkeypatch.setattr(decode_module, "SURE_BLANK", 1.0)  # never sure: the full search
+    full = prefix_beam_search(lp, 5)
+    assert [r[0][0] for r in skipped] == [r[0][0] for r in full]
+    assert [r[0][1] for r in skipped] == pytest.approx([r[0][1] for r in full], abs=1e-4)
+    assert any(len(r[0][0]) > 3 for r in full)

@@ -10,7 +10,7 @@ Modes (--mode): charset (default: exact match with the label as the model's char
 writes it, e.g. lower-cased for a case-folding charset), alnum (the benchmarks'
 convention), caseless (case-insensitive, punctuation kept), exact (case-sensitive,
 punctuation kept; parseq's strictest). Decoding takes predict's options (--beam,
---lexicon). --errors DIR writes every wrong read (errors.tsv), a breakdown by label
+--lexicon, --lm: a Chinese model's beam and language prior by default). --errors DIR writes every wrong read (errors.tsv), a breakdown by label
 length and by confused characters (summary.md) and a picture of the worst
 (worst_errors.png).
 """
@@ -27,6 +27,7 @@ from typing import Any
 
 from crnn.cli import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, add_scale_out_args, setup_logging
 from crnn.config import TrainConfig, choices
+from crnn.ctc.lm import LM_BEAM, LM_WEIGHT, resolve_prior
 from crnn.metrics import MODES
 
 log = logging.getLogger("crnn.eval")
@@ -51,8 +52,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--mode", choices=tuple(MODES), default="charset",
                    help="how a read counts as right (see above; default charset)")  # fmt: skip
-    p.add_argument("--beam", type=int, default=0, metavar="N",
-                   help="CTC prefix beam search with N prefixes (default 0: greedy)")  # fmt: skip
+    p.add_argument("--beam", type=int, default=None, metavar="N", help="CTC prefix beam search "
+                   "with N prefixes; 0: greedy (default: 8 with a language prior, else 0)")
+    p.add_argument("--lm", metavar="FILE|none", help="as predict: the beam's language prior, from a "
+                   "word<TAB>count file, or 'none' (default: the bundled one for a Chinese model)")
+    p.add_argument("--lm-weight", type=float, default=None, metavar="W",
+                   help="the prior's weight (default 0.8)")  # fmt: skip
     p.add_argument("--lexicon", metavar="FILE", help="snap reads to this word list")
     p.add_argument("--max-edits", type=int, default=2, help="lexicon edit distance (default 2)")
     p.add_argument("--errors", metavar="DIR",
@@ -179,8 +184,8 @@ def evaluate_path(
         if args.errors:
             errors.add(batch, preds, labels, texts)
 
-    res = evaluate(backend, loader, beam_width=args.beam, lexicon=lexicon,
-                   max_edits=args.max_edits, observe=observe, numerals=args.numerals)  # fmt: skip
+    res = evaluate(backend, loader, beam_width=args.beam, lexicon=lexicon, max_edits=args.max_edits,
+                   observe=observe, numerals=args.numerals, lm=args.prior[0], lm_weight=args.prior[1])  # fmt: skip
     if res.bad_images:
         log.warning("%s: %d images could not be read and were left out:", path, res.bad_images)
         for msg in res.bad_examples:
@@ -259,6 +264,11 @@ def main(argv: list[str] | None = None) -> int:
     try:  # a CheckpointError is a RuntimeError
         backend = load_backend(args.checkpoint, device=args.device, amp=args.amp)
         lexicon = Lexicon.from_file(args.lexicon, backend.charset) if args.lexicon else None
+        lm = False if (args.lm or "").lower() == "none" else args.lm
+        args.prior = resolve_prior(lm, LM_WEIGHT if args.lm_weight is None else args.lm_weight,
+                                   backend.charset, default=True)  # fmt: skip
+        if args.beam is None:
+            args.beam = LM_BEAM if args.prior[0] is not None and args.prior[1] > 0 else 0
     except (RuntimeError, ValueError, OSError, ImportError) as e:
         log.error("%s", e)
         return EXIT_USAGE

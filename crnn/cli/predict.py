@@ -13,7 +13,8 @@ Unreadable files (not an image, truncated, more than 120 megapixels, an encrypte
 broken PDF) are reported on stderr, the rest are still read, and the exit code is then 1.
 
 Decoding is greedy unless --beam N asks for CTC prefix beam search; --lexicon FILE (one
-word per line) snaps each text to the most probable word within --max-edits edits.
+word per line) snaps each text to the most probable word within --max-edits edits; a
+Chinese model's default is a beam of 8 with a language prior (--lm; --lm none: greedy).
 Confidence is then the probability of the text summed over its alignments. An .onnx
 file written by tools/export.py may be given as the checkpoint: it runs on ONNX Runtime
 and PyTorch is then never imported (start-up in a fraction of a second). Without
@@ -76,13 +77,14 @@ def build_parser() -> argparse.ArgumentParser:
         "text lines: printable ASCII with spaces) or 'zh' (printed Chinese lines, 5,530 "
         "classes)",
     )
-    p.add_argument(
-        "--beam",
-        type=int,
-        default=0,
-        metavar="N",
-        help="CTC prefix beam search keeping N prefixes (default 0: greedy decoding)",
-    )
+    p.add_argument("--beam", type=int, default=None, metavar="N", help="CTC prefix beam search "
+                   "keeping N prefixes; 0: greedy decoding (default: 8 with a language prior, else 0)")
+    p.add_argument("--lm", metavar="FILE|none", help="language prior for the beam search, which "
+                   "character follows which: from a word<TAB>count file (UTF-8, one word per line), "
+                   "or 'none' (default: the bundled Chinese word counts for a model that writes "
+                   "Chinese, else none)")
+    p.add_argument("--lm-weight", type=float, default=None, metavar="W",
+                   help="nats of image evidence one nat of the prior is worth (default 0.8)")  # fmt: skip
     p.add_argument(
         "--lexicon",
         metavar="FILE",
@@ -242,15 +244,21 @@ def load_recognizer(args: argparse.Namespace) -> Any:
     checkpoint). Raises with a message for the user on bad input."""
     from crnn.inference import Recognizer, default_checkpoint, prefers_onnx
 
-    if args.beam < 0 or args.max_edits < 0:
+    if (args.beam or 0) < 0 or args.max_edits < 0:
         raise ValueError(f"--beam and --max-edits must be >= 0, got {args.beam} and {args.max_edits}")
+    lm: Any = False if (args.lm or "").lower() == "none" else args.lm
+    if isinstance(lm, str) and not os.path.isfile(lm):
+        raise ValueError(f"--lm {lm}: no such file; expected a word<TAB>count list or 'none'")
     ckpt = args.checkpoint or default_checkpoint(prefers_onnx(args.device), args.model)
     rec = Recognizer.from_checkpoint(
         ckpt, device=args.device, threads=args.threads, batch_size=args.batch_size,
         beam_width=args.beam, lexicon=args.lexicon, max_edits=args.max_edits, rotate=args.rotate,
         squeeze=args.squeeze, numerals=args.numerals, stretch=args.stretch, zoom=args.zoom,
-        deslant=args.deslant,
+        deslant=args.deslant, lm=lm, **({} if args.lm_weight is None else {"lm_weight": args.lm_weight}),
     )  # fmt: skip
+    if rec.lm is not None and rec.lm_weight > 0 and rec.beam_width > 0:
+        log.info("decoding: beam %d, language prior over %d characters, weight %g",
+                 rec.beam_width, rec.lm.covered, rec.lm_weight)  # fmt: skip
     if getattr(rec.backend, "quantization", ""):
         log.info("%s is %s-quantised (see docs/benchmarks.md)", ckpt, rec.backend.quantization)
     if rec.lexicon is not None:

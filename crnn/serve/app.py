@@ -5,7 +5,8 @@
     GET  /v1/model     what is served: charset size, input height, version, device, limits,
                        and the forward passes so far (images, passes, the largest batch)
     POST /v1/recognize multipart form: one or more ``file`` fields, and the options
-                       ``beam`` (0 = greedy), ``min_confidence``, ``layout`` (auto|line|page),
+                       ``beam`` (0 = greedy; default: the reader's, 8 with the
+                       Chinese model's language prior), ``min_confidence``, ``layout`` (auto|line|page),
                        ``dpi`` (PDF pages' resolution, default 200)
                        -> {"results": [{"filename", "text", "confidence",
                            "char_confidences", ...}]} in request order; a PDF gives
@@ -196,7 +197,7 @@ class Service:
         self._planning = asyncio.Semaphore(limits.workers)
 
     async def read_file(
-        self, name: str, data: bytes, beam: int, layout: str, page: int | None = None, dpi: int = DEFAULT_DPI,
+        self, name: str, data: bytes, beam: int | None, layout: str, page: int | None = None, dpi: int = DEFAULT_DPI,
         pixels: int | None = None,
     ) -> dict[str, Any]:
         """One uploaded image's (or a PDF's ``page``'s) result entry (raises
@@ -237,7 +238,7 @@ class Service:
         out["char_confidences"] = [[round(c, 6) for c in ln.char_confidences] for ln in planned.lines]
         return out
 
-    async def _read(self, job: Any, place: Any, beam: int) -> Any:
+    async def _read(self, job: Any, place: Any, beam: int | None) -> Any:
         """One line's read: at each of the Recognizer's views (widths, ``stretch``, zooms,
         ``zoom``, a leaning crop sheared upright, ``deslant``), the most confident kept
         (the first on a tie), as
@@ -249,7 +250,7 @@ class Service:
             for _, v, im, wd in self.rec.reads_of(item, width)))  # fmt: skip
         return max(reads, key=lambda p: p.confidence)
 
-    def _decode(self, logits: Any, beam: int, read: Any, job: Any, place: Any) -> Any:
+    def _decode(self, logits: Any, beam: int | None, read: Any, job: Any, place: Any) -> Any:
         """The Recognizer's read of one line's logits (read at ``read``'s view), with its
         characters' boxes (``Recognizer.locate``)."""
         arr, width, (stretch, zoom, lean) = read
@@ -314,10 +315,12 @@ async def _finished_unless_hung_up(work: asyncio.Future[Any], request: Any, time
                 await work
 
 
-def options(form: Any, limits: Limits) -> tuple[int, float | None, str, int]:
-    """``beam``, ``min_confidence``, ``layout`` and ``dpi`` from the form, checked."""
+def options(form: Any, limits: Limits) -> tuple[int | None, float | None, str, int]:
+    """``beam`` (None: the reader's), ``min_confidence``, ``layout`` and ``dpi`` from the
+    form, checked."""
     try:
-        beam = int(form.get("beam") or 0)
+        raw = form.get("beam")
+        beam = None if raw in (None, "") else int(raw)
         floor = form.get("min_confidence")
         floor = None if floor in (None, "") else float(floor)
         dpi = int(form.get("dpi") or DEFAULT_DPI)
@@ -326,7 +329,7 @@ def options(form: Any, limits: Limits) -> tuple[int, float | None, str, int]:
     if not 36 <= dpi <= 600:
         raise RequestError(400, f"dpi={dpi}: expected 36 to 600 (PDF pages' resolution)")
     layout = str(form.get("layout") or "auto")
-    if not 0 <= beam <= limits.max_beam:
+    if beam is not None and not 0 <= beam <= limits.max_beam:
         raise RequestError(400, f"beam={beam}: expected 0 (greedy) to {limits.max_beam}")
     if floor is not None and not 0.0 <= floor <= 1.0:
         raise RequestError(400, f"min_confidence={floor}: expected a number in [0, 1]")
