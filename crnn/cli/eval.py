@@ -159,6 +159,15 @@ def _label_fonts(args: argparse.Namespace) -> Any:
     return LabelFonts(13, preferred)
 
 
+def set_decoding(args: argparse.Namespace, charset: Any) -> None:
+    """``args.prior`` (the language prior and its weight, as predict resolves them) and
+    ``args.beam`` (its default: a beam with a prior, else greedy)."""
+    lm = False if (args.lm or "").lower() == "none" else args.lm
+    args.prior = resolve_prior(lm, LM_WEIGHT if args.lm_weight is None else args.lm_weight, charset, default=True)
+    if args.beam is None:
+        args.beam = LM_BEAM if args.prior[0] is not None and args.prior[1] > 0 else 0
+
+
 def evaluate_path(
     backend: Any, path: str, args: argparse.Namespace, lexicon: Any, shard: Any = None
 ) -> dict[str, Any]:
@@ -264,11 +273,7 @@ def main(argv: list[str] | None = None) -> int:
     try:  # a CheckpointError is a RuntimeError
         backend = load_backend(args.checkpoint, device=args.device, amp=args.amp)
         lexicon = Lexicon.from_file(args.lexicon, backend.charset) if args.lexicon else None
-        lm = False if (args.lm or "").lower() == "none" else args.lm
-        args.prior = resolve_prior(lm, LM_WEIGHT if args.lm_weight is None else args.lm_weight,
-                                   backend.charset, default=True)  # fmt: skip
-        if args.beam is None:
-            args.beam = LM_BEAM if args.prior[0] is not None and args.prior[1] > 0 else 0
+        set_decoding(args, backend.charset)
     except (RuntimeError, ValueError, OSError, ImportError) as e:
         log.error("%s", e)
         return EXIT_USAGE

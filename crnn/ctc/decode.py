@@ -204,12 +204,14 @@ def prefix_beam_search(
     # so each beam's w best extensions lie among the frame's w + 2 best non-blank
     # classes. Exact, and (B, W, w + 2) instead of (B, W, K) work: 5,531 classes.
     m = min(k - 1, w + 2)
-    if m < k - 1:  # every frame's m best classes at once: (B, T, M)
-        best = np.argpartition(-lp[:, :t_max, 1:], m - 1, axis=2)[:, :, :m] + 1
     # Frames every sample is sure are blank (padding past a sample's length is): no
     # prefix gains a character there worth keeping, so each prefix only takes the frame
     # (blank, or its last character again) and the search over extensions is skipped.
     sure = np.all(lp[:, :t_max, BLANK] >= SURE_BLANK, axis=0)
+    if m < k - 1:  # the other frames' m best classes at once: (B, frames, M)
+        searched = np.flatnonzero(~sure)
+        best = np.zeros((b, t_max, m), dtype=np.int64)
+        best[:, searched] = np.argpartition(-lp[:, searched, 1:], m - 1, axis=2)[:, :, :m] + 1
     for t in range(t_max):
         x = lp[:, t, :]  # (B, K)
         if sure[t]:
