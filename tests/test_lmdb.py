@@ -118,3 +118,47 @@ def test_broken_mmocr_lmdb_fails_cleanly():
     assert "error" in item and "not a readable image" in item["error"]
     batch = collate([item])
     assert batch["images"] is None and len(batch["errors"]) == 1
+
+
+def test_a_stale_handle_that_trips_py_lmdbs_open_guard_is_closed_and_the_open_retried(tmp_path, monkeypatch):
+    """py-lmdb 3 refuses to open files it takes for those of an environment already open
+    in the process, by the inodes of data.mdb and lock.mdb. A handle this process still
+    holds on an LMDB deleted and re-created since (read-only and lock-free, so its lock
+    file was not kept open) can hand that inode on to another LMDB's files: CI once failed
+    so, at random. The stale handle is closed and the open tried once more; with nothing
+    stale the refusal is an error that says what it was."""
+    import shutil
+
+    def write(path, words):
+        with LmdbWriter(path) as w:
+            for word in words:
+                w.add(_png(word), word, (40, 32))
+
+    write(tmp_path / "a", ["old"])
+    write(tmp_path / "b", ["bee"])
+    assert LmdbReader(tmp_path / "a").labels() == ["old"]  # its handle is kept
+    shutil.rmtree(tmp_path / "a")
+    write(tmp_path / "a", ["new"])  # the kept handle is now stale
+    real, calls = lmdb.open, []
+
+    def guarded(path, **kw):  # the guard's refusal, on the first try only
+        calls.append(path)
+        if len(calls) == 1:
+            raise lmdb.Error(f"The environment '{path}' is already open in this process.")
+        return real(path, **kw)
+
+    monkeypatch.setattr(lm.lmdb, "open", guarded)
+    assert LmdbReader(tmp_path / "b").labels() == ["bee"]
+    assert len(calls) == 2 and str((tmp_path / "a").resolve()) not in lm._ENVS
+    assert LmdbReader(tmp_path / "a").labels() == ["new"]
+    write(tmp_path / "c", ["sea"])
+    calls.clear()
+
+    def refuse(path, **kw):
+        calls.append(path)
+        raise lmdb.Error(f"The environment '{path}' is already open in this process.")
+
+    monkeypatch.setattr(lm.lmdb, "open", refuse)
+    with pytest.raises(LmdbFormatError, match="already open in this process"):
+        LmdbReader(tmp_path / "c")
+    assert len(calls) == 1  # nothing stale: not tried again

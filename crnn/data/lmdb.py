@@ -195,9 +195,17 @@ def _shared_env(path: Path, revalidate: bool = False) -> lmdb.Environment:
             return cached[2]
         _close_quietly(_ENVS.pop(key)[2])  # re-created since: the old handle is stale
     try:
-        env = lmdb.open(
-            str(path), readonly=True, lock=False, readahead=False, meminit=False, max_readers=4
-        )
+        try:
+            env = _open(path)
+        except lmdb.Error as e:
+            # py-lmdb 3 refuses a file of an environment it thinks is open, keyed on the
+            # inodes of data.mdb and lock.mdb; a handle this process still holds on an LMDB
+            # deleted and re-created since (read-only, lock-free: its lock file was not
+            # kept open) may have handed its lock file's inode on to these files. Such
+            # handles are stale: close them and try once more.
+            if "already open" not in str(e) or not _close_stale():
+                raise
+            env = _open(path)
     except lmdb.Error as e:
         raise LmdbFormatError(
             f"cannot open LMDB {str(path)!r}: {e}. The file is corrupt or not an "
@@ -206,6 +214,26 @@ def _shared_env(path: Path, revalidate: bool = False) -> lmdb.Environment:
     _check_complete(env, path)
     _ENVS[key] = (pid, sig, env)
     return env
+
+
+def _open(path: Path) -> lmdb.Environment:
+    return lmdb.open(str(path), readonly=True, lock=False, readahead=False, meminit=False, max_readers=4)
+
+
+def _close_stale() -> bool:
+    """Close this process's environments whose LMDB was deleted or re-created since they
+    were opened; whether there were any."""
+    pid, stale = os.getpid(), []
+    for key, (p, sig, _) in _ENVS.items():
+        try:
+            fresh = p == pid and _signature(Path(key)) == sig
+        except OSError:
+            fresh = False
+        if not fresh:
+            stale.append(key)
+    for key in stale:
+        _close_quietly(_ENVS.pop(key)[2])
+    return bool(stale)
 
 
 def _check_complete(env: lmdb.Environment, path: Path) -> None:
