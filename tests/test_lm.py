@@ -22,9 +22,13 @@ COUNTS = [("时间", 100.0), ("最早", 50.0), ("问题", 30.0), ("同时", 20.0
 
 
 def _reference(a: str, b: str) -> float:
+    return _reference_of(COUNTS, a, b)
+
+
+def _reference_of(counts: list[tuple[str, float]], a: str, b: str) -> float:
     """The module doc's formula, from the counts, with dicts."""
     uni, start, end, pair = {}, {}, {}, {}
-    for w, n in COUNTS:
+    for w, n in counts:
         for c in w:
             uni[c] = uni.get(c, 0) + n
         start[w[0]] = start.get(w[0], 0) + n
@@ -100,8 +104,14 @@ def test_a_word_count_file_that_is_not_one_says_which_line(tmp_path):
     bad.write_text("时间\t100\n最早\tmany\n", encoding="utf-8")
     with pytest.raises(ValueError, match=r"bad.txt, line 2: .*expected 'word<TAB>count'"):
         read_counts(bad)
+    spaced = tmp_path / "spaced.txt"
+    spaced.write_text("时间 100\n", encoding="utf-8")  # a space where the TAB belongs
+    with pytest.raises(ValueError, match=r"spaced.txt, line 1: .*expected 'word<TAB>count'"):
+        read_counts(spaced)
     with pytest.raises(ValueError, match="no word that the charset"):
         CharBigram([("hello", 3.0)], Charset("时间"))
+    single = CharBigram([("时", 3.0), ("间", 1.0)], CS)  # no pair: every score from the rows
+    assert single.bonus(*_ids("时间")) == pytest.approx(_reference_of([("时", 3.0), ("间", 1.0)], "时", "间"))
 
 
 @pytest.mark.skipif(not inference.bundled_models(".pt", "zh"), reason="no Chinese model bundled")

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 from collections import defaultdict
 from collections.abc import Iterable
 from pathlib import Path
@@ -56,6 +57,8 @@ def read_counts(path: str | os.PathLike[str]) -> list[tuple[str, float]]:
         if not word:
             continue
         try:
+            if not count and re.search(r"\s[\d.]+$", word):  # "word 123": a space, not a TAB
+                raise ValueError
             out.append((word, float(count) if count else 1.0))
         except ValueError:
             raise ValueError(
@@ -109,8 +112,9 @@ class CharBigram:
         n_ab = np.fromiter(pairs.values(), dtype=np.float64, count=len(pairs))
         p = 0.99 * (n_ab + end[a] * p_start[b]) / uni[a] + 0.01 * p_start[b]
         order = np.argsort(keys)
-        self.keys = keys[order]
-        self.values = np.clip(np.log(p) - np.log(p_uni[b]), -CLIP, CLIP)[order]
+        # No word of two characters: one key that no pair matches.
+        self.keys = keys[order] if len(keys) else np.array([-1], np.int64)
+        self.values = np.clip(np.log(p) - np.log(p_uni[b]), -CLIP, CLIP)[order] if len(keys) else np.zeros(1)
         self.known = known
         self.k = k
 
