@@ -41,7 +41,7 @@ from crnn.bundled import (  # noqa: F401 (re-exported)
 )
 from crnn.calibration import scale_logits
 from crnn.ctc import Lexicon, Prediction, decode, log_softmax_np, sequence_log_probs
-from crnn.ctc.lm import LM_BEAM, LM_WEIGHT, CharBigram, resolve_prior
+from crnn.ctc.lm import CharBigram, default_beam, resolve_prior
 from crnn.ctc.numerals import fix_prediction, fixes_numerals
 from crnn.data.image import (
     ImageSource,
@@ -150,7 +150,7 @@ class Recognizer(PageReading):
         lexicon: Lexicon | str | os.PathLike[str] | Sequence[str] | None = None,
         max_edits: int = 2,
         lm: CharBigram | str | os.PathLike[str] | bool | None = None,
-        lm_weight: float = LM_WEIGHT,
+        lm_weight: float | None = None,
         rotate: str = "pages",
         squeeze: bool = False,
         numerals: bool = True,
@@ -192,9 +192,8 @@ class Recognizer(PageReading):
         self.backend = backend
         self.spec = backend.spec
         self.batch_size = batch_size
-        self.lm, self.lm_weight = resolve_prior(lm, lm_weight, self.charset, self._writes_cjk)
-        if beam_width is None:
-            beam_width = LM_BEAM if self.lm is not None and lm_weight > 0 else 0
+        self.lm, self.lm_weight = resolve_prior(lm, lm_weight, self.charset)
+        beam_width = default_beam(beam_width, self.lm, self.lm_weight)
         if beam_width < 0:
             raise ValueError(f"beam_width must be >= 0 (0: greedy), got {beam_width}")
         self.beam_width = beam_width

@@ -27,7 +27,7 @@ from typing import Any
 
 from crnn.cli import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, add_scale_out_args, setup_logging
 from crnn.config import TrainConfig, choices
-from crnn.ctc.lm import LM_BEAM, LM_WEIGHT, resolve_prior
+from crnn.ctc.lm import default_beam, resolve_prior
 from crnn.metrics import MODES
 
 log = logging.getLogger("crnn.eval")
@@ -162,10 +162,8 @@ def _label_fonts(args: argparse.Namespace) -> Any:
 def set_decoding(args: argparse.Namespace, charset: Any) -> None:
     """``args.prior`` (the language prior and its weight, as predict resolves them) and
     ``args.beam`` (its default: a beam with a prior, else greedy)."""
-    lm = False if (args.lm or "").lower() == "none" else args.lm
-    args.prior = resolve_prior(lm, LM_WEIGHT if args.lm_weight is None else args.lm_weight, charset, default=True)
-    if args.beam is None:
-        args.beam = LM_BEAM if args.prior[0] is not None and args.prior[1] > 0 else 0
+    args.prior = resolve_prior(args.lm, args.lm_weight, charset)
+    args.beam = default_beam(args.beam, *args.prior)
 
 
 def evaluate_path(

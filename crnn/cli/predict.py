@@ -246,15 +246,12 @@ def load_recognizer(args: argparse.Namespace) -> Any:
 
     if (args.beam or 0) < 0 or args.max_edits < 0:
         raise ValueError(f"--beam and --max-edits must be >= 0, got {args.beam} and {args.max_edits}")
-    lm: Any = False if (args.lm or "").lower() == "none" else args.lm
-    if isinstance(lm, str) and not os.path.isfile(lm):
-        raise ValueError(f"--lm {lm}: no such file; expected a word<TAB>count list or 'none'")
     ckpt = args.checkpoint or default_checkpoint(prefers_onnx(args.device), args.model)
     rec = Recognizer.from_checkpoint(
         ckpt, device=args.device, threads=args.threads, batch_size=args.batch_size,
         beam_width=args.beam, lexicon=args.lexicon, max_edits=args.max_edits, rotate=args.rotate,
         squeeze=args.squeeze, numerals=args.numerals, stretch=args.stretch, zoom=args.zoom,
-        deslant=args.deslant, lm=lm, **({} if args.lm_weight is None else {"lm_weight": args.lm_weight}),
+        deslant=args.deslant, lm=args.lm, lm_weight=args.lm_weight,
     )  # fmt: skip
     if rec.lm is not None and rec.lm_weight > 0 and rec.beam_width > 0:
         log.info("decoding: beam %d, language prior over %d characters, weight %g",

@@ -173,17 +173,29 @@ def bundled_prior(charset: Charset) -> CharBigram | None:
     return _bundled(charset)
 
 
-def resolve_prior(lm: CharBigram | str | os.PathLike[str] | bool | None, weight: float,
-                  charset: Charset, default: bool) -> tuple[CharBigram | None, float]:  # fmt: skip
-    """What ``Recognizer(lm=..., lm_weight=...)`` asks for: None or True, the bundled
-    prior where ``default`` (a model that writes Chinese); False, none; a prior as is; a
-    path, the prior built from that ``word<TAB>count`` file. The weight is checked."""
+def resolve_prior(lm: CharBigram | str | os.PathLike[str] | bool | None, weight: float | None,
+                  charset: Charset) -> tuple[CharBigram | None, float]:  # fmt: skip
+    """What ``Recognizer(lm=..., lm_weight=...)``, ``--lm`` and ``--lm-weight`` ask for:
+    None or True, the bundled prior for a Chinese model (:func:`bundled_prior`); False or
+    ``"none"``, no prior; a prior as is; a path, the prior built from that
+    ``word<TAB>count`` file. A weight of None is :data:`LM_WEIGHT`; it is checked."""
+    weight = LM_WEIGHT if weight is None else weight
     if not weight >= 0:
         raise ValueError(f"lm_weight must be >= 0 (0: the prior is not used), got {weight!r}")
     if lm is None or lm is True:
-        lm = bundled_prior(charset) if default else None
-    elif lm is False:
+        lm = bundled_prior(charset)
+    elif lm is False or (isinstance(lm, str) and lm.lower() == "none"):
         lm = None
     elif not isinstance(lm, CharBigram):
+        if not os.path.isfile(lm):
+            raise FileNotFoundError(f"{lm}: no such file; expected a word<TAB>count list or 'none'")
         lm = CharBigram.from_file(lm, charset)
     return lm, float(weight)
+
+
+def default_beam(beam: int | None, lm: CharBigram | None, weight: float) -> int:
+    """The beam to decode with: ``beam`` as given, else :data:`LM_BEAM` where a prior is
+    used, else 0 (greedy)."""
+    if beam is not None:
+        return beam
+    return LM_BEAM if lm is not None and weight > 0 else 0
