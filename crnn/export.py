@@ -282,3 +282,53 @@ def agreement(
         "logit_range": rng_sum / max(n_frames, 1),
         "max_prob_error": max_prob,
     }
+
+
+DET_INPUT_DOC = (
+    "uint8 (batch, 3, height, width) RGB, pixel values 0..255, height and width multiples "
+    "of 32; normalised inside the graph."
+)
+DET_OUTPUT_DOC = "float32 (batch, 1, height, width): each pixel's probability of lying in a line's kernel."
+
+
+def export_detector_onnx(model: torch.nn.Module, path: str | os.PathLike[str], limit_side: int, opset: int = OPSET) -> Path:
+    """Write the detector (:class:`crnn.model.dbnet.DBNet`) in eval mode, the probability
+    map alone, with dynamic batch, height and width, and its hyper-parameters and read
+    scale in the metadata (``crnn_ocr.kind = detector``). Returns the path."""
+    onnx, _ = require_onnx()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    model = model.eval()
+    dummy = torch.full((1, 3, 128, 160), 128, dtype=torch.uint8)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=torch.jit.TracerWarning)
+        warnings.filterwarnings("ignore", category=DeprecationWarning)
+        torch.onnx.export(
+            model,
+            (dummy,),
+            str(path),
+            dynamo=False,
+            input_names=["images"],
+            output_names=["prob"],
+            dynamic_axes={"images": {0: "batch", 2: "height", 3: "width"}, "prob": {0: "batch", 2: "height", 3: "width"}},
+            opset_version=opset,
+            do_constant_folding=True,
+        )
+    proto = onnx.load(str(path))
+    meta = {
+        "kind": "detector",
+        "model_config": json.dumps(model.hparams),
+        "limit_side": str(int(limit_side)),
+        "input": DET_INPUT_DOC,
+        "output": DET_OUTPUT_DOC,
+        "version": __version__,
+    }
+    del proto.metadata_props[:]
+    for k, v in meta.items():
+        entry = proto.metadata_props.add()
+        entry.key, entry.value = META_PREFIX + k, v
+    proto.doc_string = f"crnn-ocr DBNet text line detector. Input: {DET_INPUT_DOC}"
+    proto.producer_name = "crnn-ocr"
+    proto.producer_version = __version__
+    onnx.checker.check_model(proto)
+    return atomic_write(path, lambda f: f.write(proto.SerializeToString()))

@@ -113,7 +113,7 @@ class TextMetrics:
 
 
 # For choosing the best checkpoint: True when larger is better.
-HIGHER_IS_BETTER = {"accuracy": True, "alnum_accuracy": True, "cer": False, "ned": False}
+HIGHER_IS_BETTER = {"accuracy": True, "alnum_accuracy": True, "cer": False, "ned": False, "hmean": True}
 
 
 # Accuracy modes for reports: metric key and what it means (stated in table headers).

@@ -112,6 +112,8 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_USAGE
     try:
         require_onnx()
+        if detector_checkpoint(args.checkpoint) is not None:
+            return _export_detector(args, out)
         ckpt = load_checkpoint(args.checkpoint)
         model, charset, spec = model_from_checkpoint(ckpt, args.checkpoint)
     except (OnnxUnavailableError, CheckpointError) as e:
@@ -137,6 +139,51 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_FAILURE
     log.info("ONNX Runtime matches PyTorch (max |difference| %.2e <= %.0e)", worst, args.tolerance)
     return EXIT_OK if not args.int8 else _int8(args, out, charset, spec)
+
+
+def detector_checkpoint(path: str) -> dict | None:
+    """The file as a detector checkpoint (``kind: detector``), else None."""
+    import torch
+
+    p = Path(path)
+    p = p / "best.pt" if p.is_dir() else p
+    if p.suffix != ".pt" or not p.is_file():
+        return None
+    ckpt = torch.load(p, map_location="cpu", weights_only=True)
+    return ckpt if isinstance(ckpt, dict) and ckpt.get("kind") == "detector" else None
+
+
+def _export_detector(args: argparse.Namespace, out: Path) -> int:
+    """A detector checkpoint as ONNX, checked against PyTorch on two image sizes."""
+    import numpy as np
+    import torch
+
+    from crnn.detect.runtime import OnnxDetector
+    from crnn.export import export_detector_onnx
+    from crnn.model.dbnet import build_detector
+
+    ckpt = detector_checkpoint(args.checkpoint)
+    assert ckpt is not None
+    model = build_detector(ckpt["hparams"])
+    model.load_state_dict(ckpt["model"])
+    model.eval()
+    export_detector_onnx(model, out, int(ckpt.get("limit_side", 960)), opset=args.opset)
+    log.info("wrote %s (%.1f MB)", out, out.stat().st_size / 1e6)
+    if args.no_check:
+        return EXIT_OK
+    onnx_model = OnnxDetector(out)
+    rng = np.random.default_rng(0)
+    worst = 0.0
+    for h, w in ((96, 160), (320, 224)):
+        x = rng.integers(0, 256, (1, 3, h, w), dtype=np.uint8)
+        with torch.no_grad():
+            ref = model(torch.from_numpy(x)).numpy()
+        worst = max(worst, float(np.abs(onnx_model.prob_map(x) - ref).max()))
+    if worst > args.tolerance:
+        log.error("ONNX Runtime and PyTorch differ by up to %.2e (tolerance %.0e)", worst, args.tolerance)
+        return EXIT_FAILURE
+    log.info("ONNX Runtime matches PyTorch (max |difference| %.2e <= %.0e)", worst, args.tolerance)
+    return EXIT_OK
 
 
 def _int8(args: argparse.Namespace, out: Path, charset: object, spec: object) -> int:

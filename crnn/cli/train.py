@@ -188,7 +188,7 @@ def resolve_config(args: argparse.Namespace) -> tuple[Config, str | None]:
     if args.time_budget is not None:
         overrides.append(f"train.time_budget_min={args.time_budget}")
     if not args.resume:
-        return bundled_init(load_config(args.config, overrides)), None
+        return bundled_init(task_data(load_config(args.config, overrides), args)), None
     if args.config:
         raise ConfigError(
             "--resume uses the checkpoint's own config; change settings with --set, not --config"
@@ -199,7 +199,17 @@ def resolve_config(args: argparse.Namespace) -> tuple[Config, str | None]:
     state = load_checkpoint(path)
     if "config" not in state:
         raise ConfigError(f"{path} holds no run config; it is not a training checkpoint")
-    return apply_overrides(config_from_dict(state["config"]), overrides), str(path)
+    return task_data(apply_overrides(config_from_dict(state["config"]), overrides), args), str(path)
+
+
+def task_data(cfg: Config, args: argparse.Namespace) -> Config:
+    """``--train``/``--val`` name the detector's labelled sets in a ``task: detect`` run."""
+    if cfg.task == "detect":
+        if args.train:
+            cfg.det.train, cfg.data.train = list(args.train), []
+        if args.val:
+            cfg.det.val, cfg.data.val = list(args.val), []
+    return cfg
 
 
 def bundled_init(cfg: Config) -> Config:

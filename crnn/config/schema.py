@@ -19,6 +19,7 @@ Schedule = Literal["cosine", "linear", "constant"]
 Amp = Literal["bf16", "fp16", "none"]
 Metric = Literal["accuracy", "alnum_accuracy", "cer", "ned"]
 Strategy = Literal["ddp", "dp", "none"]
+Task = Literal["recognize", "detect"]
 
 
 @dataclass
@@ -195,11 +196,38 @@ class DistConfig:
 
 
 @dataclass
+class DetConfig:
+    """The text detector's model and data (``task: detect``); train and dist are shared
+    with the recognizer."""
+
+    # Labelled sets: folders of images/ + labels/NAME.txt (ICDAR/MTWI quads), ICDAR's
+    # gt_NAME.txt, or a PaddleOCR Label.txt.
+    train: list[str] = field(default_factory=list)
+    # Validation sets; empty = val_share of the training images, split by image name.
+    val: list[str] = field(default_factory=list)
+    val_share: float = 0.1
+    # The backbone's stage widths and depths, the inverted residuals' expansion and the
+    # feature pyramid's width (crnn/model/dbnet.py).
+    widths: list[int] = field(default_factory=lambda: [24, 48, 96, 160])
+    depths: list[int] = field(default_factory=lambda: [1, 2, 3, 2])
+    expand: int = 4
+    inner: int = 64
+    # Training crops (pixels, square) and the scale images are read at (long side).
+    crop: int = 384
+    limit_side: int = 960
+    # Validation images drawn with their boxes in TensorBoard.
+    log_images: int = 4
+
+
+@dataclass
 class Config:
+    # recognize: the CRNN (model, data); detect: the line detector (det).
+    task: Task = "recognize"
     model: ModelConfig = field(default_factory=ModelConfig)
     data: DataConfig = field(default_factory=DataConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     dist: DistConfig = field(default_factory=DistConfig)
+    det: DetConfig = field(default_factory=DetConfig)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -221,6 +249,8 @@ class Config:
             devices: devices this process was given (``--gpus``/``--nproc``).
         """
         check_choices(self)
+        if self.task == "detect":
+            self._validate_det()
         if len(self.model.channels) != 7:
             raise ConfigError(
                 f"model.channels needs the 7 conv widths, got {len(self.model.channels)}: "
@@ -282,6 +312,28 @@ class Config:
             if (every := getattr(self.train, name)) < 0:
                 raise ConfigError(f"train.{name} must be >= 0 (0: off), got {every}")
         self._validate_run(world_size, device_type, devices)
+
+    def _validate_det(self) -> None:
+        d = self.det
+        if not d.train:
+            raise ConfigError(
+                "task: detect needs labelled images: det.train lists folders of images/ + "
+                "labels/NAME.txt (ICDAR/MTWI quads) or a PaddleOCR Label.txt"
+            )
+        if d.crop < 64 or d.crop % 32:
+            raise ConfigError(f"det.crop must be a multiple of 32, at least 64, got {d.crop}")
+        if len(d.widths) != 4 or len(d.depths) != 4 or min(d.depths) < 1:
+            raise ConfigError(
+                f"det.widths and det.depths need 4 stages each (depths >= 1), got "
+                f"{d.widths} and {d.depths}"
+            )
+        if d.inner % 4:
+            raise ConfigError(f"det.inner must be a multiple of 4, got {d.inner}")
+        if not d.val and not 0.0 < d.val_share < 1.0:
+            raise ConfigError(
+                f"det.val_share={d.val_share}: without det.val a share in (0, 1) of the "
+                "training images validates, e.g. 0.1"
+            )
 
     def _validate_run(
         self, world_size: int | None, device_type: str | None, devices: int | None

@@ -5,7 +5,7 @@ train step at 1.88x fp32 (1.46x the whole training, generator included, at the s
 accuracy: docs/training/crnn_zh.md); on an AVX2-only CPU bf16 is emulated and ran at 0.06x. So
 ``"auto"`` (the default) times both on the run's first batch where the CPU has the units
 and keeps bf16 only when it is at least 10 % faster; ``true`` forces it, ``false`` never.
-The LSTMs and the CTC loss stay in fp32 either way (``crnn/model.py``, ``crnn/ctc``).
+The LSTMs and the CTC loss stay in fp32 either way (``crnn/model/__init__.py``, ``crnn/ctc``).
 """
 
 from __future__ import annotations

@@ -123,8 +123,6 @@ def run_training(
     (:meth:`Config.validate`), before any process starts. ``fit_kwargs`` go to
     :meth:`Trainer.fit` (``stop_at_step``, ``time_limit_s``).
     """
-    from crnn.engine.trainer import Trainer
-
     out = Path(cfg.train.output_dir)
     if out.exists() and not out.is_dir():
         raise LaunchError(
@@ -151,16 +149,25 @@ def run_training(
     info = init_distributed(devices.torch_devices())
     device_ids = devices.ids if devices.kind == "cuda" and cfg.dist.strategy == "dp" else None
     with run_log_file(Path(cfg.train.output_dir) / "train.log"):
-        return _fit(Trainer(cfg, info, resume=resume, device_ids=device_ids), fit_kwargs)
+        return _fit(trainer_class(cfg)(cfg, info, resume=resume, device_ids=device_ids), fit_kwargs)
+
+
+def trainer_class(cfg: Config) -> Any:
+    """The loop for the config's task: the recognizer's Trainer or the DetTrainer."""
+    if cfg.task == "detect":
+        from crnn.engine.det_trainer import DetTrainer
+
+        return DetTrainer
+    from crnn.engine.trainer import Trainer
+
+    return Trainer
 
 
 def _run_rank(cfg: Config, devices: Devices, resume: str | None, fit_kwargs: dict[str, Any]) -> Any:
-    from crnn.engine.trainer import Trainer
-
     info = init_distributed(devices.torch_devices(), cfg.dist.backend, cfg.dist.timeout_s)
     try:
         with run_log_file(Path(cfg.train.output_dir) / "train.log", info.is_main):
-            return _fit(Trainer(cfg, info, resume=resume), fit_kwargs)
+            return _fit(trainer_class(cfg)(cfg, info, resume=resume), fit_kwargs)
     finally:
         cleanup()
 

@@ -1,0 +1,108 @@
+"""From the detector's probability map to line quadrilaterals, in NumPy and OpenCV.
+
+DBNet's post-processing (the paper; PaddleOCR's ``db_postprocess.py`` has the same
+steps): binarize the probability map at ``thresh``, take each connected region's
+contour, its minimum-area rectangle, the mean probability inside it as its score (drop
+those under ``box_thresh``), grow the rectangle by ``D' = A' u / L'`` (the kernel was
+shrunk in training; ``u`` = ``unclip_ratio``), and scale back to the input image.
+Rotated lines come back rotated, columns upright.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import cv2
+import numpy as np
+
+from crnn.detect.geometry import offset_polygon, unclip_distance
+
+THRESH = 0.3
+BOX_THRESH = 0.6
+UNCLIP_RATIO = 1.5
+MIN_SIZE = 3
+MAX_CANDIDATES = 1000
+
+
+@dataclass(frozen=True)
+class DetOptions:
+    """The post-processing's knobs (defaults as the DBNet paper's and PaddleOCR's)."""
+
+    thresh: float = THRESH
+    box_thresh: float = BOX_THRESH
+    unclip_ratio: float = UNCLIP_RATIO
+    min_size: float = MIN_SIZE
+    max_candidates: int = MAX_CANDIDATES
+
+
+DEFAULT_OPTIONS = DetOptions()
+
+
+@dataclass
+class Detection:
+    """One found line: ``quad`` ``(4, 2)`` float32 on the input image, clockwise from
+    the top-left corner, and its ``score`` (mean kernel probability)."""
+
+    quad: np.ndarray
+    score: float
+
+
+def box_score(prob: np.ndarray, box: np.ndarray) -> float:
+    """Mean of ``prob`` inside the polygon ``box`` ``(4, 2)`` (map pixels)."""
+    h, w = prob.shape
+    x0 = int(np.clip(np.floor(box[:, 0].min()), 0, w - 1))
+    x1 = int(np.clip(np.ceil(box[:, 0].max()), 0, w - 1))
+    y0 = int(np.clip(np.floor(box[:, 1].min()), 0, h - 1))
+    y1 = int(np.clip(np.ceil(box[:, 1].max()), 0, h - 1))
+    mask = np.zeros((y1 - y0 + 1, x1 - x0 + 1), np.uint8)
+    shifted = box - np.array([x0, y0], np.float32)
+    cv2.fillPoly(mask, [np.round(shifted).astype(np.int32)], 1)
+    return float(cv2.mean(prob[y0 : y1 + 1, x0 : x1 + 1], mask)[0])
+
+
+def rect_corners(rect: tuple) -> np.ndarray:
+    """A ``cv2.minAreaRect`` as 4 corners clockwise from the top-left."""
+    from crnn.data.quads import order_corners
+
+    pts = cv2.boxPoints(rect).astype(np.float32)
+    ordered = order_corners(pts)
+    return pts if ordered is None else ordered
+
+
+def boxes_from_map(
+    prob: np.ndarray,
+    scale: tuple[float, float],
+    size: tuple[int, int],
+    opts: DetOptions = DEFAULT_OPTIONS,
+) -> list[Detection]:
+    """Lines on the input image from a probability map ``(h, w)`` in [0, 1].
+
+    Args:
+        scale: ``(sx, sy)``: input pixels per map pixel.
+        size: the input image's ``(width, height)``, to clip to.
+    """
+    bitmap = (prob > opts.thresh).astype(np.uint8)
+    contours, _ = cv2.findContours(bitmap, cv2.RETR_LIST, cv2.CHAIN_APPROX_SIMPLE)
+    out: list[Detection] = []
+    width, height = size
+    for contour in contours[: opts.max_candidates]:
+        if len(contour) < 3:
+            continue
+        rect = cv2.minAreaRect(contour)
+        if min(rect[1]) < opts.min_size:
+            continue
+        box = cv2.boxPoints(rect).astype(np.float32)
+        score = box_score(prob, box)
+        if score < opts.box_thresh:
+            continue
+        grown = offset_polygon(box, unclip_distance(box, opts.unclip_ratio))
+        if grown is None:
+            continue
+        rect = cv2.minAreaRect(grown.astype(np.float32))
+        if min(rect[1]) < opts.min_size + 2:
+            continue
+        quad = rect_corners(rect)
+        quad[:, 0] = np.clip(quad[:, 0] * scale[0], 0, width)
+        quad[:, 1] = np.clip(quad[:, 1] * scale[1], 0, height)
+        out.append(Detection(quad, score))
+    return out
