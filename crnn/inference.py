@@ -88,6 +88,10 @@ def _numpy(x: Any) -> np.ndarray:
     return x.detach().float().cpu().numpy() if hasattr(x, "detach") else np.asarray(x)
 
 
+# How read_pages finds the lines of an image (Recognizer's finder).
+FINDERS = ("auto", "detector", "classical")
+
+
 class Recognizer(PageReading):
     """Reads text from word or line images: preprocess -> a :class:`crnn.backends.Backend`
     (PyTorch or ONNX Runtime) -> CTC decoding.
@@ -140,6 +144,13 @@ class Recognizer(PageReading):
             every view; the most confident read is kept (its ``lean`` says which). 0: never.
             None (the default): :data:`CJK_DESLANT` for a model that writes Chinese
             characters, else 0.
+        detector: the text line detector (``crnn.detect.runtime``) that finds the lines of
+            photographs and web images for :meth:`read_pages`; None: the classical page
+            finder (``crnn.layout``) alone.
+        finder: ``"auto"`` (the default): the detector where
+            ``crnn.detect.choice.prefers_detector`` says (not clean pages, scans, long
+            screenshots or line crops), the classical finder elsewhere; ``"detector"`` or
+            ``"classical"``: always that one.
     """
 
     def __init__(
@@ -158,7 +169,13 @@ class Recognizer(PageReading):
         stretch: Sequence[float] | None = None,
         zoom: Sequence[float] | None = None,
         deslant: float | None = None,
+        detector: Any = None,
+        finder: str = "auto",
     ) -> None:
+        if finder not in FINDERS:
+            raise ValueError(f"finder must be one of {', '.join(FINDERS)}, got {finder!r}")
+        self.detector = detector
+        self.finder = finder
         self.squeeze = squeeze
         self.charset = backend.charset
         once = (1.0,)

@@ -16,8 +16,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from PIL import Image
 
-from crnn.data.image import ImageSource, load_image, preprocess_array
+from crnn.data.image import ImageSource, ImageTooWideError, load_image, preprocess_array
 
 if TYPE_CHECKING:
     from crnn.layout import Page
@@ -42,7 +43,7 @@ class PageReading:
         width. An image that is not readable raises ``ImageDecodeError``, or with
         ``errors="return"`` is given that error in place of its page."""
         from crnn.data.image import ImageDecodeError
-        from crnn.layout import Line
+        from crnn.layout import Line, Page
 
         pages: list[Any] = []
         jobs: list[tuple[int, Any, int | None, list[int]]] = []  # (page, pixels, width, box)
@@ -59,9 +60,14 @@ class PageReading:
         preds = self.predict_preprocessed([j[1] for j in jobs], [j[2] for j in jobs]) if jobs else []
         for (k, item, width, box), p in zip(jobs, preds):
             page = pages[k]
-            place = page.placements[len(page.lines)]  # the lines' places, in the jobs' order
+            i = len(page.lines)
+            place = page.placements[i]  # the lines' places, in the jobs' order
             p = self.locate(p, item, place.size, width, place)
-            page.lines.append(Line(p.text, p.confidence, box, p.char_confidences, p.rotation, p.char_boxes))
+            quad = tuple(map(tuple, page.quads[i])) if page.quads else ()
+            page.lines.append(Line(p.text, p.confidence, box, p.char_confidences, p.rotation, p.char_boxes, quad))
+        for page in pages:  # a detected line that reads as nothing is no line
+            if isinstance(page, Page) and page.finder == "detector":
+                page.lines = [line for line in page.lines if line.text.strip()]
         return pages
 
     def plan_page(self, image: ImageSource, layout: str = "auto") -> tuple[Page, list[tuple[Any, int | None, list[int]]]]:
@@ -71,18 +77,33 @@ class PageReading:
         read whole, as :meth:`preprocess` gives it). Raises ``ImageDecodeError``."""
         from crnn.layout import Page, choose_layout, find_lines
         from crnn.layout.chars import Placement
+        from crnn.layout.page import LINE_MAX_HEIGHT
 
         if layout not in ("auto", "page", "line"):
             raise ValueError(f"layout={layout!r}: expected 'auto', 'page' or 'line'")
-        # Decoded once: the line finder reads it grey, the recognizer in its own mode.
-        img = load_image(image, rgb=self.spec.rgb)
+        detector = getattr(self, "detector", None)
+        finder = getattr(self, "finder", "auto")
+        # Decoded once: the line finder reads it grey, the detector in colour, the
+        # recognizer in its own mode.
+        img = load_image(image, rgb=self.spec.rgb or (detector is not None and finder != "classical"))
         grey = np.asarray(img.convert("L") if img.mode != "L" else img)
         h, w = grey.shape
+        found = None
+        if detector is not None and layout != "line" and finder != "classical" and h > LINE_MAX_HEIGHT:
+            from crnn.detect.choice import prefers_detector
+
+            found = None if finder == "detector" else find_lines(grey)
+            if finder == "detector" or prefers_detector(grey, found):
+                planned = self._detected(img, detector)
+                if planned is not None:
+                    return planned
+        if img.mode == "RGB" and not self.spec.rgb:
+            img = img.convert("L")
         if layout == "auto":
             column = self._vertical(img, grey)
             if column is not None:
                 return column
-        choice, note, found = choose_layout(grey, layout)
+        choice, note, found = choose_layout(grey, layout, found)
         # Other ways to read a page, each kept only when it reads more probably than the
         # rows as given: on its side, and (Chinese) in columns; both: the more probable.
         rows = found if choice == "page" else None
@@ -117,6 +138,49 @@ class PageReading:
             whole = [Placement((0.0, 0.0, float(w), float(h)), (w, h))]
             return Page([], "line", 0.0, note, placements=whole), [(self.preprocess(img), None, [0, 0, w, h])]
         return Page([], "page", found.angle, note, rotation=turn, placements=places), lines
+
+    def _detected(self, img: Any, detector: Any) -> tuple[Page, list[tuple[Any, int | None, list[int]]]] | None:
+        """The lines the detector (``crnn.detect.runtime``) finds, in reading order, each
+        cut perspective-corrected from its quadrilateral; a column of Chinese is cut into
+        its characters and read as a line (``crnn.layout.vertical``), another upright
+        line turned a quarter. None when it finds no line, or one line that fills the
+        image (a crop: read whole as before)."""
+        from crnn.detect.order import cut_line, is_column
+        from crnn.layout import Page
+        from crnn.layout.chars import Placement
+        from crnn.layout.vertical import looks_vertical, stack_cells
+
+        rgb = np.asarray(img.convert("RGB"))
+        h, w = rgb.shape[:2]
+        found = detector.find(rgb)
+        if not found:
+            return None
+        if is_crop(found, (w, h)):
+            return None
+        jobs, places, quads = [], [], []
+        for d in found:
+            cut = cut_line(rgb, d.quad)
+            grey = np.asarray(Image.fromarray(cut).convert("L"))
+            source: Any = Image.fromarray(cut) if self.spec.rgb else Image.fromarray(grey)
+            if is_column(d.quad):
+                maybe, cells, ink = looks_vertical(grey) if self._writes_cjk else (False, [], None)
+                if maybe and cells:
+                    source, _ = stack_cells(grey, cells, ink)
+                else:
+                    source = Image.fromarray(np.ascontiguousarray(np.rot90(np.asarray(source))))
+            try:
+                arr = preprocess_array(source, self.spec)
+            except ImageTooWideError:  # wider than the recognizer reads: no line
+                continue
+            x0, y0 = (float(v) for v in d.quad.min(axis=0))
+            x1, y1 = (float(v) for v in d.quad.max(axis=0))
+            box = [int(x0), int(y0), int(np.ceil(x1)), int(np.ceil(y1))]
+            jobs.append((_pad_to(arr, PAGE_WIDTH_STEP), arr.shape[-1], box))
+            places.append(Placement((x0, y0, x1, y1), (w, h)))
+            quads.append(d.quad)
+        if not jobs:
+            return None
+        return Page([], "page", 0.0, placements=places, quads=quads, finder="detector"), jobs
 
     def _vertical(self, img: Any, grey: np.ndarray) -> tuple[Page, list[tuple[Any, int | None, list[int]]]] | None:
         """``auto``'s check of a tall image: one vertical column of characters (cut into
@@ -296,6 +360,24 @@ class PageReading:
     def read_page(self, image: ImageSource, layout: str = "auto") -> Page:
         """One image's :class:`~crnn.layout.Page` (see :meth:`read_pages`)."""
         return self.read_pages([image], layout)[0]  # type: ignore[no-any-return]
+
+
+# One detected line whose bounds cover this share of the image is the image itself: a
+# crop, read whole as it always was.
+CROP_FILL = 0.5
+
+def is_crop(found: Any, size: tuple[int, int]) -> bool:
+    """Whether the detector's lines are the image itself: one row of lines (each
+    overlapping the first across half the lower one's height) whose bounds together
+    cover :data:`CROP_FILL` of the image."""
+    quads = [d.quad for d in found]
+    y0s, y1s = [q[:, 1].min() for q in quads], [q[:, 1].max() for q in quads]
+    for a0, a1 in zip(y0s[1:], y1s[1:]):
+        if min(a1, y1s[0]) - max(a0, y0s[0]) < 0.5 * min(a1 - a0, y1s[0] - y0s[0]):
+            return False
+    pts = np.concatenate(quads)
+    (x0, y0), (x1, y1) = pts.min(axis=0), pts.max(axis=0)
+    return bool((x1 - x0) * (y1 - y0) >= CROP_FILL * size[0] * size[1])
 
 
 # A page candidate of --layout auto is checked by reading the image whole and at most this

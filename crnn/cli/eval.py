@@ -84,6 +84,12 @@ def build_parser() -> argparse.ArgumentParser:
         "model's training fonts, the bundled ones, then any system font with the glyphs)",
     )
     p.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    p.add_argument(
+        "--end-to-end",
+        metavar="MODEL",
+        help="a detector's evaluation read end to end with this recognizer (zh, word, line "
+        "or a checkpoint): order-free character precision, recall and F1 besides hmean",
+    )
     add_scale_out_args(p, "the counts are added, so the table is one process's")
     p.add_argument("-v", "--verbose", action="store_true")
     return p
@@ -236,6 +242,10 @@ def row(parts: list[dict[str, Any]], mode: str) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     setup_logging(args.verbose)
+    from crnn.cli.eval_det import evaluate_detector_cli, is_detector
+
+    if is_detector(args.checkpoint):
+        return evaluate_detector_cli(args)
     from crnn.backends import load_backend
     from crnn.ctc import Lexicon
     from crnn.data.errors import DataError

@@ -140,6 +140,22 @@ def build_parser() -> argparse.ArgumentParser:
         "lines. An image in which no line is found is read whole, with a warning",
     )
     p.add_argument(
+        "--finder",
+        choices=("auto", "detector", "classical"),
+        default="auto",
+        help="how a page's lines are found: auto (default): the learned text detector on "
+        "photographs, product and web images and other pictures, the classical page finder "
+        "on clean pages, scans and long screenshots (decided from the image: "
+        "docs/detection.md); detector or classical: always that one",
+    )
+    p.add_argument(
+        "--detector",
+        default="bundled",
+        metavar="PATH",
+        help="the text detector: bundled (default), an .onnx export or a task: detect "
+        "checkpoint, or none (the classical page finder only)",
+    )
+    p.add_argument(
         "--draw",
         metavar="DIR",
         help="write each image into DIR with its line boxes and reads drawn beside them "
@@ -252,6 +268,7 @@ def load_recognizer(args: argparse.Namespace) -> Any:
         beam_width=args.beam, lexicon=args.lexicon, max_edits=args.max_edits, rotate=args.rotate,
         squeeze=args.squeeze, numerals=args.numerals, stretch=args.stretch, zoom=args.zoom,
         deslant=args.deslant, lm=args.lm, lm_weight=args.lm_weight,
+        detector=load_detector_arg(args), finder=args.finder,
     )  # fmt: skip
     if rec.lm is not None and rec.lm_weight > 0 and rec.beam_width > 0:
         log.info("decoding: beam %d, language prior over %d characters, weight %g",
@@ -268,6 +285,20 @@ def load_recognizer(args: argparse.Namespace) -> Any:
                 ", ".join(repr(w) for w in rec.lexicon.skipped[:3]),
             )
     return rec
+
+
+def load_detector_arg(args: argparse.Namespace) -> Any:
+    """The detector ``--detector`` names (None for none, or for ``--layout line``)."""
+    from crnn.detect.runtime import bundled_detector, load_detector
+
+    if args.detector == "none" or args.layout == "line" or args.finder == "classical":
+        return None
+    if args.detector == "bundled":
+        det = bundled_detector(threads=args.threads)
+        if det is None and args.finder == "detector":
+            raise ValueError("--finder detector: no detector is bundled; pass --detector PATH")
+        return det
+    return load_detector(args.detector, threads=args.threads)
 
 
 def predict_files(args: argparse.Namespace, rec: Any, files: list[str]) -> Iterator[tuple[str, Any]]:

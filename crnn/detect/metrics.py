@@ -73,3 +73,23 @@ def match_image(
             used_d.add(j)
             used_g.add(i)
     return DetCounts(len(used_d), len(kept), len(care))
+
+
+def char_counts(read: str, truth: list[str]) -> tuple[int, int, int]:
+    """End to end, order-free: ``(common, read, truth)`` character counts of one image,
+    whitespace left out, NFKC on both sides. The detector and the recognizer are judged
+    together: a line missed loses its characters' recall, a false line costs precision."""
+    import unicodedata
+    from collections import Counter
+
+    def chars(text: str) -> Counter[str]:
+        return Counter(c for c in unicodedata.normalize("NFKC", text) if not c.isspace())
+
+    r, t = chars(read), chars("".join(truth))
+    return sum((r & t).values()), sum(r.values()), sum(t.values())
+
+
+def f1_of(common: int, read: int, truth: int) -> dict[str, float]:
+    p = common / read if read else 0.0
+    r = common / truth if truth else 0.0
+    return {"char_precision": p, "char_recall": r, "char_f1": 2 * p * r / (p + r) if p + r else 0.0}

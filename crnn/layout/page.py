@@ -36,9 +36,14 @@ class Line:
     rotation: int = 0
     # Each character's box on the input image (crnn.layout.chars), where known.
     char_boxes: tuple[tuple[int, ...], ...] = ()
+    # The line's quadrilateral on the input image, clockwise from its top-left corner,
+    # where the detector found it (a rotated or slanted line; box is its bounds).
+    quad: tuple[tuple[float, float], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"text": self.text, "confidence": round(self.confidence, 4), "box": self.box}
+        if self.quad:
+            out["quad"] = [[round(float(x), 1), round(float(y), 1)] for x, y in self.quad]
         if self.char_boxes:
             out["chars"] = chars_json(self.text, self.char_confidences, self.char_boxes)
         return out
@@ -66,6 +71,11 @@ class Page:
     # Where each line to read sits on the image (crnn.layout.chars.Placement), in the
     # order Recognizer.plan_page returns the lines; not part of the result.
     placements: list[Any] = field(default_factory=list, repr=False, compare=False)
+    # The detector's quadrilateral of each line to read, in the same order (empty when the
+    # lines were found by the classical finder); not part of the result.
+    quads: list[Any] = field(default_factory=list, repr=False, compare=False)
+    # How the lines were found: "detector" (crnn.detect) or "classical" (crnn.layout).
+    finder: str = field(default="classical", compare=False)
 
     @property
     def text(self) -> str:
@@ -184,16 +194,18 @@ def reads_better_as_page(
     return mean_log([c for line in lines for c in line]) > mean_log(whole)
 
 
-def choose_layout(grey: np.ndarray, layout: str = "auto") -> tuple[str, str, Layout | None]:
+def choose_layout(grey: np.ndarray, layout: str = "auto", found: Layout | None = None) -> tuple[str, str, Layout | None]:
     """How to read a grey image (uint8 ``(H, W)``): ``(choice, note, found)``, ``choice``
     ``"page"`` or ``"line"``, ``note`` why when no line was found, ``found`` the line
     finder's result (None where it was not run). ``layout``: ``"page"`` and ``"line"``
     force the choice, ``"auto"`` is :func:`decide_layout`'s. An image no higher than
     :data:`LINE_MAX_HEIGHT` is a line without a search (which cost a 32 x 119 word crop
-    6 ms, more than reading it)."""
+    6 ms, more than reading it). ``found``: the line finder's result on ``grey`` where
+    the caller has it already."""
     if layout == "line" or (layout == "auto" and grey.shape[0] <= LINE_MAX_HEIGHT):
         return "line", "", None
-    found = find_lines(grey)
+    if found is None:
+        found = find_lines(grey)
     if layout == "page":
         return "page", "", found
     choice, note = decide_layout(found, grey.shape[0])
