@@ -16,6 +16,11 @@ and left out, and the rest are written. Exit code 0 when every line was written,
 default 32, grayscale unless --rgb): training then decodes nothing, several times
 fewer CPU cores per image, for an LMDB a few times larger than PNGs at that height.
 Only crnn-ocr reads it; keep the image LMDB or folder to share the data.
+
+--quads reads ROOT as a labelled detection set instead (images/ + labels/NAME.txt in
+ICDAR/MTWI's x1,y1,...,x4,y4,text, ICDAR's gt_NAME.txt, or PaddleOCR's Label.txt): each
+legible line is cut out perspective-corrected, as the reader cuts the lines it finds,
+and written; ### lines and vertical lines are left out and counted.
 """
 
 from __future__ import annotations
@@ -97,6 +102,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="text encoding of the gt file (default utf-8; lines that do not decode are "
         "reported by number and left out)",
     )
+    p.add_argument(
+        "--quads",
+        action="store_true",
+        help="ROOT is a labelled detection set (line quadrilaterals and their texts): write "
+        "its lines cut out, perspective-corrected",
+    )
     p.add_argument("-v", "--verbose", action="store_true")
     return p
 
@@ -119,6 +130,17 @@ def main(argv: list[str] | None = None) -> int:
         log.error("--prepared is grayscale unless --rgb: leave out --grayscale")
         return EXIT_USAGE
     grayscale = not args.rgb if args.prepared else args.grayscale
+    if args.quads:
+        import tempfile
+
+        from crnn.data.errors import DataError
+
+        cut_dir = tempfile.TemporaryDirectory(prefix="crnn-lines-")
+        try:
+            root, gt = _cut(root, Path(cut_dir.name)), None
+        except DataError as e:
+            log.error("%s", e)
+            return EXIT_USAGE
     try:
         charset = None
         if args.charset:
@@ -156,6 +178,21 @@ def main(argv: list[str] | None = None) -> int:
     if args.val_out:
         log.info("wrote %d held-out samples to %s", report.held_out, Path(args.val_out).resolve())
     return EXIT_FAILURE if report.bad else EXIT_OK
+
+
+def _cut(root: Path, out: Path) -> Path:
+    """--quads: the set's legible lines cut into ``out`` (images/ + gt.txt)."""
+    from crnn.data.cut_lines import cut_labelled
+    from crnn.data.quads import count_problems, describe_problems, find_labelled
+
+    items = find_labelled(root)
+    problems = count_problems(items)
+    if problems:
+        log.warning("%s: boxes %s", root, describe_problems(problems))
+    report = cut_labelled(items, out)
+    left = ", ".join(f"{n} {why}" for why, n in report.skipped.most_common())
+    log.info("cut %d lines from %d images%s", report.written, len(items), f" (left out: {left})" if left else "")
+    return out
 
 
 if __name__ == "__main__":

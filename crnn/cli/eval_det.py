@@ -65,7 +65,11 @@ def evaluate_detector_cli(args: argparse.Namespace) -> int:
         problems = count_problems(items)
         if problems:
             log.warning("%s: %s", data, describe_problems(problems))
-        res = evaluate_reader(reader, items) if reader is not None else evaluate_detector(detector, items)
+        res = (
+            evaluate_reader(reader, items)
+            if reader is not None
+            else evaluate_detector(detector, items)
+        )
         m = res.metrics()
         rows.append({"data": data, "images": res.images, "unreadable": res.unreadable, **m})
     head = f"{'data':40s} {'images':>6s} {'P':>7s} {'R':>7s} {'hmean':>7s}"

@@ -53,7 +53,9 @@ def evaluate_detector(detector: Any, items: Iterable[LabelledImage]) -> DetEvalR
     return res
 
 
-def evaluate_reader(reader: Any, items: Iterable[LabelledImage], layout: str = "auto") -> DetEvalResult:
+def evaluate_reader(
+    reader: Any, items: Iterable[LabelledImage], layout: str = "auto"
+) -> DetEvalResult:
     """End to end: each image read by ``reader.read_pages`` (its finder as set), its
     lines' boxes against the labels (ICDAR counts, the lines the reader found) and its
     text against the legible labels (order-free character counts)."""
@@ -66,7 +68,11 @@ def evaluate_reader(reader: Any, items: Iterable[LabelledImage], layout: str = "
             continue
         import numpy as np
 
-        quads = [np.asarray(line.quad, np.float32) if line.quad else _box_quad(line.box) for line in page.lines if line.box]
+        quads = [
+            np.asarray(line.quad, np.float32) if line.quad else _box_quad(line.box)
+            for line in page.lines
+            if line.box
+        ]
         res.counts.add(match_image(quads, item.quads, item.ignore))
         truth = [t for t, skip in zip(item.texts, item.ignore) if not skip]
         for k, v in enumerate(char_counts(page.text, truth)):
