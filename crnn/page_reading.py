@@ -362,22 +362,22 @@ class PageReading:
         return self.read_pages([image], layout)[0]  # type: ignore[no-any-return]
 
 
-# One detected line whose bounds cover this share of the image is the image itself: a
-# crop, read whole as it always was.
+# One row of detected lines this high a share of the image is the image itself: a crop,
+# read whole as it always was.
 CROP_FILL = 0.5
 
 def is_crop(found: Any, size: tuple[int, int]) -> bool:
     """Whether the detector's lines are the image itself: one row of lines (each
-    overlapping the first across half the lower one's height) whose bounds together
-    cover :data:`CROP_FILL` of the image."""
+    overlapping the first across half the lower one's height) that spans
+    :data:`CROP_FILL` of the image's height (a line crop; a photograph with one small
+    line on it is no crop)."""
     quads = [d.quad for d in found]
     y0s, y1s = [q[:, 1].min() for q in quads], [q[:, 1].max() for q in quads]
     for a0, a1 in zip(y0s[1:], y1s[1:]):
         if min(a1, y1s[0]) - max(a0, y0s[0]) < 0.5 * min(a1 - a0, y1s[0] - y0s[0]):
             return False
     pts = np.concatenate(quads)
-    (x0, y0), (x1, y1) = pts.min(axis=0), pts.max(axis=0)
-    return bool((x1 - x0) * (y1 - y0) >= CROP_FILL * size[0] * size[1])
+    return bool(pts[:, 1].max() - pts[:, 1].min() >= CROP_FILL * size[1])
 
 
 # A page candidate of --layout auto is checked by reading the image whole and at most this

@@ -106,6 +106,26 @@ def bundled_detector_path() -> Path | None:
     return found[-1] if found else None
 
 
-def bundled_detector(**options: Any) -> OnnxDetector | None:
+class LazyDetector:
+    """A detector loaded on its first :meth:`find`: a command that reads only word crops
+    never pays for the session (about 40 ms)."""
+
+    def __init__(self, path: str | os.PathLike[str], **options: Any) -> None:
+        self.path = Path(path)
+        self.options = options
+        self._detector: OnnxDetector | None = None
+
+    @property
+    def loaded(self) -> OnnxDetector:
+        if self._detector is None:
+            self._detector = load_detector(self.path, **self.options)
+        return self._detector
+
+    def find(self, image: np.ndarray) -> list[Detection]:
+        return self.loaded.find(image)
+
+
+def bundled_detector(**options: Any) -> LazyDetector | None:
+    """The bundled detector (loaded when first used), or None when none is bundled."""
     path = bundled_detector_path()
-    return None if path is None else OnnxDetector(path, **options)
+    return None if path is None else LazyDetector(path, **options)

@@ -1,0 +1,164 @@
+"""The detector in the reader: which finder an image gets, detected lines cut and read in
+reading order with their quadrilaterals, a crop still read as a crop. The detector here
+is a stand-in that returns given quadrilaterals, so the reader's side is tested whatever
+the trained detector finds."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from PIL import Image, ImageDraw, ImageFont
+from rapidfuzz.distance import Levenshtein
+
+from crnn.data.synth.fonts import bundled_font_dir
+from crnn.detect.postprocess import Detection
+from crnn.inference import Recognizer
+
+SANS = bundled_font_dir() / "liberation" / "LiberationSans-Bold.ttf"
+
+
+class FixedDetector:
+    """Finds the quadrilaterals it was given; counts its calls."""
+
+    def __init__(self, quads: list[np.ndarray]) -> None:
+        self.quads = quads
+        self.calls = 0
+
+    def find(self, image: np.ndarray) -> list[Detection]:
+        from crnn.detect.order import reading_order
+
+        self.calls += 1
+        return reading_order([Detection(np.asarray(q, np.float32), 0.9) for q in self.quads])
+
+
+def quad(x0, y0, x1, y1):
+    return np.array([[x0, y0], [x1, y0], [x1, y1], [x0, y1]], np.float32)
+
+
+def poster() -> tuple[Image.Image, list[np.ndarray], list[str]]:
+    """A picture-like image (a gradient and a photo-ish block) with two lines of text,
+    the second drawn tilted by 8 degrees."""
+    rng = np.random.default_rng(0)
+    base = np.linspace(60, 200, 480)[None, :, None] * np.ones((320, 1, 3))
+    base += rng.normal(0, 12, base.shape)
+    img = Image.fromarray(np.clip(base, 0, 255).astype(np.uint8))
+    d = ImageDraw.Draw(img)
+    font = ImageFont.truetype(str(SANS), 34)
+    d.text((30, 30), "SUMMER SALE", font=font, fill=(255, 255, 255))
+    layer = Image.new("L", (420, 60), 0)
+    ImageDraw.Draw(layer).text((5, 5), "free delivery", font=font, fill=255)
+    layer = layer.rotate(8, Image.BICUBIC, expand=True)
+    img.paste((20, 20, 20), (40, 160), layer)
+    w0, h0 = 420, 60
+    c, s = np.cos(np.radians(8)), np.sin(np.radians(8))
+    # The tilted layer's text box: its unrotated (0..330, 0..50) box, turned and placed.
+    pts = np.array([[0, 0], [330, 0], [330, 52], [0, 52]], float) - (w0 / 2, h0 / 2)
+    rot = np.stack([pts[:, 0] * c + pts[:, 1] * s, -pts[:, 0] * s + pts[:, 1] * c], axis=1)
+    tilted = (rot + (layer.width / 2 + 40, layer.height / 2 + 160)).astype(np.float32)
+    return img, [quad(22, 28, 290, 76), tilted], ["SUMMER SALE", "free delivery"]
+
+
+@pytest.fixture(scope="module")
+def line_model() -> Recognizer:
+    return Recognizer.bundled("line")
+
+
+def test_detected_lines_are_cut_straight_and_read_in_order_with_their_quads(line_model) -> None:
+    img, quads, truth = poster()
+    det = FixedDetector(quads[::-1])  # found in any order: the reading order sorts them
+    line_model.detector, line_model.finder = det, "auto"
+    try:
+        page = line_model.read_page(img)
+    finally:
+        line_model.detector = None
+    assert det.calls == 1
+    assert [ln.text for ln in page.lines] == truth or Levenshtein.distance(
+        page.text, "\n".join(truth)
+    ) <= 3
+    assert len(page.lines) == 2
+    assert page.lines[1].quad and page.to_dict()["lines"][1]["quad"][0] == pytest.approx(
+        quads[1][0].tolist(), abs=0.1
+    )
+    assert page.lines[1].box == [
+        int(quads[1][:, 0].min()),
+        int(quads[1][:, 1].min()),
+        int(np.ceil(quads[1][:, 0].max())),
+        int(np.ceil(quads[1][:, 1].max())),
+    ]
+
+
+PAGE_LINES = [
+    "A page of print keeps the classical",
+    "line finder: it finds every line of",
+    "a clean page at its full resolution,",
+    "where the detector would shrink it.",
+    "Six stacked rows or more make a page",
+    "(drawn pages have seven to seventeen,",
+    "real web images five at the most).",
+]
+
+
+def printed_page() -> Image.Image:
+    font = ImageFont.truetype(
+        str(bundled_font_dir() / "liberation" / "LiberationSerif-Regular.ttf"), 26
+    )
+    img = Image.new("RGB", (620, 60 + 40 * len(PAGE_LINES)), (250, 250, 247))
+    d = ImageDraw.Draw(img)
+    for i, t in enumerate(PAGE_LINES):
+        d.text((30, 30 + 40 * i), t, font=font, fill=(20, 20, 20))
+    return img
+
+
+def test_the_classical_finder_keeps_printed_pages_and_crops_skip_the_detector(line_model) -> None:
+    det = FixedDetector([quad(0, 0, 10, 10)])
+    line_model.detector = det
+    truth = "\n".join(PAGE_LINES)
+    try:
+        page = line_model.read_page(printed_page())  # 7 stacked rows of print
+        assert det.calls == 0
+        assert Levenshtein.distance(page.text, truth) / len(truth) < 0.05
+        word = Image.new("L", (120, 40), 255)
+        ImageDraw.Draw(word).text((5, 2), "word", font=ImageFont.truetype(str(SANS), 28), fill=0)
+        line_model.read_page(word)  # a crop under 48 px: nothing to find
+        assert det.calls == 0
+        line_model.finder = "detector"  # asked for by hand, a page too
+        line_model.read_page(printed_page())
+        assert det.calls == 1
+    finally:
+        line_model.detector, line_model.finder = None, "auto"
+
+
+def test_one_line_that_fills_the_image_is_read_whole_as_before(line_model) -> None:
+    img = Image.new("RGB", (400, 90), (240, 230, 200))
+    ImageDraw.Draw(img).text(
+        (10, 20), "one line crop", font=ImageFont.truetype(str(SANS), 40), fill=(10, 10, 10)
+    )
+    before = line_model.read_page(img)
+    line_model.detector = FixedDetector([quad(5, 15, 320, 70)])
+    try:
+        after = line_model.read_page(img)
+    finally:
+        line_model.detector = None
+    assert after.layout == before.layout == "line"
+    assert after.text == before.text
+
+
+def test_predict_takes_the_finder_and_a_detector_file(tmp_path, capsys) -> None:
+    from crnn.cli.predict import main
+
+    img, _, _ = poster()
+    img.save(tmp_path / "poster.png")
+    assert (
+        main(
+            [
+                "--model",
+                "line",
+                "--detector",
+                str(tmp_path / "missing.onnx"),
+                str(tmp_path / "poster.png"),
+            ]
+        )
+        != 0
+    )
+    assert "no detector" in capsys.readouterr().err
+    assert main(["--model", "line", "--finder", "classical", str(tmp_path / "poster.png")]) == 0
