@@ -75,7 +75,7 @@ SHAPES: dict[str, tuple[int, int]] = {"word": (32, 100), "line": (32, 400)}
 # Characters per label in the synthetic training batch, per shape.
 LABEL_LENGTHS = {"word": (3, 10), "line": (15, 30)}
 SECTIONS = ("flops", "padding", "data", "train", "e2e", "infer", "predict")
-# Speed targets of issue 6.
+# The speed targets.
 TARGET_DATA_PER_CORE = 3000.0  # word images/s per CPU core
 TARGET_CPU_BATCHED = 150.0  # images/s, classic CRNN, 32x100, 2 cores
 TARGET_CPU_SINGLE_MS = 10.0  # ms per single image
@@ -940,7 +940,7 @@ def format_tables(result: BenchResult) -> str:
 
 # ---- command line -----------------------------------------------------------------
 
-USAGE = """Measure the speed of the data pipeline, training and inference (issue 6's targets).
+USAGE = """Measure the speed of the data pipeline, training and inference (against its targets).
 
 Prints a table last and writes the figures as JSON (--json). Runs on the CPU, or on a
 GPU with --device cuda (bf16/fp16, channels_last, torch.compile and cuDNN autotuning

@@ -202,7 +202,7 @@ def rss_mb(pid: int) -> float:
 
 
 def hostile(url: str, pid: int, images: list, count: int, side: int, clients: int = 4) -> dict[str, object]:
-    """``count`` all-white ``side``-px PNGs in one request (issue 43's replay: 64 of 6,300
+    """``count`` all-white ``side``-px PNGs in one request (the hostile-input replay: 64 of 6,300
     px answered 200 after 43 s at 3.8 GB and starved every other client) while
     ``clients`` threads keep sending one good word each: the hostile request's status and
     time, the good requests' latencies meanwhile, the server's peak memory."""

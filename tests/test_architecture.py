@@ -4,6 +4,7 @@ module may import which, and the size limits that keep each room readable."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -125,11 +126,9 @@ def test_no_torch_or_onnx_dispatch_outside_the_backends():
                     assert "nn.Module" not in text, f"{name}: {ast.unparse(node)}"
 
 
-def test_rooms_stay_small():
-    long = {n: len(p.read_text().splitlines()) for n, p in MODULES.items()}
-    assert long["crnn.engine.trainer"] < 300
-    big = {n: k for n, k in long.items() if k > 500}
-    assert not big, f"files over 500 lines: {big}"
+def test_command_lines_stay_thin():
+    """A CLI's main() parses, calls the library and returns an exit code. (Files are split
+    by concern, never to fit a line count: there is no cap on a module's length.)"""
     for name, path in MODULES.items():
         if not name.startswith("crnn.cli."):
             continue
@@ -137,6 +136,21 @@ def test_rooms_stay_small():
             if isinstance(node, ast.FunctionDef) and node.name == "main":
                 n = node.end_lineno - node.lineno + 1
                 assert n < 60, f"{name}.main() is {n} lines; move the logic into the library"
+
+
+def test_the_detectors_read_side_never_imports_torch():
+    """Finding lines at read time is NumPy, OpenCV and ONNX Runtime: the reader-only
+    install has no PyTorch."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, crnn.detect.runtime, crnn.detect.order, crnn.detect.choice, "
+        "crnn.detect.evaluate, crnn.data.quads, crnn.page_reading; "
+        "print('torch' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert out.stdout.strip() == "False"
 
 
 def test_every_path_the_docs_name_exists():
@@ -149,3 +163,13 @@ def test_every_path_the_docs_name_exists():
          if not (ROOT / m).exists()}
     )  # fmt: skip
     assert not missing, f"docs name files that do not exist: {missing}"
+
+
+def test_docs_and_code_speak_of_the_project_never_of_its_issues():
+    """The docs say what the project does and why; an issue number means nothing to a
+    user (the tracker is not theirs)."""
+    pattern = re.compile(r"\bissues? #?\d+\b|\bissue \d+'s\b", re.IGNORECASE)
+    files = [ROOT / "README.md", *(ROOT / "docs").rglob("*.md")]
+    files += [p for d in ("crnn", "tools", "benchmarks") for p in (ROOT / d).rglob("*.py")]
+    hits = [f"{p.relative_to(ROOT)}: {m.group(0)}" for p in files for m in pattern.finditer(p.read_text(encoding="utf-8"))]
+    assert not hits, hits

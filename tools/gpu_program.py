@@ -23,7 +23,7 @@ record the slimmed paths as deleted.
 
 stage1 runs ``pytest -m gpu``, the GPU rows of ``benchmarks/bench.py`` and
 ``benchmarks/parallel.py``, the input pipeline from 0/4/15 workers over an image LMDB and
-a prepared one (issue 16) and ``benchmarks/wide_charset.py`` (issue 14) on the GPU. stage2 trains ``configs/crnn_en.yaml`` on synthetic text
+a prepared one and ``benchmarks/wide_charset.py`` on the GPU. stage2 trains ``configs/crnn_en.yaml`` on synthetic text
 (rendered by the machine's cores) mixed with ``gpu_data`` under ``--time-budget``
 (``--minutes``, whole schedule) in chunks of ``--chunk-min`` (``--time-limit``, resumed
 on the next call), then evaluates on IC13/SVT, writes the fp16 release file and its ONNX
@@ -186,7 +186,7 @@ def prepare(args: argparse.Namespace) -> None:
             run([sys.executable, "tools/create_lmdb.py", "--root", str(real / name), "--out",
                  str(DATA / name), "--val-fraction", "0.1", "--val-out", str(DATA / f"val_{name}"),
                  "--height", "32", "--grayscale", "--overwrite"], check=False)  # fmt: skip
-    if not (DATA / "ic15_train_prepared" / "data.mdb").exists():  # issue 16's loader rows
+    if not (DATA / "ic15_train_prepared" / "data.mdb").exists():  # the loader rows
         run([sys.executable, "tools/create_lmdb.py", "--root", str(real / "ic15_train"), "--out",
              str(DATA / "ic15_train_prepared"), "--prepared", "--overwrite"], check=False)  # fmt: skip
     for name in ("ic13_857", "svt_647"):
@@ -282,8 +282,8 @@ def stage1(args: argparse.Namespace) -> None:
     if "parallel" in parts:
         codes["parallel"] = run([sys.executable, "benchmarks/parallel.py", *gpus, "--json", str(out / "parallel.json")],
         out / "bench.log", timeout=240, check=False)  # fmt: skip
-    # The input pipeline from many workers (issue 16), image LMDB against prepared LMDB,
-    # and what 5,531 classes cost on the GPU (issue 14).
+    # The input pipeline from many workers, image LMDB against prepared LMDB,
+    # and what 5,531 classes cost on the GPU.
     # At most 8 files come back: these three go into extra.json.
     workers = ["--workers", "0,1"] if args.dry_run else ["--workers", "0,4,15"]
     extra = {}

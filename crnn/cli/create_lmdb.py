@@ -130,17 +130,9 @@ def main(argv: list[str] | None = None) -> int:
         log.error("--prepared is grayscale unless --rgb: leave out --grayscale")
         return EXIT_USAGE
     grayscale = not args.rgb if args.prepared else args.grayscale
-    if args.quads:
-        import tempfile
-
-        from crnn.data.errors import DataError
-
-        cut_dir = tempfile.TemporaryDirectory(prefix="crnn-lines-")
-        try:
-            root, gt = _cut(root, Path(cut_dir.name)), None
-        except DataError as e:
-            log.error("%s", e)
-            return EXIT_USAGE
+    if args.quads and (root := _cut(root)) is None:
+        return EXIT_USAGE
+    gt = None if args.quads else gt
     try:
         charset = None
         if args.charset:
@@ -180,12 +172,25 @@ def main(argv: list[str] | None = None) -> int:
     return EXIT_FAILURE if report.bad else EXIT_OK
 
 
-def _cut(root: Path, out: Path) -> Path:
-    """--quads: the set's legible lines cut into ``out`` (images/ + gt.txt)."""
+_CUT_DIRS: list = []  # --quads' folders of cut lines, removed when the process ends
+
+
+def _cut(root: Path) -> Path | None:
+    """--quads: the set's legible lines cut into a temporary folder (images/ + gt.txt);
+    None (and the error logged) when it is no labelled set."""
+    import tempfile
+
+    _CUT_DIRS.append(tempfile.TemporaryDirectory(prefix="crnn-lines-"))
+    out = Path(_CUT_DIRS[-1].name)
     from crnn.data.cut_lines import cut_labelled
+    from crnn.data.errors import DataError
     from crnn.data.quads import count_problems, describe_problems, find_labelled
 
-    items = find_labelled(root)
+    try:
+        items = find_labelled(root)
+    except DataError as e:
+        log.error("%s", e)
+        return None
     problems = count_problems(items)
     if problems:
         log.warning("%s: boxes %s", root, describe_problems(problems))

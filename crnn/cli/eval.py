@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from crnn.cli import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, add_scale_out_args, setup_logging
+from crnn.cli import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, add_scale_out_args, eval_det, setup_logging
 from crnn.config import TrainConfig, choices
 from crnn.ctc.lm import default_beam, resolve_prior
 from crnn.metrics import MODES
@@ -242,10 +242,8 @@ def row(parts: list[dict[str, Any]], mode: str) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     setup_logging(args.verbose)
-    from crnn.cli.eval_det import evaluate_detector_cli, is_detector
-
-    if is_detector(args.checkpoint):
-        return evaluate_detector_cli(args)
+    if eval_det.is_detector(args.checkpoint):  # a text detector: crnn/cli/eval_det.py
+        return eval_det.evaluate_detector_cli(args)
     from crnn.backends import load_backend
     from crnn.ctc import Lexicon
     from crnn.data.errors import DataError

@@ -65,7 +65,7 @@ _ZH_UNITS = (
 _ZH_QUOTES = (("“", "”"), ("「", "」"), ("《", "》"), ("（", "）"), ("【", "】"), ("『", "』"),
               ("‘", "’"), ("〔", "〕"), ('"', '"'), ("(", ")"))  # fmt: skip
 # Shares as in print: … ended one sentence in seven and was read for 。 on unseen print
-# (issue 42); now one in fourteen, and a sixteenth of the clause marks.
+# (the Chinese development rows); now one in fourteen, and a sixteenth of the clause marks.
 _ZH_CLAUSE = "，，，，，，，、、、；；：：—…"
 _ZH_END = "。。。。。。。。！！？？；…"
 # Speech inside quotes ends with its own mark before the closing quote (：“……。”), and
