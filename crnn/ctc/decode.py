@@ -479,8 +479,9 @@ def decode(
         chosen.append((ids, score))
     confs, spans = _alignment(log_probs.astype(np.float64), lens, [ids for ids, _ in chosen])
     out = []
-    for (ids, score), conf, span in zip(chosen, confs, spans):
+    for (ids, score), conf, span, n in zip(chosen, confs, spans, lens):
         text, pos = charset.decode_aligned(ids)
-        out.append(Prediction(text, float(np.exp(score)), tuple(conf[k] for k in pos),
+        # No frame, no evidence: confidence 0, as greedy decoding says (not exp(0) = 1).
+        out.append(Prediction(text, float(np.exp(score)) if n > 0 else 0.0, tuple(conf[k] for k in pos),
                               char_frames=tuple(span[k] for k in pos) if span else ()))  # fmt: skip
     return out

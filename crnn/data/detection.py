@@ -23,16 +23,15 @@ from crnn.data.quads import LabelledImage
 
 
 def read_rgb(path: str) -> np.ndarray:
-    """An image file as ``(H, W, 3)`` uint8 RGB (grey and alpha images converted;
-    transparent pixels onto white)."""
-    from PIL import Image
+    """An image file as ``(H, W, 3)`` uint8 RGB, decoded as every reader decodes it
+    (``crnn.data.image.load_image``: EXIF turns, transparency flattened); ValueError
+    naming the file when it is not readable."""
+    from crnn.data.image import ImageDecodeError, load_image
 
-    with Image.open(path) as im:
-        if im.mode in ("RGBA", "LA", "PA") or (im.mode == "P" and "transparency" in im.info):
-            im = im.convert("RGBA")
-            bg = Image.new("RGBA", im.size, (255, 255, 255, 255))
-            im = Image.alpha_composite(bg, im)
-        return np.asarray(im.convert("RGB"))
+    try:
+        return np.asarray(load_image(path, rgb=True))
+    except ImageDecodeError as e:
+        raise ValueError(str(e)) from None
 
 
 @dataclass(frozen=True)

@@ -221,11 +221,12 @@ def load_image(source: ImageSource, rgb: bool = False) -> Image.Image:
                 arr = (np.clip(arr, 0, 1) * 255 + 0.5).astype(np.uint8)
             if arr.ndim == 3 and arr.shape[2] == 1:
                 arr = arr[:, :, 0]
-            if arr.ndim not in (2, 3) or (arr.ndim == 3 and arr.shape[2] not in (3, 4)):
+            if arr.ndim not in (2, 3) or (arr.ndim == 3 and arr.shape[2] not in (2, 3, 4)):
                 raise ImageDecodeError(
-                    f"array of shape {arr.shape}: expected (H, W) or (H, W, 3|4)"
+                    f"array of shape {arr.shape}: expected (H, W) grey, (H, W, 2) grey and "
+                    "alpha, (H, W, 3) RGB or (H, W, 4) RGBA"
                 )
-            img = Image.fromarray(arr)
+            img = Image.fromarray(np.ascontiguousarray(arr), "LA") if arr.ndim == 3 and arr.shape[2] == 2 else Image.fromarray(arr)
         else:
             raise ImageDecodeError(
                 f"cannot read an image from {type(source).__name__}: expected a path, bytes, "
@@ -249,9 +250,7 @@ def load_image(source: ImageSource, rgb: bool = False) -> Image.Image:
     if img.mode != mode:
         try:
             if img.mode in ("RGBA", "LA", "PA") or "transparency" in img.info:
-                # Composite transparent text on white rather than on black.
-                bg = Image.new("RGBA", img.size, (255, 255, 255, 255))
-                img = Image.alpha_composite(bg, img.convert("RGBA"))
+                img = flatten_alpha(img)
             if img.mode in ("I", "I;16", "I;16B", "I;16L", "F") and mode == "L":
                 img = _wide_to_l(img)
             img = img.convert(mode)
@@ -260,6 +259,20 @@ def load_image(source: ImageSource, rgb: bool = False) -> Image.Image:
                 f"{name}: pixel mode {img.mode!r} cannot be converted to {mode!r} ({e})"
             ) from None
     return img
+
+
+def flatten_alpha(img: Image.Image) -> Image.Image:
+    """An image with transparency composited onto a background its visible pixels stand
+    out from: white under dark ink, black under light ink (white text on a transparent
+    PNG, a logo's cut-out lettering), judged by the mean brightness of the pixels at
+    least half opaque. Every reader's input goes through it (the recognizer's and the
+    detector's)."""
+    rgba = img.convert("RGBA")
+    arr = np.asarray(rgba)
+    seen = arr[:, :, 3] >= 128
+    light = bool(seen.any()) and float(arr[:, :, :3][seen].mean()) > 160 and not seen.all()
+    bg = Image.new("RGBA", img.size, (0, 0, 0, 255) if light else (255, 255, 255, 255))
+    return Image.alpha_composite(bg, rgba)
 
 
 def _wide_to_l(img: Image.Image) -> Image.Image:
