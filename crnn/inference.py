@@ -145,8 +145,9 @@ class Recognizer(PageReading):
             None (the default): :data:`CJK_DESLANT` for a model that writes Chinese
             characters, else 0.
         detector: the text line detector (``crnn.detect.runtime``) that finds the lines of
-            photographs and web images for :meth:`read_pages`; None: the classical page
-            finder (``crnn.layout``) alone.
+            photographs and web images for :meth:`read_pages`: ``"bundled"`` (the default;
+            loaded on first use, none where none is bundled), a detector object, or None:
+            the classical page finder (``crnn.layout``) alone.
         finder: ``"auto"`` (the default): the detector where
             ``crnn.detect.choice.prefers_detector`` says (not clean pages, scans, long
             screenshots or line crops), the classical finder elsewhere; ``"detector"`` or
@@ -169,11 +170,15 @@ class Recognizer(PageReading):
         stretch: Sequence[float] | None = None,
         zoom: Sequence[float] | None = None,
         deslant: float | None = None,
-        detector: Any = None,
+        detector: Any = "bundled",
         finder: str = "auto",
     ) -> None:
         if finder not in FINDERS:
             raise ValueError(f"finder must be one of {', '.join(FINDERS)}, got {finder!r}")
+        if detector == "bundled":
+            from crnn.detect.runtime import bundled_detector
+
+            detector = bundled_detector()
         self.detector = detector
         self.finder = finder
         self.squeeze = squeeze

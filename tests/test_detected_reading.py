@@ -60,7 +60,7 @@ def poster() -> tuple[Image.Image, list[np.ndarray], list[str]]:
 
 @pytest.fixture(scope="module")
 def line_model() -> Recognizer:
-    return Recognizer.bundled("line")
+    return Recognizer.bundled("line", detector=None)
 
 
 def test_detected_lines_are_cut_straight_and_read_in_order_with_their_quads(line_model) -> None:
