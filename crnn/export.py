@@ -291,10 +291,18 @@ DET_INPUT_DOC = (
 DET_OUTPUT_DOC = "float32 (batch, 1, height, width): each pixel's probability of lying in a line's kernel."
 
 
-def export_detector_onnx(model: torch.nn.Module, path: str | os.PathLike[str], limit_side: int, opset: int = OPSET) -> Path:
+def export_detector_onnx(
+    model: torch.nn.Module,
+    path: str | os.PathLike[str],
+    limit_side: int,
+    opset: int = OPSET,
+    postprocess: dict[str, Any] | None = None,
+) -> Path:
     """Write the detector (:class:`crnn.model.dbnet.DBNet`) in eval mode, the probability
-    map alone, with dynamic batch, height and width, and its hyper-parameters and read
-    scale in the metadata (``crnn_ocr.kind = detector``). Returns the path."""
+    map alone, with dynamic batch, height and width, and its hyper-parameters, read scale
+    and post-processing options (``crnn.detect.postprocess.DetOptions`` fields, chosen on
+    its validation images) in the metadata (``crnn_ocr.kind = detector``). Returns the
+    path."""
     onnx, _ = require_onnx()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -319,6 +327,7 @@ def export_detector_onnx(model: torch.nn.Module, path: str | os.PathLike[str], l
         "kind": "detector",
         "model_config": json.dumps(model.hparams),
         "limit_side": str(int(limit_side)),
+        "postprocess": json.dumps(postprocess or {}),
         "input": DET_INPUT_DOC,
         "output": DET_OUTPUT_DOC,
         "version": __version__,

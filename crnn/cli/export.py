@@ -167,7 +167,8 @@ def _export_detector(args: argparse.Namespace, out: Path) -> int:
     model = build_detector(ckpt["hparams"])
     model.load_state_dict(ckpt["model"])
     model.eval()
-    export_detector_onnx(model, out, int(ckpt.get("limit_side", 960)), opset=args.opset)
+    post = ckpt.get("postprocess") or {}
+    export_detector_onnx(model, out, int(ckpt.get("limit_side", 960)), opset=args.opset, postprocess=post)
     log.info("wrote %s (%.1f MB)", out, out.stat().st_size / 1e6)
     if args.no_check:
         return EXIT_OK

@@ -6,6 +6,8 @@ checkpoint run by PyTorch where torch is installed. Both give :meth:`find`: an R
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -48,7 +50,7 @@ class OnnxDetector:
                 f"{path} is not a crnn-ocr detector (no crnn_ocr.kind = detector in its metadata); export one with crnn-export RUN/best.pt"
             )
         self.limit_side = int(meta.get("limit_side", LIMIT_SIDE))
-        self.opts = opts
+        self.opts = options_of(json.loads(meta.get("postprocess") or "{}"), opts)
 
     def prob_map(self, batch: np.ndarray) -> np.ndarray:
         return self.session.run(None, {"images": batch})[0]
@@ -75,13 +77,22 @@ class TorchDetector(OnnxDetector):
         self.model = build_detector(ckpt["hparams"]).eval()
         self.model.load_state_dict(ckpt["model"])
         self.limit_side = int(ckpt.get("limit_side", LIMIT_SIDE))
-        self.opts = opts
+        self.opts = options_of(ckpt.get("postprocess") or {}, opts)
 
     def prob_map(self, batch: np.ndarray) -> np.ndarray:
         import torch
 
         with torch.no_grad():
             return self.model(torch.from_numpy(batch)).numpy()
+
+
+def options_of(saved: dict[str, Any], given: DetOptions) -> DetOptions:
+    """The model's own post-processing options (saved with it), unless the caller gave
+    others than the defaults."""
+    if given != DEFAULT_OPTIONS or not saved:
+        return given
+    fields = {k: v for k, v in saved.items() if k in DetOptions.__dataclass_fields__}
+    return dataclasses.replace(DEFAULT_OPTIONS, **fields)
 
 
 def load_detector(path: str | os.PathLike[str], **options: Any) -> OnnxDetector:
