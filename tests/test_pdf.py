@@ -114,3 +114,39 @@ def test_a_file_named_like_a_page_reference_is_itself(tmp_path) -> None:
     odd = tmp_path / "odd.pdf#page=2"
     Image.new("L", (10, 10)).save(odd, "PNG")
     assert split_ref(str(odd)) is None
+
+
+def _tiny_pdf(objs: list[bytes]) -> bytes:
+    out, offs = b"%PDF-1.4\n", []
+    for i, o in enumerate(objs, 1):
+        offs.append(len(out))
+        out += f"{i} 0 obj\n".encode() + o + b"\nendobj\n"
+    x = len(out)
+    out += f"xref\n0 {len(objs) + 1}\n0000000000 65535 f \n".encode()
+    out += b"".join(f"{o:010d} 00000 n \n".encode() for o in offs)
+    return out + f"trailer\n<< /Size {len(objs) + 1} /Root 1 0 R >>\nstartxref\n{x}\n%%EOF\n".encode()
+
+
+_CATALOG = b"<< /Type /Catalog /Pages 2 0 R >>"
+_PAGE = b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 100 100] >>"
+
+
+def test_a_page_tree_that_promises_more_pages_than_it_holds_costs_only_those_pages(tmp_path, capsys):
+    from crnn.cli.predict import main
+
+    bad = tmp_path / "count5.pdf"
+    bad.write_bytes(_tiny_pdf([_CATALOG, b"<< /Type /Pages /Kids [3 0 R] /Count 5 >>", _PAGE]))
+    word = Path(__file__).resolve().parents[1] / "data" / "samples" / "word_01.png"
+    assert main([str(bad), str(word)]) == 1
+    out, err = capsys.readouterr()
+    assert "homeland" in out and f"{bad}#page=1" in out
+    assert err.count("cannot be loaded") == 4 and "page=3 cannot be loaded" in err
+
+
+def test_a_pdf_without_pages_says_so(tmp_path):
+    from crnn.data.pdf import PdfError, page_count
+
+    empty = tmp_path / "zero.pdf"
+    empty.write_bytes(_tiny_pdf([_CATALOG, b"<< /Type /Pages /Kids [] /Count 0 >>"]))
+    with pytest.raises(PdfError, match="has no pages"):
+        page_count(empty)

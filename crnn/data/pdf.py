@@ -89,12 +89,61 @@ def _open(source: str | os.PathLike[str] | bytes, password: str | None = None) -
     try:
         return pdfium.PdfDocument(bytes(source) if isinstance(source, bytearray) else source, password=password)
     except pdfium.PdfiumError as e:
-        if "password" in str(e).lower():
+        # PDFium's error code is left over from the last failure when this one sets none:
+        # "password" is believed only where the file says it is encrypted.
+        if "password" in str(e).lower() and _declares_encryption(source):
             raise PdfError(f"{name} is encrypted: give its password (--pdf-password) or save an "
                            "unencrypted copy") from None  # fmt: skip
+        if _holds_no_page(source):  # PDFium refuses a document whose page tree is empty
+            raise PdfError(f"{name} has no pages (its page tree is empty)") from None
         raise PdfError(f"{name} is not a readable PDF ({e}): is it complete?") from None
     except (OSError, ValueError) as e:
         raise PdfError(f"{name} could not be opened as a PDF ({e})") from None
+
+
+def _declares_encryption(source: str | os.PathLike[str] | bytes) -> bool:
+    """Whether a PDF's trailer names an /Encrypt dictionary (read from its last MiB)."""
+    try:
+        if isinstance(source, (bytes, bytearray)):
+            tail = bytes(source[-(1 << 20) :])
+        else:
+            with open(source, "rb") as f:
+                f.seek(0, os.SEEK_END)
+                f.seek(max(0, f.tell() - (1 << 20)))
+                tail = f.read()
+    except OSError:
+        return True
+    return b"/Encrypt" in tail
+
+
+def _holds_no_page(source: str | os.PathLike[str] | bytes) -> bool:
+    """Whether a PDF that PDFium refused has a page tree of count 0 and no page object
+    (read from its first 64 MiB): PDFium's own error code for it is whatever the last
+    failure left."""
+    import re
+
+    try:
+        if isinstance(source, (bytes, bytearray)):
+            data = bytes(source[: 64 << 20])
+        else:
+            with open(source, "rb") as f:
+                data = f.read(64 << 20)
+    except OSError:
+        return False
+    return bool(re.search(rb"/Count\s+0\b", data)) and not re.search(rb"/Type\s*/Page(?![a-zA-Z])", data)
+
+
+def load_page(doc: Any, name: str, page: int) -> Any:
+    """Page ``page`` (1-based) of an open document; a page object PDFium cannot load (a
+    page tree that promises more pages than it holds, a broken page) is a
+    :class:`PdfError` naming that page alone, so the document's other pages are read."""
+    import pypdfium2 as pdfium
+
+    try:
+        return doc[page - 1]
+    except pdfium.PdfiumError as e:
+        raise PdfError(f"{page_ref(name, page)} cannot be loaded ({e}): the PDF's page tree "
+                       f"lists {len(doc)} pages, this one is missing or broken") from None  # fmt: skip
 
 
 def page_count(source: str | os.PathLike[str] | bytes, password: str | None = None) -> int:
@@ -129,7 +178,7 @@ def _render(doc: Any, name: str, page: int, dpi: int, rgb: bool) -> Any:
     try:
         if not 1 <= page <= len(doc):
             raise PdfError(f"{name} has {len(doc)} pages; there is no page {page}")
-        pg = doc[page - 1]
+        pg = load_page(doc, name, page)
         w_pt, h_pt = pg.get_size()
         w, h = round(w_pt * dpi / 72), round(h_pt * dpi / 72)
         if w * h > MAX_PIXELS:
@@ -155,7 +204,14 @@ def page_sizes(source: str | os.PathLike[str] | bytes, dpi: int = DEFAULT_DPI,
     with _LOCK:
         doc = _open(source, password)
         try:
-            return [(round(w * dpi / 72), round(h * dpi / 72)) for w, h in (doc[i].get_size() for i in range(len(doc)))]
+            sizes = []
+            for i in range(len(doc)):
+                try:
+                    w, h = load_page(doc, "", i + 1).get_size()
+                except PdfError:  # a broken page: its own error when it is rendered
+                    w = h = 0
+                sizes.append((round(w * dpi / 72), round(h * dpi / 72)))
+            return sizes
         finally:
             doc.close()
 
@@ -165,7 +221,7 @@ def page_text(source: str | os.PathLike[str] | bytes, page: int, password: str |
     with _LOCK:
         doc = _open(source, password)
         try:
-            tp = doc[page - 1].get_textpage()
+            tp = load_page(doc, "the PDF", page).get_textpage()
             try:
                 return str(tp.get_text_range()).replace("\r\n", "\n").replace("\r", "\n")
             finally:
