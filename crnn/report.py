@@ -236,7 +236,8 @@ class Calibration:
 
 def draw_page(image: Image.Image, page: Any, fonts: Any = None) -> Image.Image:
     """A page and its reads side by side, for checking a page reader by looking: the
-    image with each line's box (green, or orange below 0.5 confidence) and numbered,
+    image with each line's box (its quadrilateral where the detector found it; green, or
+    orange below 0.5 confidence) and numbered,
     each character's box in thin blue (where the read has them), and beside it a white panel with each read written where its line is, in a font
     that has its glyphs (``fonts``: a ``LabelFonts``; the default finds one)."""
     from crnn.data.synth.labelfonts import LabelFonts
@@ -251,7 +252,11 @@ def draw_page(image: Image.Image, page: Any, fonts: Any = None) -> Image.Image:
     for i, line in enumerate(page.lines, start=1):
         x0, y0, x1, y1 = line.box
         colour = (0, 160, 0) if line.confidence >= 0.5 else (230, 120, 0)
-        draw.rectangle((x0, y0, x1 - 1, y1 - 1), outline=colour, width=2)
+        quad = getattr(line, "quad", ())
+        if quad:  # the detector's quadrilateral (a rotated or slanted line) as found
+            draw.polygon([tuple(map(float, pt)) for pt in quad], outline=colour, width=2)
+        else:
+            draw.rectangle((x0, y0, x1 - 1, y1 - 1), outline=colour, width=2)
         for c, b in zip(line.text, getattr(line, "char_boxes", ())):
             if not c.isspace():
                 draw.rectangle((b[0], b[1], max(b[0], b[2] - 1), max(b[1], b[3] - 1)), outline=(40, 90, 220), width=1)

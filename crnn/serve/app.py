@@ -232,8 +232,11 @@ class Service:
             return out
         from crnn.layout import Line
 
-        for (_, _, box), p in zip(jobs, preds):
-            planned.lines.append(Line(p.text, p.confidence, box, p.char_confidences, char_boxes=p.char_boxes))
+        for k, ((_, _, box), p) in enumerate(zip(jobs, preds)):
+            quad = tuple(map(tuple, planned.quads[k])) if planned.quads else ()
+            planned.lines.append(Line(p.text, p.confidence, box, p.char_confidences, char_boxes=p.char_boxes, quad=quad))
+        if planned.finder == "detector":  # as Recognizer.read_pages: a line read as nothing is none
+            planned.lines = [ln for ln in planned.lines if ln.text.strip()]
         out.update(planned.to_dict())
         out["char_confidences"] = [[round(c, 6) for c in ln.char_confidences] for ln in planned.lines]
         return out
