@@ -4,6 +4,7 @@ of the step."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -168,6 +169,13 @@ def test_exported_detector_reads_as_pytorch_and_finds_the_bars(det_overrides, tm
     assert len(found) >= 1
     tops = [d.quad[:, 1].min() for d in found]
     assert tops == sorted(tops)
+    # crnn-eval takes the detector (its .onnx) and a labelled set: one row of ICDAR figures.
+    from crnn.cli.eval import main as eval_main
+
+    report = tmp_path / "eval.json"
+    assert eval_main([str(out), str(tmp_path / "scenes"), "--json", str(report)]) == 0
+    (row,) = json.loads(report.read_text())
+    assert row["images"] == 8 and 0 < row["hmean"] <= 1 and row["recall"] > 0.2
 
 
 @pytest.mark.slow
