@@ -273,3 +273,25 @@ def test_keep_every_keeps_each_steps_weights_for_predict_and_average(tmp_path, w
     avg, two = load_checkpoint(r.stdout.strip()), load_checkpoint(steps[0])
     k = "cnn.conv0.weight"
     torch.testing.assert_close(avg["model"][k], (two["model"][k] + four["model"][k]) / 2)
+
+
+def test_every_command_answers_version(capsys):
+    """Each console script of pyproject.toml prints the package's version and exits 0."""
+    import importlib
+    import re
+    from pathlib import Path
+
+    import crnn
+
+    text = (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text()
+    section = text.split("[project.scripts]", 1)[1].split("\n[", 1)[0]
+    scripts = dict(re.findall(r'^(crnn-[\w-]+) = "([\w.:]+)"', section, re.M))
+    assert len(scripts) >= 11
+    for name, target in scripts.items():
+        module, func = target.split(":")
+        try:  # argparse exits; crnn-synth returns argparse's exit code instead
+            code = getattr(importlib.import_module(module), func)(["--version"])
+        except SystemExit as e:
+            code = e.code
+        assert code in (0, None), name
+        assert capsys.readouterr().out.strip() == f"crnn-ocr {crnn.__version__}", name

@@ -15,6 +15,16 @@ EXIT_USAGE = 2  # bad arguments or configuration: nothing was done
 EXIT_INTERRUPTED = 130
 
 
+class Parser(argparse.ArgumentParser):
+    """Every command's argument parser: ``--version`` prints the package's version."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        from crnn import __version__
+
+        self.add_argument("--version", action="version", version=f"crnn-ocr {__version__}")
+
+
 def setup_logging(verbose: bool = False, rank: int = 0) -> None:
     """Log to stderr; ranks other than 0 log warnings only, prefixed with their rank."""
     level = logging.DEBUG if verbose else logging.INFO

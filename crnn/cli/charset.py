@@ -20,13 +20,13 @@ import logging
 import sys
 from pathlib import Path
 
-from crnn.cli import EXIT_OK, EXIT_USAGE, setup_logging
+from crnn.cli import EXIT_OK, EXIT_USAGE, Parser, setup_logging
 
 log = logging.getLogger("crnn.charset")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="charset.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     p.add_argument("data", nargs="+", help="LMDB directories or image folders with a gt.txt")

@@ -32,13 +32,13 @@ import logging
 import sys
 from pathlib import Path
 
-from crnn.cli import EXIT_OK, EXIT_USAGE, setup_logging
+from crnn.cli import EXIT_OK, EXIT_USAGE, Parser, setup_logging
 
 log = logging.getLogger("crnn.convert_checkpoint")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="convert_checkpoint.py",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,

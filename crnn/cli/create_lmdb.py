@@ -30,13 +30,13 @@ import logging
 import sys
 from pathlib import Path
 
-from crnn.cli import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, setup_logging
+from crnn.cli import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, Parser, setup_logging
 
 log = logging.getLogger("crnn.create_lmdb")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="create_lmdb.py",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,

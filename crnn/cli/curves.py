@@ -16,7 +16,7 @@ import argparse
 import logging
 from pathlib import Path
 
-from crnn.cli import EXIT_OK, EXIT_USAGE, setup_logging
+from crnn.cli import EXIT_OK, EXIT_USAGE, Parser, setup_logging
 
 log = logging.getLogger("crnn.curves")
 
@@ -24,7 +24,7 @@ log = logging.getLogger("crnn.curves")
 def build_parser() -> argparse.ArgumentParser:
     from crnn.curves import DEFAULT_TAGS
 
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="curves.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     p.add_argument("run", help="a run directory (with tb/) or a tb/ folder")

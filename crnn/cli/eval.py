@@ -25,7 +25,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from crnn.cli import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, add_scale_out_args, eval_det, setup_logging
+from crnn.cli import (
+    EXIT_FAILURE,
+    EXIT_OK,
+    EXIT_USAGE,
+    Parser,
+    add_scale_out_args,
+    eval_det,
+    setup_logging,
+)
 from crnn.config import TrainConfig, choices
 from crnn.ctc.lm import default_beam, resolve_prior
 from crnn.metrics import MODES
@@ -34,7 +42,7 @@ log = logging.getLogger("crnn.eval")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="eval.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     p.add_argument(

@@ -25,7 +25,7 @@ import logging
 import sys
 from pathlib import Path
 
-from crnn.cli import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, setup_logging
+from crnn.cli import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, Parser, setup_logging
 
 log = logging.getLogger("crnn.export")
 
@@ -43,7 +43,7 @@ def _int_list(text: str) -> list[int]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="export.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     p.add_argument("checkpoint", help="checkpoint file, run directory or release file")

@@ -16,12 +16,12 @@ import shutil
 import subprocess
 import sys
 
-from crnn.cli import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
+from crnn.cli import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, Parser
 from crnn.data.synth.fontsets import FONT_ROOTS, FoundSet, resolve_font_set, set_names
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="crnn-fonts",
         description="List the font sets that recipes name (data.synth.font_sets), which of "
         "their faces are installed, and install the missing ones (Debian/Ubuntu packages). "

@@ -20,13 +20,13 @@ import logging
 import random
 from pathlib import Path
 
-from crnn.cli import EXIT_OK, EXIT_USAGE, setup_logging
+from crnn.cli import EXIT_OK, EXIT_USAGE, Parser, setup_logging
 
 log = logging.getLogger("crnn.orientation")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="train_orientation.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     p.add_argument("--real", nargs="*", default=[], help="folders of crops with a gt.txt (labels unused)")

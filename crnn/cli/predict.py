@@ -38,6 +38,7 @@ from crnn.cli import (
     EXIT_FAILURE,
     EXIT_OK,
     EXIT_USAGE,
+    Parser,
     add_scale_out_args,
     add_stretch_arg,
     setup_logging,
@@ -55,7 +56,7 @@ _PAGES = 16
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="predict.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     p.add_argument(

@@ -16,7 +16,7 @@ import logging
 import sys
 from typing import Any
 
-from crnn.cli import EXIT_OK, EXIT_USAGE, add_stretch_arg, setup_logging
+from crnn.cli import EXIT_OK, EXIT_USAGE, Parser, add_stretch_arg, setup_logging
 
 log = logging.getLogger("crnn.serve")
 
@@ -25,7 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
     from crnn.serve.app import Limits
 
     d = Limits()
-    p = argparse.ArgumentParser(prog="crnn-serve", description=__doc__,
+    p = Parser(prog="crnn-serve", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     p.add_argument("-c", "--checkpoint", help="a checkpoint, release or .onnx file (default: --model)")
     p.add_argument("--model", choices=("word", "line", "zh"), default="word",

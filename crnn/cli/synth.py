@@ -14,7 +14,7 @@ import sys
 from typing import Any
 
 from crnn.charset import Charset
-from crnn.cli import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, setup_logging
+from crnn.cli import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, Parser, setup_logging
 from crnn.config import ConfigError, load_config
 from crnn.data import usable_cores
 
@@ -22,7 +22,7 @@ log = logging.getLogger("crnn.synth")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="crnn-synth",
         description="Render synthetic word/line images into an LMDB (num-samples, image-%%09d, "
         "label-%%09d, size-%%09d), or a contact sheet of samples.",

@@ -16,7 +16,7 @@ from pathlib import Path
 import crnn
 from crnn.charset_files import CharsetFileError
 from crnn.checkpoint import CheckpointError, load_checkpoint
-from crnn.cli import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, setup_logging
+from crnn.cli import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, Parser, setup_logging
 from crnn.config import (
     Config,
     ConfigError,
@@ -87,7 +87,7 @@ examples:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="train.py",
         description=__doc__,
         epilog=EPILOG,
