@@ -185,7 +185,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--json",
         action="store_true",
-        help="print a JSON list of {path, text, confidence, layout, lines} (see above)",
+        help="print a JSON list of {path, text, confidence, layout, lines} (see above); "
+        "the same as --format json",
+    )
+    p.add_argument(
+        "--format",
+        choices=("tsv", "json", "txt", "hocr", "alto"),
+        help="what to write: tsv (default: path, text, confidence per line), json, txt (each "
+        "input's text), hocr (hOCR 1.2: ocr_page/ocr_line/ocrx_word with bbox and x_wconf), "
+        "alto (ALTO 4 XML: TextLine/String with HPOS/VPOS/WIDTH/HEIGHT/WC); hocr and alto "
+        "are one document per input: with several inputs give --output-dir",
+    )
+    p.add_argument(
+        "--output-dir",
+        metavar="DIR",
+        help="write one file per input into DIR (NAME.txt, .hocr, .xml, .json or .tsv by "
+        "--format) instead of printing",
     )
     p.add_argument(
         "--batch-size", type=int, default=64, help="images per forward pass (default 64)"
@@ -426,6 +441,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {path}: {why}", file=sys.stderr)
     if args.output:
         return write_output(args, rec, files, errors, shard)
+    if args.format in ("hocr", "alto") and len(files) > 1 and not args.output_dir:
+        log.error("--format %s writes one document per input: give --output-dir DIR for %d inputs", args.format, len(files))
+        return EXIT_USAGE
+    if args.format == "json":
+        args.json = True
+    if args.output_dir or args.format in ("txt", "hocr", "alto"):
+        return write_documents(args, rec, files, errors, len(files) + len(errors))
     results: list[dict[str, object]] = [{"path": p, "error": why} for p, why in errors]
     n_inputs, counts = len(files) + len(errors), {"uncertain": 0, "reads": 0, "drawn": 0}
     for f, page in read_files(args, rec, files):
@@ -458,6 +480,58 @@ def emit(args: argparse.Namespace, f: str, page: Any, results: list[Any], counts
             print(f"{f}\t{line.text}\t{line.confidence:.4f}{turn}{flag}", flush=False)
         counts["uncertain"] += floor is not None and line.confidence < floor
         counts["reads"] += 1
+
+
+def write_documents(args: argparse.Namespace, rec: Any, files: list[str], errors: list[Any], n_inputs: int) -> int:
+    """--format txt/hocr/alto or --output-dir: one document per input, printed or
+    written as ``DIR/<name><suffix>``."""
+    from crnn.reading.writers import SUFFIX, page_size, to_alto, to_hocr, to_text
+
+    fmt = args.format or ("json" if args.json else "tsv")
+    out = Path(args.output_dir) if args.output_dir else None
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+    counts = {"uncertain": 0, "reads": 0, "drawn": 0}
+    for f, page in read_files(args, rec, files):
+        if isinstance(page, Exception):
+            errors.append((f, str(page)))
+            print(f"error: {page}", file=sys.stderr)
+            continue
+        if args.draw:
+            from crnn.report import draw_read
+
+            draw_read(f, page, args.draw, args.dpi, args.pdf_password)
+            counts["drawn"] += 1
+        size = page_size(page) or input_size(args, f)
+        if fmt == "hocr":
+            doc = to_hocr(page, size, Path(f).name)
+        elif fmt == "alto":
+            doc = to_alto(page, size, Path(f).name)
+        elif fmt == "json":
+            doc = json.dumps(page_json(f, page, args.rotate == "auto", args.min_confidence), ensure_ascii=False, indent=1) + "\n"
+        elif fmt == "tsv":
+            doc = "".join(f"{f}\t{ln.text}\t{ln.confidence:.4f}\n" for ln in page.lines)
+        else:
+            doc = to_text(page)
+        if out is None:
+            sys.stdout.write(doc)
+        else:
+            name = Path(f.replace("#page=", "_page")).name
+            (out / (name + SUFFIX[fmt])).write_text(doc, encoding="utf-8")
+    if out is not None:
+        log.info("wrote %d files into %s", len(files) - len([e for e in errors if e[0] in files]), out)
+    return finish(args, errors, n_inputs, counts)
+
+
+def input_size(args: argparse.Namespace, f: str) -> tuple[int, int]:
+    """An input's ``(width, height)`` as it is read (a PDF page at --dpi)."""
+    from crnn.data.image import load_image
+    from crnn.data.pdf import page_sizes, split_ref
+
+    ref = split_ref(f)
+    if ref is not None:
+        return page_sizes(ref[0], args.dpi, args.pdf_password)[ref[1] - 1]
+    return load_image(f).size
 
 
 def finish(args: argparse.Namespace, errors: list[Any], n_inputs: int, counts: dict[str, int]) -> int:
