@@ -426,8 +426,11 @@ def draw_boxes(image: np.ndarray, truth: np.ndarray, found: list[np.ndarray]) ->
     return out
 
 
-def release(ckpt_path: str | Path, out: str | Path) -> Path:
-    """An inference-only detector file (kind, hyper-parameters, read scale, weights)."""
+def release(ckpt_path: str | Path, out: str | Path, postprocess: dict[str, Any] | None = None) -> Path:
+    """An inference-only detector file (kind, hyper-parameters, read scale, weights, and
+    the post-processing options chosen for it)."""
     ckpt = torch.load(ckpt_path, map_location="cpu", weights_only=True)
     keep = {k: ckpt[k] for k in ("kind", "hparams", "limit_side", "model")}
+    keep["postprocess"] = dict(postprocess or ckpt.get("postprocess") or {})
+    keep["source"] = {"step": ckpt.get("step"), "best": ckpt.get("best")}
     return atomic_save(keep, out)
