@@ -295,3 +295,21 @@ def test_every_command_answers_version(capsys):
             code = e.code
         assert code in (0, None), name
         assert capsys.readouterr().out.strip() == f"crnn-ocr {crnn.__version__}", name
+
+
+def test_predict_reads_its_inputs_from_a_list_or_standard_input(tmp_path, capsys, monkeypatch):
+    import io
+    from pathlib import Path
+
+    from crnn.cli.predict import main
+
+    word = Path(__file__).resolve().parents[1] / "data" / "samples" / "word_01.png"
+    listing = tmp_path / "list.txt"
+    listing.write_text(f"\n  {word}  \n\n")
+    assert main(["--files-from", str(listing)]) == 0
+    assert "homeland" in capsys.readouterr().out
+    monkeypatch.setattr("sys.stdin", io.StringIO(f"{word}\n"))
+    assert main(["-"]) == 0
+    assert "homeland" in capsys.readouterr().out
+    assert main([]) == 2
+    assert "no inputs" in capsys.readouterr().err

@@ -60,7 +60,13 @@ def build_parser() -> argparse.ArgumentParser:
         prog="predict.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     p.add_argument(
-        "inputs", nargs="+", metavar="IMAGE_OR_FOLDER", help="image files and/or folders"
+        "inputs", nargs="*", metavar="IMAGE_OR_FOLDER",
+        help="image files, PDFs and/or folders; - reads the list from standard input",
+    )
+    p.add_argument(
+        "--files-from",
+        metavar="FILE",
+        help="also read the inputs listed in FILE, one path per line (- : standard input)",
     )
     p.add_argument(
         "-c",
@@ -220,6 +226,38 @@ def build_parser() -> argparse.ArgumentParser:
     add_scale_out_args(p, "results merged in input order into --output")
     p.add_argument("-v", "--verbose", action="store_true")
     return p
+
+
+def progress(items: Any, total: int) -> Any:
+    """A progress bar on standard error over many inputs, where it is a terminal (a pipe or
+    a log file gets none)."""
+    from tqdm import tqdm
+
+    return tqdm(items, total=total, unit="image", disable=total < 2 or not sys.stderr.isatty(), leave=False)
+
+
+def listed_inputs(args: argparse.Namespace) -> list[str]:
+    """The inputs as given, with ``-`` and ``--files-from`` read as lists of paths (one
+    per line, blank lines and surrounding spaces dropped). ValueError when there is none."""
+    items: list[str] = []
+    for item in args.inputs:
+        items += _lines(sys.stdin) if item == "-" else [item]
+    if args.files_from:
+        if args.files_from == "-":
+            items += _lines(sys.stdin)
+        else:
+            try:
+                with open(args.files_from, encoding="utf-8") as f:
+                    items += _lines(f)
+            except OSError as e:
+                raise ValueError(f"--files-from {args.files_from}: {e.strerror or e}") from None
+    if not items:
+        raise ValueError("no inputs: name image files, PDFs or folders, - for a list on standard input, or --files-from FILE")
+    return items
+
+
+def _lines(stream: Any) -> list[str]:
+    return [ln.strip() for ln in stream if ln.strip()]
 
 
 def expand_inputs(
@@ -423,7 +461,7 @@ def main(argv: list[str] | None = None) -> int:
         log.error("%s", e)
         return EXIT_USAGE
     try:
-        files, errors = expand_inputs(args.inputs, args.pages, args.pdf_password)
+        files, errors = expand_inputs(listed_inputs(args), args.pages, args.pdf_password)
     except ValueError as e:
         log.error("%s", e)
         return EXIT_USAGE
@@ -450,7 +488,7 @@ def main(argv: list[str] | None = None) -> int:
         return write_documents(args, rec, files, errors, len(files) + len(errors))
     results: list[dict[str, object]] = [{"path": p, "error": why} for p, why in errors]
     n_inputs, counts = len(files) + len(errors), {"uncertain": 0, "reads": 0, "drawn": 0}
-    for f, page in read_files(args, rec, files):
+    for f, page in progress(read_files(args, rec, files), len(files)):
         if isinstance(page, Exception):
             errors.append((f, str(page)))
             print(f"error: {page}", file=sys.stderr)
@@ -492,7 +530,7 @@ def write_documents(args: argparse.Namespace, rec: Any, files: list[str], errors
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
     counts = {"uncertain": 0, "reads": 0, "drawn": 0}
-    for f, page in read_files(args, rec, files):
+    for f, page in progress(read_files(args, rec, files), len(files)):
         if isinstance(page, Exception):
             errors.append((f, str(page)))
             print(f"error: {page}", file=sys.stderr)
