@@ -363,3 +363,31 @@ def test_backend_on_the_gpu_uses_autocast_without_changing_texts(word_lmdb, tmp_
     bf16 = TorchBackend(model, charset, spec, dev, amp="bf16")(x).float()
     assert (fp32.argmax(-1) == bf16.argmax(-1)).float().mean() > 0.95
 
+
+
+def test_the_detector_trains_on_the_gpu_in_bf16_and_reads_as_on_the_cpu(dev, tmp_path) -> None:
+    """task: detect on CUDA: autocast bf16 steps stay finite and move the weights; the
+    trained model's map on the GPU matches the CPU's within bf16's precision."""
+    from test_det_training import TINY_DET, write_scenes
+
+    from crnn.config import apply_overrides, config_from_dict
+    from crnn.engine.det_trainer import DetTrainer
+
+    data = write_scenes(tmp_path / "scenes")
+    cfg = apply_overrides(config_from_dict({}), [
+        "task=detect", *TINY_DET, f'det.train=["{data}"]', f'det.val=["{data}"]', "data.num_workers=0",
+        "train.batch_size=4", "train.max_steps=4", "train.val_every=4", "train.amp=bf16",
+        f"train.output_dir={tmp_path / 'run'}",
+    ])  # fmt: skip
+    t = DetTrainer(cfg, DistInfo(0, 0, 1, dev))
+    before = t.model.prob_head.body[0][0].weight.detach().clone()
+    result = t.fit()
+    assert result.step == 4 and "hmean" in result.metrics
+    assert not torch.equal(before, t.model.prob_head.body[0][0].weight.detach())
+    cuda_only(dev, "CPU against GPU maps")
+    x = torch.randint(0, 256, (1, 3, 96, 128), dtype=torch.uint8)
+    t.model.eval()
+    with torch.no_grad():
+        gpu = t.model(x.to(dev)).float().cpu()
+        cpu = t.model.cpu()(x)
+    torch.testing.assert_close(gpu, cpu, atol=2e-3, rtol=0)
