@@ -313,3 +313,18 @@ def test_predict_reads_its_inputs_from_a_list_or_standard_input(tmp_path, capsys
     assert "homeland" in capsys.readouterr().out
     assert main([]) == 2
     assert "no inputs" in capsys.readouterr().err
+
+
+def test_a_command_whose_extra_is_missing_says_what_to_install(monkeypatch, capsys):
+    """A reader-only install (no PyTorch): crnn-train names the extra instead of failing
+    with a traceback; --version still answers."""
+    from crnn.cli import entry
+
+    monkeypatch.setattr(entry, "missing", lambda modules: [m for m in modules if m in ("torch", "lmdb")])
+    assert entry.train([]) == 2
+    err = capsys.readouterr().err
+    assert "crnn-train needs torch, lmdb" in err and "pip install 'crnn-ocr[train]'" in err
+    assert entry.create_lmdb(["--root", "x", "--out", "y"]) == 2
+    assert "crnn-create-lmdb needs lmdb" in capsys.readouterr().err
+    assert entry.train(["--version"]) == 0
+    assert capsys.readouterr().out.startswith("crnn-ocr ")
