@@ -110,6 +110,7 @@ class JsonlParts:
     def write(self, record: dict[str, Any]) -> None:
         if self._f is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
+            cut_torn_tail(self.path)
             self._f = open(self.path, "a", encoding="utf-8")
         self._f.write(json.dumps(record, ensure_ascii=False) + "\n")
         self._f.flush()
@@ -121,6 +122,25 @@ class JsonlParts:
             self._f = None
         self.path.touch()
         mark_done(self.path)
+
+
+def cut_torn_tail(path: Path) -> None:
+    """Drop a last line that a kill left without its newline, so that the next record
+    appended starts a line of its own (glued to the torn tail, it was lost with it). The
+    torn record's key is not among the done ones: it is read again."""
+    if not path.is_file():
+        return
+    with open(path, "rb+") as f:
+        f.seek(0, os.SEEK_END)
+        size = f.tell()
+        if size == 0:
+            return
+        f.seek(size - 1)
+        if f.read(1) == b"\n":
+            return
+        f.seek(0)
+        data = f.read()
+        f.truncate(data.rfind(b"\n") + 1)
 
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:

@@ -62,3 +62,22 @@ def test_a_zero_frame_input_reads_empty_with_no_confidence_whatever_the_decoder(
         p = decode(logits, charset, lengths=np.array([0, 5]), beam_width=beam)
         assert (p[0].text, p[0].confidence) == ("", 0.0)
         assert p[1].confidence > 0
+
+
+def test_a_part_file_torn_by_a_kill_loses_only_the_torn_record_which_is_read_again(tmp_path) -> None:
+    import json
+
+    from crnn.sharding import JsonlParts, Shard
+
+    out = tmp_path / "reads.jsonl"
+    parts = JsonlParts(out, Shard(0, 1))
+    parts.write({"path": "a.png", "text": "a"})
+    with open(parts.path, "a", encoding="utf-8") as f:
+        f.write('{"path": "b.png", "te')  # killed mid-write
+    parts._f.close()
+    again = JsonlParts(out, Shard(0, 1))
+    assert again.done_keys() == {"a.png"}  # b.png is read again
+    again.write({"path": "b.png", "text": "b"})
+    again.finish()
+    rows = [json.loads(line) for line in again.path.read_text().splitlines()]
+    assert [r["path"] for r in rows] == ["a.png", "b.png"]
