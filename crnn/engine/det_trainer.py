@@ -31,6 +31,7 @@ from torch.utils.data import DataLoader
 from tqdm import tqdm
 
 from crnn.config import Config
+from crnn.data import ignore_stop_signals, stop_workers_at_exit
 from crnn.data.detection import DetAugment, DetectionDataset, StepSampler, collate, read_rgb
 from crnn.data.errors import DataError
 from crnn.data.quads import (
@@ -232,6 +233,9 @@ class DetTrainer:
             sampler=sampler,
             num_workers=workers,
             collate_fn=collate,
+            # Ctrl-C and a scheduler's SIGTERM reach the workers too: they ignore it, the
+            # loop saves and stops (a worker killed first failed the run instead).
+            worker_init_fn=ignore_stop_signals,
             persistent_workers=workers > 0,
             prefetch_factor=4 if workers > 0 else None,
             pin_memory=self.device.type == "cuda",
@@ -323,6 +327,7 @@ class DetTrainer:
                 n_params / 1e6, len(self.train_set), sum(len(i) for i in self.train_set), len(self.val_set),
                 tc.batch_size, self.cfg.det.crop, self.amp if self.amp != "none" else "fp32", self.device, self.out,
             )  # fmt: skip
+        stop_workers_at_exit()
         batches = iter(self.loader())
         bar = tqdm(
             total=tc.max_steps,
