@@ -88,22 +88,18 @@ class PageReading:
         img = load_image(image, rgb=self.spec.rgb or (detector is not None and finder != "classical"))
         grey = np.asarray(img.convert("L") if img.mode != "L" else img)
         h, w = grey.shape
-        found = None
-        if detector is not None and layout != "line" and finder != "classical" and h > LINE_MAX_HEIGHT:
-            from crnn.detect.choice import prefers_detector
-
-            found = None if finder == "detector" else find_lines(grey)
-            if finder == "detector" or prefers_detector(grey, found):
-                planned = self._detected(img, detector)
-                if planned is not None:
-                    return planned
+        rgb = img
+        if detector is not None and finder == "detector" and layout != "line" and h > LINE_MAX_HEIGHT:
+            planned = self._detected(rgb, detector)
+            if planned is not None:
+                return planned
         if img.mode == "RGB" and not self.spec.rgb:
             img = img.convert("L")
         if layout == "auto":
             column = self._vertical(img, grey)
             if column is not None:
                 return column
-        choice, note, found = choose_layout(grey, layout, found)
+        choice, note, found = choose_layout(grey, layout)
         # Other ways to read a page, each kept only when it reads more probably than the
         # rows as given: on its side, and (Chinese) in columns; both: the more probable.
         rows = found if choice == "page" else None
@@ -134,6 +130,15 @@ class PageReading:
                 turn, found = 180, find_lines(np.ascontiguousarray(grey[::-1, ::-1]))
                 lines, places = self._page_lines(found, (w, h), turn)
                 lines = [(a, wd, [w - b[2], h - b[3], w - b[0], h - b[1]]) for a, wd, b in lines]
+        if not lines and detector is not None and finder == "auto" and layout == "auto":
+            from crnn.detect.choice import prefers_detector
+
+            # What the classical finder would read whole, as one line: a picture's lines
+            # are the detector's, unless the image is shaped like a line crop.
+            if prefers_detector(grey, found):
+                planned = self._detected(rgb, detector)
+                if planned is not None:
+                    return planned
         if not lines:  # as predict() reads it, rotations included
             whole = [Placement((0.0, 0.0, float(w), float(h)), (w, h))]
             return Page([], "line", 0.0, note, placements=whole), [(self.preprocess(img), None, [0, 0, w, h])]
@@ -364,7 +369,7 @@ class PageReading:
 
 # One row of detected lines this high a share of the image is the image itself: a crop,
 # read whole as it always was.
-CROP_FILL = 0.5
+CROP_FILL = 0.25
 
 def is_crop(found: Any, size: tuple[int, int]) -> bool:
     """Whether the detector's lines are the image itself: one row of lines (each

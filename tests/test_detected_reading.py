@@ -39,7 +39,7 @@ def poster() -> tuple[Image.Image, list[np.ndarray], list[str]]:
     """A picture-like image (a gradient and a photo-ish block) with two lines of text,
     the second drawn tilted by 8 degrees."""
     rng = np.random.default_rng(0)
-    base = np.linspace(60, 200, 480)[None, :, None] * np.ones((320, 1, 3))
+    base = np.linspace(60, 200, 640)[None, :, None] * np.ones((440, 1, 3))
     base += rng.normal(0, 12, base.shape)
     img = Image.fromarray(np.clip(base, 0, 255).astype(np.uint8))
     d = ImageDraw.Draw(img)

@@ -7,7 +7,9 @@ Chinese), and long screenshots, which the detector would have to shrink to its
 ``limit_side`` and lose. The detector is for everything else: photographs, product and
 advertising images, text on pictures and gradients.
 
-The decision reads what the classical finder itself sees: the rows of print it finds
+The detector is asked only about what the classical finder would read whole, as one
+line (its own page decision keeps every page it finds), and not about images shaped like
+crops. The decision reads what the classical finder itself sees: the rows of print it finds
 stacked as a page's lines are (``crnn.layout.page.page_rows``). Measured on development
 images (docs/detection.md): the drawn clean and scanned pages of
 ``benchmarks/pages_vs_peers.py`` (English and Chinese, 32 pages) have 7-17 such rows,
@@ -28,6 +30,10 @@ PAGE_ROWS = 6
 # screenshot or a scroll: the classical finder reads it at full resolution.
 LONG_ASPECT = 4.0
 LONG_MIN_HEIGHT = 3000
+# An image this many times as wide as high is a line crop, and one whose short side is
+# under PICTURE_MIN_SIDE px a word or line: read whole, as before.
+CROP_ASPECT = 2.0
+PICTURE_MIN_SIDE = 400
 
 
 def is_long(grey: np.ndarray) -> bool:
@@ -41,6 +47,7 @@ def prefers_detector(grey: np.ndarray, found: Any) -> bool:
     crop)."""
     from crnn.layout.page import page_rows
 
-    if found is None or is_long(grey):
+    h, w = grey.shape
+    if found is None or is_long(grey) or w >= CROP_ASPECT * h or min(h, w) < PICTURE_MIN_SIDE:
         return False
     return len(page_rows(found)) < PAGE_ROWS
