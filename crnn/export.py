@@ -115,15 +115,8 @@ def export_onnx(
         "output": OUTPUT_DOC,
         "version": __version__,
     }
-    del proto.metadata_props[:]
-    for k, v in meta.items():
-        entry = proto.metadata_props.add()
-        entry.key, entry.value = META_PREFIX + k, v
-    proto.doc_string = f"crnn-ocr {model.hparams['arch']} text recognizer. Input: {INPUT_DOC}"
-    proto.producer_name = "crnn-ocr"
-    proto.producer_version = __version__
-    onnx.checker.check_model(proto)
-    return atomic_write(path, lambda f: f.write(proto.SerializeToString()))
+    doc = f"crnn-ocr {model.hparams['arch']} text recognizer. Input: {INPUT_DOC}"
+    return _write_described(onnx, proto, path, meta, doc)
 
 
 def compare_with_torch(
@@ -332,11 +325,17 @@ def export_detector_onnx(
         "output": DET_OUTPUT_DOC,
         "version": __version__,
     }
+    return _write_described(onnx, proto, path, meta, f"crnn-ocr DBNet text line detector. Input: {DET_INPUT_DOC}")
+
+
+def _write_described(onnx: Any, proto: Any, path: Path, meta: dict[str, str], doc: str) -> Path:
+    """An exported graph with crnn-ocr's metadata (``crnn_ocr.*``), doc string and
+    producer, checked and written atomically: recognizer and detector alike."""
     del proto.metadata_props[:]
     for k, v in meta.items():
         entry = proto.metadata_props.add()
         entry.key, entry.value = META_PREFIX + k, v
-    proto.doc_string = f"crnn-ocr DBNet text line detector. Input: {DET_INPUT_DOC}"
+    proto.doc_string = doc
     proto.producer_name = "crnn-ocr"
     proto.producer_version = __version__
     onnx.checker.check_model(proto)
