@@ -63,11 +63,11 @@ from benchmarks.timing import (  # noqa: E402
     time_calls,
     wait_for_quiet,
 )
-from crnn.charset import Charset  # noqa: E402
 from crnn.cli import EXIT_OK, EXIT_USAGE, setup_logging  # noqa: E402
 from crnn.config import ModelConfig  # noqa: E402
 from crnn.data.image import ImageSpec  # noqa: E402
 from crnn.model import CRNN, build_model  # noqa: E402
+from crnn.text.alphabet import Charset  # noqa: E402
 
 log = logging.getLogger(__name__)
 

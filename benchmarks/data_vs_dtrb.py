@@ -148,11 +148,11 @@ def dtrb_loader(root: str, workers: int) -> DataLoader:
 
 
 def our_loader(root: str, workers: int) -> DataLoader:
-    from crnn.charset import Charset
     from crnn.data.batching import BucketBatchSampler, collate
     from crnn.data.datasets import RecognitionDataset, open_sources
     from crnn.data.image import ImageSpec
     from crnn.model import CRNN
+    from crnn.text.alphabet import Charset
 
     spec = ImageSpec(height=32, max_width=100)
     ds = RecognitionDataset(open_sources([root]), Charset.from_spec("alnum36"), spec,

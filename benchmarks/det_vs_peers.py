@@ -68,7 +68,7 @@ def score(items: list, reads: list[str], boxes: list[list] | None) -> dict[str, 
 def ours(items: list, detector: str | None) -> tuple[list[str], list[list], float]:
     """Our reader as crnn-predict --model zh builds it, in this process."""
     from crnn.detect.runtime import bundled_detector, load_detector
-    from crnn.inference import Recognizer
+    from crnn.reading.recognizer import Recognizer
 
     det = load_detector(detector) if detector else bundled_detector()
     rec = Recognizer.bundled("zh", detector=det)

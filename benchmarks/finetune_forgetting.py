@@ -145,7 +145,7 @@ def finetune_args(model: str, train: Path, val: Path, out: Path, steps: int, con
 
 
 def measure(spec: str, domain: tuple, general: tuple, count: int) -> dict[str, float]:
-    from crnn.inference import Recognizer
+    from crnn.reading.recognizer import Recognizer
 
     rec = Recognizer.bundled(spec) if spec == "zh" else Recognizer.from_checkpoint(spec)
     imgs, labels = general

@@ -133,7 +133,7 @@ def main() -> None:
     agree: dict[str, bool] = {}
     grey_pages = pages(args.seed, args.pages)
     find_ms, read_ms = [], []
-    from crnn.inference import Recognizer
+    from crnn.reading.recognizer import Recognizer
 
     readers = {"en": Recognizer.bundled("line"), "zh": Recognizer.bundled("zh")}
     for n, grey in enumerate(grey_pages):

@@ -45,11 +45,11 @@ from benchmarks.step_vs_dtrb import (  # noqa: E402
     words,
 )
 from crnn.backends.torch import normalize  # noqa: E402
-from crnn.charset import Charset  # noqa: E402
 from crnn.ctc.decode import greedy_decode  # noqa: E402
 from crnn.data.transforms import pad_batch  # noqa: E402
-from crnn.metrics import TextMetrics  # noqa: E402
 from crnn.model import CRNN  # noqa: E402
+from crnn.text.alphabet import Charset  # noqa: E402
+from crnn.text.metrics import TextMetrics  # noqa: E402
 
 DEV = [DATA / "ic13_857", DATA / "svt_647"]
 WINDOW = 8  # batches whose words our side re-deals by width

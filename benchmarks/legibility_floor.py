@@ -31,10 +31,10 @@ import numpy as np  # noqa: E402
 from PIL import Image, ImageDraw  # noqa: E402
 from rapidfuzz.distance import Levenshtein  # noqa: E402
 
-from crnn.charset import Charset  # noqa: E402
 from crnn.config import load_config  # noqa: E402
 from crnn.data.synth import SynthGenerator  # noqa: E402
 from crnn.data.synth.legibility import legibility  # noqa: E402
+from crnn.text.alphabet import Charset  # noqa: E402
 
 
 def render_all(gen: SynthGenerator, count: int) -> tuple[list, list[str], list, float]:
@@ -88,7 +88,7 @@ def main() -> None:
     ap.add_argument("--sheet", type=Path)
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
-    from crnn.inference import Recognizer
+    from crnn.reading.recognizer import Recognizer
 
     cfg = load_config(args.config, args.set)
     cs = Charset.from_spec(cfg.data.charset, cfg.data.case_fold, cfg.data.bidi)

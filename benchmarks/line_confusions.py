@@ -35,7 +35,7 @@ def main() -> int:
     ap.add_argument("--count", type=int, default=400)
     ap.add_argument("--seed", type=int, default=7)
     args = ap.parse_args()
-    from crnn.inference import Recognizer
+    from crnn.reading.recognizer import Recognizer
 
     faces = [locate(f) for f in pb.EN_FACES]
     if None in faces:

@@ -38,11 +38,11 @@ if __package__ in (None, ""):
 from PIL import Image  # noqa: E402
 from rapidfuzz.distance import Levenshtein  # noqa: E402
 
-from crnn.charset import Charset  # noqa: E402
 from crnn.checkpoint.format import CheckpointError  # noqa: E402
 from crnn.config import load_config  # noqa: E402
 from crnn.data.synth import SynthGenerator  # noqa: E402
-from crnn.report import length_bucket  # noqa: E402
+from crnn.reports.errors import length_bucket  # noqa: E402
+from crnn.text.alphabet import Charset  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 BUCKETS = ((1, 10), (11, 30), (31, 60), (61, 10**9))
@@ -80,7 +80,7 @@ def main() -> None:
     args = ap.parse_args()
     if not args.no_tesseract and shutil.which("tesseract") is None:
         sys.exit("tesseract not found: apt install tesseract-ocr tesseract-ocr-eng")
-    from crnn.inference import Recognizer
+    from crnn.reading.recognizer import Recognizer
 
     # Every model is loaded before any line is drawn: a wrong path fails at once.
     try:

@@ -46,8 +46,8 @@ if __package__ in (None, ""):
 import numpy as np  # noqa: E402
 from PIL import Image, ImageDraw  # noqa: E402
 
-from crnn.inference import Recognizer  # noqa: E402
 from crnn.layout import choose_layout  # noqa: E402
+from crnn.reading.recognizer import Recognizer  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data"
@@ -79,9 +79,9 @@ def zh_real() -> Iterator[Image.Image]:
 
 
 def synth_crops(recipe: str, count: int, seed: int) -> Iterator[Image.Image]:
-    from crnn.charset import Charset
     from crnn.config import load_config
     from crnn.data.synth import SynthGenerator
+    from crnn.text.alphabet import Charset
 
     config, overrides = RECIPES[recipe]
     cfg = load_config(config, overrides)

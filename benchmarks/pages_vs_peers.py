@@ -215,7 +215,7 @@ def main() -> None:
     langs = [x for x in args.langs.split(",") if x]
     if not langs or set(langs) - {"en", "zh"}:
         ap.error(f"--langs {args.langs!r}: expected en, zh or en,zh")
-    from crnn.inference import Recognizer
+    from crnn.reading.recognizer import Recognizer
 
     stretch = None if args.stretch is None else [float(w) for w in args.stretch.split(",")]
     zoom = None if args.zoom is None else [float(z) for z in args.zoom.split(",")]

@@ -96,9 +96,9 @@ def real_set(name: str, scale: int, tmp: Path) -> tuple[list[Path], list[str]]:
 
 
 def lines_en(count: int, seed: int, tmp: Path) -> tuple[list[Path], list[str]]:
-    from crnn.charset import Charset
     from crnn.config import load_config
     from crnn.data.synth import SynthGenerator
+    from crnn.text.alphabet import Charset
 
     cfg = load_config("crnn_line_en", [])
     gen = SynthGenerator(Charset.from_spec(cfg.data.charset), cfg.data.synth, seed=seed, height=cfg.data.height)
@@ -148,7 +148,7 @@ def main() -> int:
     ap.add_argument("--max-gap", type=float, default=0.3, help="points allowed between the two figures")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
-    from crnn.inference import Recognizer
+    from crnn.reading.recognizer import Recognizer
 
     wanted = [s for s in args.sets.split(",") if s]
     tmp = Path(tempfile.mkdtemp(prefix="predict_path_"))

@@ -249,7 +249,7 @@ def hostile(url: str, pid: int, images: list, count: int, side: int, clients: in
 def predict_throughput(model: str, images: list, n: int) -> float:
     """The library's batch read of ``n`` images in memory (batches of 64): no files, no
     start-up, the floor under any per-request cost."""
-    from crnn.inference import Recognizer
+    from crnn.reading.recognizer import Recognizer
 
     rec = Recognizer.bundled(model, batch_size=64)
     batch = [images[i % len(images)][1] for i in range(n)]

@@ -46,11 +46,11 @@ import torch  # noqa: E402
 from PIL import Image  # noqa: E402
 
 from benchmarks.data_vs_dtrb import combined_gt  # noqa: E402
-from crnn.charset import Charset  # noqa: E402
 from crnn.data.image import ImageSpec, preprocess_array  # noqa: E402
 from crnn.data.transforms import pad_batch  # noqa: E402
 from crnn.engine.parallel import wrap  # noqa: E402
 from crnn.model import CRNN  # noqa: E402
+from crnn.text.alphabet import Charset  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "real"
 DEFAULT_DATA = [DATA / "iiit5k_train", DATA / "ic15_train"]

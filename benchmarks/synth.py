@@ -25,11 +25,11 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.timing import cpu_and_wall  # noqa: E402
-from crnn.charset import Charset  # noqa: E402
 from crnn.config import SynthConfig  # noqa: E402
 from crnn.data.synth import SynthGenerator, effects_off  # noqa: E402
 from crnn.data.synth import render as render_module  # noqa: E402
 from crnn.data.synth.export import encode_png  # noqa: E402
+from crnn.text.alphabet import Charset  # noqa: E402
 
 
 def _time(gen: SynthGenerator, start: int, count: int, png: bool) -> tuple[float, float]:

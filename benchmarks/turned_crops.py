@@ -40,7 +40,7 @@ from PIL import Image  # noqa: E402
 from rapidfuzz.distance import Levenshtein  # noqa: E402
 
 from crnn.data.gt import read_gt  # noqa: E402
-from crnn.inference import Recognizer  # noqa: E402
+from crnn.reading.recognizer import Recognizer  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data"

@@ -37,11 +37,11 @@ if __package__ in (None, ""):
 import torch  # noqa: E402
 
 from crnn.backends.torch import Uint8Model  # noqa: E402
-from crnn.charset import Charset  # noqa: E402
 from crnn.ctc import decode  # noqa: E402
 from crnn.ctc.loss import ctc_loss  # noqa: E402
 from crnn.data.image import ImageSpec  # noqa: E402
 from crnn.model import CRNN  # noqa: E402
+from crnn.text.alphabet import Charset  # noqa: E402
 
 SHAPES = {"word 32x100": 100, "line 32x320": 320}
 

@@ -79,8 +79,8 @@ if __package__ in (None, ""):
 
 from PIL import Image  # noqa: E402
 
-from crnn.charset import Charset  # noqa: E402
 from crnn.data.synth.fontsets import SetFace, locate  # noqa: E402
+from crnn.text.alphabet import Charset  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -373,7 +373,7 @@ def score(labels: list[str], reads: list[str]) -> dict[str, float]:
 
 
 def load_ours(spec: str):  # noqa: ANN201 (a Recognizer)
-    from crnn.inference import Recognizer
+    from crnn.reading.recognizer import Recognizer
 
     if spec in ("zh",):
         return Recognizer.bundled(spec)
@@ -386,7 +386,7 @@ def seen_rows(spec: str, faces: dict[str, tuple[Face, str | None]]) -> list[str]
     """The rows whose faces the model at ``spec`` trained on (from a training checkpoint's
     config, or a release file's ``release.fonts``); None when the file does not say."""
     if spec == "zh":
-        from crnn.inference import bundled_models
+        from crnn.reading.recognizer import bundled_models
 
         spec = str(bundled_models(".pt", "zh")[-1])
     elif spec.endswith(".onnx"):  # an export beside its release file says what that says

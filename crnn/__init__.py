@@ -9,7 +9,7 @@ def __getattr__(name: str) -> object:
     # Imported on first use, so that `import crnn.<anything>` stays light: a tool such
     # as create_lmdb needs neither NumPy nor PyTorch, and the Recognizer pulls in both.
     if name == "Charset":
-        from crnn.charset import Charset
+        from crnn.text.alphabet import Charset
 
         return Charset
     if name == "Prediction":
@@ -17,7 +17,7 @@ def __getattr__(name: str) -> object:
 
         return Prediction
     if name == "Recognizer":
-        from crnn.inference import Recognizer
+        from crnn.reading.recognizer import Recognizer
 
         return Recognizer
     raise AttributeError(f"module 'crnn' has no attribute {name!r}")

@@ -3,7 +3,7 @@ measure it, optionally sharded over the ranks of a distributed run.
 
 Used by ``tools/eval.py`` (one process, any backend) and by the trainer's validation
 (each rank evaluates its shard; ``reduce`` sums the counts over ranks), so it sits
-beside ``crnn.inference``, below the training engine.
+beside ``crnn.reading.recognizer``, below the training engine.
 """
 
 from __future__ import annotations
@@ -17,13 +17,13 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from crnn.backends import Backend
-from crnn.calibration import TemperatureFit, scale_logits
 from crnn.ctc import Lexicon, Prediction, decode
 from crnn.ctc.lm import CharBigram
 from crnn.ctc.numerals import fix_prediction, fixes_numerals
 from crnn.data import ignore_stop_signals, stop_workers_at_exit
 from crnn.data.batching import EvalBatchSampler, collate
-from crnn.metrics import TextMetrics
+from crnn.reading.calibration import TemperatureFit, scale_logits
+from crnn.text.metrics import TextMetrics
 
 
 @dataclass
@@ -90,10 +90,10 @@ def evaluate(
     In a distributed run ``reduce`` sums a float64 tensor over the ``world_size`` ranks
     (every rank then returns the same numbers); the default is one process.
     ``observe(batch, predictions)`` sees each batch's predictions (e.g. to collect the
-    errors, ``crnn.report.ErrorCollector``). ``calibrate`` collects what fitting a
+    errors, ``crnn.reports.errors.ErrorCollector``). ``calibrate`` collects what fitting a
     confidence temperature needs (from the raw logits); the backend's own temperature
     is applied to the confidences reported. ``numerals``: an o read inside a number is
-    a 0, as ``predict`` reads it (:class:`crnn.inference.Recognizer`'s ``numerals``)."""
+    a 0, as ``predict`` reads it (:class:`crnn.reading.recognizer.Recognizer`'s ``numerals``)."""
     metrics = TextMetrics()
     fix = numerals and fixes_numerals(backend.charset.chars, lexicon)
     examples: dict[str, Any] = {}

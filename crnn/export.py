@@ -47,10 +47,10 @@ import torch
 from crnn import __version__
 from crnn.backends.onnx import META_PREFIX, OnnxBackend, require_onnx
 from crnn.backends.torch import Uint8Model
-from crnn.charset import Charset
 from crnn.data.image import ImageSpec
 from crnn.io import atomic_write
 from crnn.model import CRNN
+from crnn.text.alphabet import Charset
 
 OPSET = 17
 INPUT_DOC = (
@@ -73,7 +73,7 @@ def export_onnx(
 ) -> Path:
     """Write ``model`` as an ONNX file with dynamic batch and width and the charset and
     image spec in its metadata (see the module docstring), and the confidence
-    ``temperature`` (``crnn.calibration``). Returns the path."""
+    ``temperature`` (``crnn.reading.calibration``). Returns the path."""
     onnx, _ = require_onnx()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

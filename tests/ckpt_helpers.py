@@ -8,9 +8,9 @@ import torch
 from torch import nn
 
 from crnn import checkpoint as ck
-from crnn.charset import Charset
 from crnn.data.image import ImageSpec
 from crnn.model import CRNN
+from crnn.text.alphabet import Charset
 
 TINY = {"channels": [8, 16, 16, 32, 32, 32, 32], "hidden": 16}
 

@@ -68,7 +68,7 @@ def _closure(start: str, graph: dict[str, set[str]] = GRAPH) -> set[str]:
 
 @pytest.mark.parametrize(
     "module",
-    ["crnn.inference", "crnn.evaluation", "crnn.export", "crnn.backends", "crnn.checkpoint",
+    ["crnn.reading.recognizer", "crnn.evaluation", "crnn.export", "crnn.backends", "crnn.checkpoint",
      "crnn.layout", "crnn.layout.lines", "crnn.layout.page", "crnn.cli.predict", "crnn.cli.eval",
      "crnn.cli.export", "crnn.serve.app", "crnn.serve.batcher", "crnn.cli.serve"],
 )  # fmt: skip
@@ -122,7 +122,7 @@ def test_no_torch_or_onnx_dispatch_outside_the_backends():
             if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "isinstance":
                 text = ast.unparse(node.args[1])
                 assert not any(n in text for n in names[:2]), f"{name}: {ast.unparse(node)}"
-                if name in ("crnn.inference", "crnn.evaluation") or name.startswith("crnn.cli"):
+                if name in ("crnn.reading.recognizer", "crnn.evaluation") or name.startswith("crnn.cli"):
                     assert "nn.Module" not in text, f"{name}: {ast.unparse(node)}"
 
 
@@ -146,7 +146,7 @@ def test_the_detectors_read_side_never_imports_torch():
 
     code = (
         "import sys, crnn.detect.runtime, crnn.detect.order, crnn.detect.choice, "
-        "crnn.detect.evaluate, crnn.data.quads, crnn.page_reading; "
+        "crnn.detect.evaluate, crnn.data.quads, crnn.reading.planner; "
         "print('torch' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)

@@ -22,7 +22,7 @@ from crnn.cli import eval as eval_cli
 from crnn.cli import predict as predict_cli
 from crnn.cli import train as train_cli
 from crnn.data.image import MAX_PIXELS, ImageDecodeError, load_image
-from crnn.inference import Recognizer, default_checkpoint
+from crnn.reading.recognizer import Recognizer, default_checkpoint
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "data" / "samples" / "word_01.png"  # "homeland"

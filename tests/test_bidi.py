@@ -1,4 +1,4 @@
-"""Right-to-left text: the reading order (crnn/bidi.py), the charset that encodes
+"""Right-to-left text: the reading order (crnn/text/bidi.py), the charset that encodes
 labels in the order the model reads them, and the synthetic generator drawing Hebrew
 and Arabic with the bundled DejaVu Sans."""
 
@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from crnn.bidi import has_rtl, logical_order, visual_base, visual_order
-from crnn.charset import Charset
 from crnn.data.synth.scripts import raqm_available
+from crnn.text.alphabet import Charset
+from crnn.text.bidi import has_rtl, logical_order, visual_base, visual_order
 
 DEJAVU = Path(__file__).parents[1] / "crnn" / "assets" / "fonts" / "dejavu" / "DejaVuSans.ttf"
 HEBREW = "אבגדהוזחטיכךלמםנןסעפףצץקרשת"
@@ -115,7 +115,7 @@ def test_decoding_turns_what_the_model_read_into_logical_order(beam):
 
 
 def test_a_bracket_whose_mirror_is_not_in_the_charset_is_named():
-    from crnn.charset import UnknownCharacterError
+    from crnn.text.alphabet import UnknownCharacterError
 
     cs = Charset(HEBREW + "(")
     with pytest.raises(UnknownCharacterError, match=r"'\)'"):
@@ -237,7 +237,7 @@ def test_visual_order_agrees_with_python_bidi_on_100000_random_mixed_lines():
     the orders are compared with each mirrored pair taken as one character; mirroring
     itself is checked by the tests above."""
     get_display = pytest.importorskip("bidi").get_display
-    from crnn.bidi import MIRROR
+    from crnn.text.bidi import MIRROR
 
     pools = ("אבגדהוזחטיכלמנסעפצקרשת", "ابتثجحخدذرزسشصضطظعغفقكلمنهوي", "abcdefghijXYZ",
              "0123456789", " .,:;!?-+/%()[]\"'«»")  # fmt: skip

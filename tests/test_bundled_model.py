@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from crnn import inference
+from crnn.reading import recognizer as inference
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "data" / "samples"

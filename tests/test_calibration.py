@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from ckpt_helpers import run_main
 
-from crnn.calibration import GRID, TemperatureFit
 from crnn.checkpoint import load_checkpoint
+from crnn.reading.calibration import GRID, TemperatureFit
 
 
 def test_an_overconfident_model_gets_a_temperature_above_one():
@@ -36,7 +36,7 @@ def test_training_fits_a_temperature_that_release_export_and_backends_carry(
     from crnn.cli import convert_checkpoint
     from crnn.cli import export as export_cli
     from crnn.cli import train as train_cli
-    from crnn.inference import Recognizer
+    from crnn.reading.recognizer import Recognizer
 
     run = tmp_path / "run"
     rc, _, err = run_main(train_cli.main, "--train", word_lmdb, "--val", word_lmdb,

@@ -15,8 +15,8 @@ from PIL import Image, ImageDraw, ImageFont
 from crnn.cli.predict import main as predict_main
 from crnn.data.synth.fonts import bundled_font_dir
 from crnn.data.synth.labelfonts import label_font_dir
-from crnn.inference import Recognizer
 from crnn.layout.chars import Placement
+from crnn.reading.recognizer import Recognizer
 
 SERIF = bundled_font_dir() / "liberation" / "LiberationSerif-Regular.ttf"
 SANS = bundled_font_dir() / "liberation" / "LiberationSans-Regular.ttf"

@@ -1,6 +1,6 @@
 import pytest
 
-from crnn.charset import BLANK, Charset, UnknownCharacterError
+from crnn.text.alphabet import BLANK, Charset, UnknownCharacterError
 
 
 def test_blank_is_zero_and_ids_follow_order():
@@ -99,7 +99,7 @@ def test_a_charset_built_from_the_labels_skips_none_of_them(word_lmdb, tmp_path,
 
 
 def test_build_charset_normalises_like_training():
-    from crnn.charset import build_charset
+    from crnn.text.alphabet import build_charset
 
     r = build_charset(["Cafe\u0301", "CAFÉ\t"], case_fold=True)  # decomposed e + accent
     assert r.chars == "acfé" and r.counts["é"] == 2 and "\t" not in r.counts

@@ -16,16 +16,16 @@ from torch import nn
 
 from crnn import checkpoint as ck
 from crnn.backends.torch import normalize
-from crnn.charset import Charset
 from crnn.checkpoint.grow import grow_hidden
 from crnn.cli import convert_checkpoint
 from crnn.config import load_config
 from crnn.data.image import ImageSpec
 from crnn.engine.distributed import DistInfo
 from crnn.engine.trainer import Trainer
-from crnn.inference import Recognizer
 from crnn.io import atomic_save
 from crnn.model import CRNN, classifier_name
+from crnn.reading.recognizer import Recognizer
+from crnn.text.alphabet import Charset
 
 ALNUM = "0123456789abcdefghijklmnopqrstuvwxyz"
 

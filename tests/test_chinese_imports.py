@@ -17,10 +17,10 @@ from foreign_weights import NCLASS, deterministic_weights
 
 from crnn import checkpoint as ck
 from crnn.backends.torch import TorchBackend
-from crnn.charset import Charset
-from crnn.charset_files import CharsetFileError, index_table, read_alphabet
 from crnn.cli import convert_checkpoint
 from crnn.model import CRNN
+from crnn.text.alphabet import Charset
+from crnn.text.alphabet_files import CharsetFileError, index_table, read_alphabet
 
 FIXTURES = Path(__file__).parent / "fixtures" / "foreign"
 # NCLASS - 1 characters, in class order (class 0 is the blank).

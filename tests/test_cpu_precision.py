@@ -85,7 +85,7 @@ def test_a_reader_on_a_cpu_without_bf16_units_reads_in_fp32(monkeypatch, caplog)
 
     from crnn import precision
     from crnn.backends import load_backend
-    from crnn.inference import default_checkpoint
+    from crnn.reading.recognizer import default_checkpoint
 
     def backend(amp: str):  # noqa: ANN202
         return load_backend(default_checkpoint(prefer_onnx=False), device="cpu", amp=amp)

@@ -3,9 +3,9 @@ import math
 import pytest
 import torch
 
-from crnn.charset import Charset
 from crnn.ctc import greedy_decode
 from crnn.ctc.loss import ctc_loss, ctc_loss_per_sample
+from crnn.text.alphabet import Charset
 
 
 def _logits(frames, k=4, hi=10.0):

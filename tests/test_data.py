@@ -3,11 +3,11 @@ import pytest
 import torch
 from conftest import write_folder
 
-from crnn.charset import Charset, UnknownCharacterError
 from crnn.data.batching import BucketBatchSampler, EvalBatchSampler, MixedBatchSampler, collate
 from crnn.data.datasets import FolderSource, RecognitionDataset, ctc_steps_needed, open_sources
 from crnn.data.image import ImageSpec
 from crnn.model import CRNN
+from crnn.text.alphabet import Charset, UnknownCharacterError
 
 T = CRNN(37).output_length
 ALNUM = Charset.from_spec("alnum36")

@@ -11,7 +11,6 @@ import torch
 import torch.nn.functional as F
 from rapidfuzz.distance import Levenshtein
 
-from crnn.charset import Charset
 from crnn.ctc import (
     Lexicon,
     alignment_confidences,
@@ -20,6 +19,7 @@ from crnn.ctc import (
     prefix_beam_search,
     sequence_log_probs,
 )
+from crnn.text.alphabet import Charset
 
 CS = Charset("0123456789abcdefghijklmnopqrstuvwxyz")
 

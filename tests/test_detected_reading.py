@@ -12,7 +12,7 @@ from rapidfuzz.distance import Levenshtein
 
 from crnn.data.synth.fonts import bundled_font_dir
 from crnn.detect.postprocess import Detection
-from crnn.inference import Recognizer
+from crnn.reading.recognizer import Recognizer
 
 SANS = bundled_font_dir() / "liberation" / "LiberationSans-Bold.ttf"
 

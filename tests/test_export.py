@@ -17,15 +17,15 @@ ort = pytest.importorskip("onnxruntime")
 import onnx  # noqa: E402
 
 from crnn.backends.torch import TorchBackend, normalize  # noqa: E402
-from crnn.charset import Charset  # noqa: E402
 from crnn.cli import export as export_cli  # noqa: E402
 from crnn.cli import predict as predict_cli  # noqa: E402
 from crnn.ctc import greedy_decode  # noqa: E402
 from crnn.data.image import ImageSpec  # noqa: E402
 from crnn.export import export_onnx  # noqa: E402
-from crnn.inference import Recognizer  # noqa: E402
 from crnn.io import atomic_save  # noqa: E402
 from crnn.model import CRNN  # noqa: E402
+from crnn.reading.recognizer import Recognizer  # noqa: E402
+from crnn.text.alphabet import Charset  # noqa: E402
 
 CHARSET = Charset.from_spec("alnum36")
 WIDTHS = [32, 48, 100, 128, 257, 400]

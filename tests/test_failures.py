@@ -17,7 +17,7 @@ from crnn.checkpoint import load_checkpoint
 from crnn.cli import create_lmdb as create_lmdb_cli
 from crnn.cli import eval as eval_cli
 from crnn.cli import train as train_cli
-from crnn.inference import default_checkpoint
+from crnn.reading.recognizer import default_checkpoint
 
 
 def train_args(lmdb: Path, out: Path, *extra: str) -> list[str]:

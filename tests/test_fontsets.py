@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 from fontTools.ttLib import TTCollection, TTFont
 
-from crnn.charset import Charset
 from crnn.cli.fonts import main as fonts_main
 from crnn.cli.train import main as train_main
 from crnn.config import SynthConfig
 from crnn.data.synth import FontError, SynthGenerator, bundled_font_dir, fontsets
 from crnn.data.synth.fontsets import SetFace, configured_fonts, resolve_font_set
+from crnn.text.alphabet import Charset
 
 DEJAVU = bundled_font_dir() / "dejavu"
 

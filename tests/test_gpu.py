@@ -19,7 +19,7 @@ from crnn.checkpoint import load_checkpoint, model_from_checkpoint
 from crnn.config import load_config
 from crnn.engine.distributed import DistInfo
 from crnn.engine.trainer import Trainer
-from crnn.inference import Recognizer
+from crnn.reading.recognizer import Recognizer
 
 pytestmark = pytest.mark.gpu
 

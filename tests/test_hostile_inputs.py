@@ -11,7 +11,7 @@ from PIL import Image, ImageDraw, ImageFont
 
 from crnn.data.image import ImageDecodeError, load_image
 from crnn.data.synth.fonts import bundled_font_dir
-from crnn.inference import Recognizer
+from crnn.reading.recognizer import Recognizer
 
 SANS = bundled_font_dir() / "liberation" / "LiberationSans-Bold.ttf"
 
@@ -45,7 +45,7 @@ def test_a_grey_and_alpha_array_is_read() -> None:
 @pytest.mark.parametrize("weight", [float("inf"), float("nan"), 1e308, -0.5])
 def test_a_language_prior_weight_that_outweighs_the_image_is_refused(weight) -> None:
     from crnn.ctc.lm import resolve_prior
-    from crnn.inference import Recognizer
+    from crnn.reading.recognizer import Recognizer
 
     rec = Recognizer.bundled("zh")
     with pytest.raises(ValueError, match="lm_weight must be between 0"):
@@ -53,8 +53,8 @@ def test_a_language_prior_weight_that_outweighs_the_image_is_refused(weight) -> 
 
 
 def test_a_zero_frame_input_reads_empty_with_no_confidence_whatever_the_decoder() -> None:
-    from crnn.charset import Charset
     from crnn.ctc.decode import decode
+    from crnn.text.alphabet import Charset
 
     charset = Charset.from_spec("alnum36")
     logits = np.random.default_rng(0).normal(size=(2, 5, charset.num_classes)).astype(np.float32)

@@ -13,14 +13,14 @@ from PIL import Image
 from rapidfuzz.distance import Levenshtein
 
 from crnn.backends.torch import TorchBackend, normalize
-from crnn.charset import Charset
 from crnn.cli import predict as predict_cli
 from crnn.ctc import decode, greedy_decode
 from crnn.data.image import ImageSpec
 from crnn.data.transforms import preprocess
-from crnn.inference import CJK_DESLANT, CJK_ZOOM, Recognizer
 from crnn.io import atomic_save
 from crnn.model import CRNN
+from crnn.reading.recognizer import CJK_DESLANT, CJK_ZOOM, Recognizer
+from crnn.text.alphabet import Charset
 
 CHARSET = Charset.from_spec("alnum36")
 CRNN_T = CRNN(37).output_length
@@ -153,7 +153,7 @@ def test_rotate_auto_reads_upside_down_and_sideways_crops(tmp_path, capsys):
     the orientation classifier calls it so (without one, never)."""
     from PIL import Image
 
-    from crnn.inference import default_checkpoint
+    from crnn.reading.recognizer import default_checkpoint
 
     img = Image.open(ROOT / "data" / "samples" / "word_01.png")
     turned = [img, img.rotate(180), img.rotate(90, expand=True), img.rotate(-90, expand=True)]
@@ -180,7 +180,7 @@ def test_inference_never_squeezes_a_long_line_but_training_does(caplog):
     import logging
 
     from crnn.data.image import INFERENCE_MAX_WIDTH, ImageDecodeError, preprocess_array
-    from crnn.inference import default_checkpoint
+    from crnn.reading.recognizer import default_checkpoint
 
     caplog.set_level(logging.WARNING)
     spec = ImageSpec()  # max_width 128
@@ -216,7 +216,7 @@ def test_evaluation_reads_images_whole_and_training_caps_them(word_lmdb):
 
 def test_calibration_error_and_accuracy_at_coverage():
     from crnn.ctc import Prediction
-    from crnn.report import Calibration
+    from crnn.reports.errors import Calibration
 
     c = Calibration(bins=10)
     # Confidence 0.95, right 19 of 20 -> calibrated; confidence 0.95, right 10 of 20 -> not.
@@ -305,7 +305,7 @@ def test_a_turn_is_kept_only_when_it_reads_more_probably_by_the_margin(lean, tur
     image as given by ROTATE_MARGIN nats."""
     from PIL import Image
 
-    from crnn.inference import ROTATE_MARGIN
+    from crnn.reading.recognizer import ROTATE_MARGIN
 
     cs = Charset.from_spec("ascii95")
     img = np.full((60, 20), 250, np.uint8)
@@ -340,7 +340,7 @@ def test_a_quarter_turn_is_compared_per_frame():
     unread (IIIT5K turned: 1,377 of 1,876 exact; per frame: 1,564)."""
     from PIL import Image
 
-    from crnn.inference import QUARTER_MARGIN, ROTATE_MARGIN
+    from crnn.reading.recognizer import QUARTER_MARGIN, ROTATE_MARGIN
 
     img = np.full((400, 40), 250, np.uint8)
     img[20:380:30, 10:30] = 0

@@ -73,7 +73,7 @@ def test_a_dim_photo_of_paper_is_not_taken_for_light_text_on_dark() -> None:
 def test_a_line_too_wide_for_the_recognizer_is_read_in_pieces_not_refused() -> None:
     """One line 5,000 px wide at the model's height (a log line in a wide screenshot) made
     its whole page fail ("Crop it into lines"); it is read in pieces, cut between words."""
-    from crnn.inference import Recognizer
+    from crnn.reading.recognizer import Recognizer
 
     font = ImageFont.truetype(str(SERIF), 24)
     words = " ".join(["word"] * 190)

@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 from ckpt_helpers import run_main
 
-from crnn import inference
-from crnn.charset import Charset
 from crnn.ctc import decode, prefix_beam_search, sequence_log_probs
 from crnn.ctc.lm import CLIP, LM_BEAM, LM_WEIGHT, CharBigram, read_counts
+from crnn.reading import recognizer as inference
 from crnn.serve.app import Limits, options
+from crnn.text.alphabet import Charset
 
 CS = Charset("时间问同最早平安题A")
 COUNTS = [("时间", 100.0), ("最早", 50.0), ("问题", 30.0), ("同时", 20.0), ("平安", 10.0), ("时", 40.0)]

@@ -4,13 +4,13 @@ import torch
 from conftest import render_word, shared_data
 from torch.utils.data import DataLoader
 
-from crnn.charset import Charset
 from crnn.data import lmdb as lm
 from crnn.data.batching import collate
 from crnn.data.datasets import RecognitionDataset, open_sources
 from crnn.data.image import ImageSpec
 from crnn.data.lmdb import LmdbFormatError, LmdbReader, LmdbWriter, find_lmdb_roots
 from crnn.model import CRNN
+from crnn.text.alphabet import Charset
 
 T = CRNN(37).output_length
 

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from crnn.metrics import TextMetrics, alnum_normalize
+from crnn.text.metrics import TextMetrics, alnum_normalize
 
 
 def test_metrics_on_hand_made_examples():

@@ -11,8 +11,15 @@ import pytest
 from conftest import ROOT
 from PIL import Image
 
-from crnn.inference import Recognizer, Turns
-from crnn.orientation import HEIGHT, MAX_WINDOWS, UPSIDE_DOWN, WIDTH, bundled_classifier, windows
+from crnn.reading.orientation import (
+    HEIGHT,
+    MAX_WINDOWS,
+    UPSIDE_DOWN,
+    WIDTH,
+    bundled_classifier,
+    windows,
+)
+from crnn.reading.recognizer import Recognizer, Turns
 
 SAMPLES = ROOT / "data" / "samples"
 
@@ -61,7 +68,7 @@ def test_the_classifier_is_not_consulted_without_rotate_pages():
 
 def test_training_writes_a_classifier_that_the_reader_loads(tmp_path):
     from crnn.cli.orientation import main
-    from crnn.orientation import OrientationClassifier
+    from crnn.reading.orientation import OrientationClassifier
 
     out = tmp_path / "m"
     code = main(["--real", str(SAMPLES), "--epochs", "1", "--holdout", "0.25", "-o", str(out),

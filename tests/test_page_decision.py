@@ -14,8 +14,8 @@ from PIL import Image, ImageDraw, ImageFilter, ImageFont
 
 from crnn.data.synth.fonts import bundled_font_dir
 from crnn.data.synth.labelfonts import label_font_dir
-from crnn.inference import Recognizer
 from crnn.layout import choose_layout, reads_better_as_page
+from crnn.reading.recognizer import Recognizer
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLES = sorted((REPO / "data" / "samples").glob("word_*.png"))

@@ -14,9 +14,9 @@ from rapidfuzz.distance import Levenshtein
 
 from crnn.data.synth.fonts import bundled_font_dir
 from crnn.data.synth.labelfonts import label_font_dir
-from crnn.inference import Recognizer
 from crnn.layout import find_lines
 from crnn.layout.lines import LineBox, reading_order
+from crnn.reading.recognizer import Recognizer
 
 REPO = Path(__file__).resolve().parents[1]
 SERIF = bundled_font_dir() / "liberation" / "LiberationSerif-Regular.ttf"

@@ -14,7 +14,7 @@ from PIL import Image, ImageDraw
 import crnn.data.synth.labelfonts as fonts_mod
 from crnn.data.synth.fonts import glyph_coverage
 from crnn.data.synth.labelfonts import LabelFonts
-from crnn.metrics import TextMetrics
+from crnn.text.metrics import TextMetrics
 
 CJK_DIR = Path(__file__).parent / "fixtures" / "fonts" / "cjk"
 
@@ -52,7 +52,7 @@ def test_each_piece_of_a_label_is_drawn_with_a_font_that_has_its_glyphs(no_syste
 def test_a_machine_without_cjk_fonts_still_draws_the_bundled_models_script(no_system_fonts):
     """A fresh pip install has no CJK font (fontconfig finds none): the package's own
     label face draws every character of the bundled Chinese model's charset."""
-    from crnn.charset import Charset
+    from crnn.text.alphabet import Charset
 
     fonts = LabelFonts(13, [])
     path = fonts.path_for("识别结果：我们的")
@@ -74,7 +74,8 @@ def test_fontconfig_finds_a_system_font_for_a_script_the_bundled_ones_lack():
 
 
 def test_the_error_sheet_and_the_prediction_grid_draw_chinese(no_system_fonts, monkeypatch):
-    from crnn.report import ErrorRecord, error_sheet, render_prediction_grid
+    from crnn.reports.errors import ErrorRecord, error_sheet
+    from crnn.reports.training import render_prediction_grid
 
     images = np.full((2, 1, 32, 96), 220, dtype=np.uint8)
     rec = ErrorRecord((1.0, 0.5), "x", "我们的", "我的", 0.5, 1, images[0])

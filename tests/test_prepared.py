@@ -16,7 +16,6 @@ import torch
 from conftest import render_word
 from PIL import Image
 
-from crnn.charset import Charset
 from crnn.config import AugmentConfig
 from crnn.data import create as lm
 from crnn.data.batching import collate
@@ -26,6 +25,7 @@ from crnn.data.image import ImageDecodeError, ImageSpec
 from crnn.data.lmdb import LmdbFormatError, LmdbReader
 from crnn.data.transforms import TrainAugment
 from crnn.model import CRNN
+from crnn.text.alphabet import Charset
 
 T = CRNN(37).output_length
 SPEC = ImageSpec(height=32, max_width=128)

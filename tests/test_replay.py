@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from crnn.charset import Charset
 from crnn.checkpoint import load_checkpoint as replay_load
 from crnn.checkpoint.release import release_checkpoint
 from crnn.config import ConfigError, config_from_dict, load_config
@@ -16,6 +15,7 @@ from crnn.engine import replay
 from crnn.engine.distributed import DistInfo
 from crnn.engine.trainer import Trainer
 from crnn.io import atomic_save
+from crnn.text.alphabet import Charset
 from tests.ckpt_helpers import native_checkpoint, tiny_model
 
 

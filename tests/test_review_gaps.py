@@ -9,7 +9,6 @@ import torch
 from ckpt_helpers import tiny_model
 
 from crnn.backends.torch import TorchBackend
-from crnn.charset import Charset
 from crnn.config import load_config
 from crnn.data.image import ImageSpec, load_image
 from crnn.engine.distributed import DistInfo
@@ -17,7 +16,8 @@ from crnn.engine.optim import make_optimizer
 from crnn.engine.state import TrainState
 from crnn.engine.trainer import Trainer
 from crnn.evaluation import evaluate, make_eval_loader
-from crnn.inference import Recognizer
+from crnn.reading.recognizer import Recognizer
+from crnn.text.alphabet import Charset
 
 
 def test_best_follows_the_metrics_direction_cer_lower_is_better() -> None:
@@ -167,7 +167,7 @@ def test_the_error_reports_confusions_come_from_a_minimal_edit_script() -> None:
     """Bug (of difflib's alignment): 'cbbbae' read as 'abbae' is two edits, c->a and a
     dropped b, but difflib matched the b's first and counted a deleted c and a deleted b
     and an inserted a, losing the c->a confusion."""
-    from crnn.report import ErrorCollector
+    from crnn.reports.errors import ErrorCollector
 
     errors = ErrorCollector()
     errors._count_confusions("cbbbae", "abbae")

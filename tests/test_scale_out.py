@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from conftest import run_tool
 
-from crnn.inference import default_checkpoint
+from crnn.reading.recognizer import default_checkpoint
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from crnn.charset import Charset
 from crnn.config import SynthConfig
 from crnn.data.synth import SynthGenerator
 from crnn.data.synth.fonts import FontError, find_font_files, load_fonts, split_face
 from crnn.data.synth.text import Corpus, CorpusError
+from crnn.text.alphabet import Charset
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CJK_FONT = FIXTURES / "fonts" / "cjk" / "droid_sans_fallback_cjk200.ttf"

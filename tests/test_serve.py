@@ -371,7 +371,7 @@ def test_a_served_page_reads_exactly_as_read_page(stretch, zoom) -> None:
     reads each line at the Recognizer's widths (``stretch``) and zooms as read_page does."""
     from test_pages import two_column_page
 
-    from crnn.inference import Recognizer
+    from crnn.reading.recognizer import Recognizer
 
     rec = Recognizer.bundled("line", stretch=stretch, zoom=zoom)
     buf = io.BytesIO()
@@ -390,9 +390,9 @@ def test_a_served_read_gets_the_recognizers_post_processing() -> None:
     from PIL import Image
     from test_inference import _Says
 
-    from crnn.charset import Charset
-    from crnn.inference import Recognizer
+    from crnn.reading.recognizer import Recognizer
     from crnn.serve.app import create_app
+    from crnn.text.alphabet import Charset
 
     cs = Charset.from_spec("ascii95")
     rec = Recognizer(_Says(cs, "sold 5o,ooo copies"))
@@ -411,7 +411,7 @@ def test_a_served_crop_reads_exactly_as_predict_at_any_width() -> None:
     so that more of them shared a stack: the BiLSTM saw those columns, so a served crop's
     confidences, and on real photographs its text, differed from predict's, which reads
     each width unpadded. Crops of widths that are no multiple of 16 read exactly alike."""
-    from crnn.inference import Recognizer
+    from crnn.reading.recognizer import Recognizer
 
     rec = Recognizer.bundled("word")
     paths = [WORD.parent / name for name in SAMPLES]
@@ -432,8 +432,8 @@ def test_a_served_line_is_read_at_each_view_and_keeps_the_most_confident(view) -
     from PIL import Image
     from test_inference import _bars, _Inky, _Wider
 
-    from crnn.charset import Charset
-    from crnn.inference import Recognizer
+    from crnn.reading.recognizer import Recognizer
+    from crnn.text.alphabet import Charset
 
     backend = (_Wider if view == "stretch" else _Inky)(Charset.from_spec("alnum36"), "abcd")
     rec = Recognizer(backend, rotate="none", **{view: (1.0, 1.5)})
@@ -450,8 +450,8 @@ def test_a_served_leaning_crop_is_read_upright_as_predict_reads_it() -> None:
     batcher: the served read keeps the same read, confidence and boxes as predict's."""
     from test_inference import _leaning, _Upright
 
-    from crnn.charset import Charset
-    from crnn.inference import Recognizer
+    from crnn.reading.recognizer import Recognizer
+    from crnn.text.alphabet import Charset
 
     rec = Recognizer(_Upright(Charset.from_spec("alnum36"), "abcd"), rotate="none", deslant=8)
     buf = io.BytesIO()
@@ -467,7 +467,7 @@ def test_a_full_queue_answers_503_at_once_instead_of_growing() -> None:
     answers 503), rather than every request waiting behind an unbounded queue."""
     from test_pages import two_column_page
 
-    from crnn.inference import Recognizer
+    from crnn.reading.recognizer import Recognizer
     from crnn.serve.app import RequestError
     from crnn.serve.batcher import Overloaded
 
@@ -519,7 +519,7 @@ def test_a_blank_image_reads_as_nothing_served_or_predicted() -> None:
     server) as "t" at confidence 0.08: an image with no contrast now reads as ""."""
     from PIL import Image
 
-    from crnn.inference import Recognizer
+    from crnn.reading.recognizer import Recognizer
 
     rec = Recognizer.bundled("word")
     blanks = [Image.new("L", (100, 32), 255), Image.new("L", (300, 300), 0), Image.new("L", (120, 32), 200)]
@@ -537,7 +537,7 @@ def test_a_small_image_is_read_while_large_ones_hold_every_planning_slot() -> No
     ones (and PDF pages) still wait for one."""
     from PIL import Image
 
-    from crnn.inference import Recognizer
+    from crnn.reading.recognizer import Recognizer
     from crnn.serve.app import SMALL_IMAGE_PIXELS, Limits, Service
 
     rec = Recognizer.bundled("word")
@@ -575,7 +575,7 @@ def test_the_server_runs_one_single_threaded_batch_per_core_that_sleeps_between_
     import uvicorn
 
     from crnn.cli import serve
-    from crnn.inference import Recognizer
+    from crnn.reading.recognizer import Recognizer
 
     served = {}
     monkeypatch.setattr(uvicorn, "run", lambda app, **kw: served.setdefault("app", app))

@@ -19,9 +19,7 @@ from conftest import ROOT, TINY_MODEL, word_labels, write_folder
 
 from benchmarks.bench import BenchOptions, count_flops, format_tables, padding_fraction, run_bench
 from crnn import checkpoint as ck
-from crnn import inference
 from crnn.backends.torch import TorchBackend, normalize
-from crnn.charset import Charset
 from crnn.config import load_config
 from crnn.ctc import greedy_decode
 from crnn.data.image import ImageSpec
@@ -30,8 +28,10 @@ from crnn.engine import parallel
 from crnn.engine.data import to_device
 from crnn.engine.distributed import DistInfo
 from crnn.engine.trainer import Trainer
-from crnn.inference import Recognizer
 from crnn.model import CRNN
+from crnn.reading import recognizer as inference
+from crnn.reading.recognizer import Recognizer
+from crnn.text.alphabet import Charset
 
 READER = Path(__file__).parent / "fixtures" / "tiny_reader.pt"
 

@@ -23,7 +23,6 @@ from fontTools import subset
 from fontTools.ttLib import TTFont
 from PIL import Image, ImageDraw, ImageFont
 
-from crnn.charset import Charset
 from crnn.cli.synth import main
 from crnn.config import ConfigError, SynthConfig
 from crnn.data.lmdb import LmdbReader
@@ -40,6 +39,7 @@ from crnn.data.synth import effects as fx
 from crnn.data.synth import geometry as geo
 from crnn.data.synth.fonts import GlyphCache
 from crnn.data.synth.scripts import raqm_available
+from crnn.text.alphabet import Charset
 
 REPO = Path(__file__).resolve().parents[1]
 DIGITS = "0123456789"
@@ -101,7 +101,7 @@ def test_render_is_a_pure_function_of_seed_and_index(
 def test_render_is_identical_in_a_fresh_process(gen36: SynthGenerator) -> None:
     # A different PYTHONHASHSEED catches any dependence on set/dict iteration order.
     code = (
-        "import hashlib;from crnn.charset import Charset;from crnn.config import SynthConfig;"
+        "import hashlib;from crnn.text.alphabet import Charset;from crnn.config import SynthConfig;"
         "from crnn.data.synth import SynthGenerator;"
         "g=SynthGenerator(Charset.from_spec('alnum36'),SynthConfig(),seed=7,height=32)\n"
         "for i in (40,3,17,99):\n"

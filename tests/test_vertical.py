@@ -14,9 +14,9 @@ from rapidfuzz.distance import Levenshtein
 from crnn.cli.predict import main as predict_main
 from crnn.data.synth.fonts import bundled_font_dir
 from crnn.data.synth.labelfonts import label_font_dir
-from crnn.inference import Recognizer
 from crnn.layout.chars import ink_mask
 from crnn.layout.vertical import column_cells
+from crnn.reading.recognizer import Recognizer
 
 CJK = str(label_font_dir() / "crnn-ocr-LabelCJK-Regular.otf")
 COLUMNS = ["床前明月光疑是地上霜", "十二点三十五分到达南京站", "我们应该尊重不同的意见，共同寻找解决办法。",

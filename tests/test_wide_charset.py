@@ -13,13 +13,13 @@ import pytest
 import torch
 from PIL import Image, ImageDraw, ImageFont
 
-from crnn.charset import Charset, UnknownCharacterError
 from crnn.config import load_config
 from crnn.data.datasets import RecognitionDataset, open_sources
 from crnn.data.image import ImageSpec
 from crnn.engine.distributed import DistInfo
 from crnn.engine.trainer import Trainer
 from crnn.model import CRNN
+from crnn.text.alphabet import Charset, UnknownCharacterError
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CJK_FONT = FIXTURES / "fonts" / "cjk" / "droid_sans_fallback_cjk200.ttf"

@@ -33,10 +33,10 @@ except ImportError:  # run from a clone without installing
 
 from PIL import ImageOps
 
-from crnn.charset import Charset
 from crnn.cli import setup_logging
 from crnn.config import SynthConfig
 from crnn.data.synth import SynthGenerator, effects_off
+from crnn.text.alphabet import Charset
 
 log = logging.getLogger("crnn.check_synth_tesseract")
 

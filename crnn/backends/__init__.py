@@ -19,8 +19,8 @@ from __future__ import annotations
 import os
 from typing import Any, Protocol, runtime_checkable
 
-from crnn.charset import Charset
 from crnn.data.image import ImageSpec
+from crnn.text.alphabet import Charset
 
 
 @runtime_checkable

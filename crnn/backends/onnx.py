@@ -20,9 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from crnn.charset import Charset
 from crnn.config import output_length
 from crnn.data.image import ImageSpec
+from crnn.text.alphabet import Charset
 
 META_PREFIX = "crnn_ocr."
 

@@ -15,10 +15,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from crnn.charset import Charset
 from crnn.data.image import ImageSpec
 from crnn.model import CRNN
 from crnn.precision import autocast_for, inference_amp
+from crnn.text.alphabet import Charset
 
 
 def normalize(images: torch.Tensor, mean: float = 0.5, std: float = 0.5) -> torch.Tensor:

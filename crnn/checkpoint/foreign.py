@@ -17,7 +17,6 @@ from typing import Any
 
 import torch
 
-from crnn.charset import Charset
 from crnn.checkpoint.format import (
     CheckpointError,
     ModelBundle,
@@ -30,6 +29,7 @@ from crnn.checkpoint.format import (
 from crnn.checkpoint.grow import grow_hidden
 from crnn.data.image import ImageSpec
 from crnn.model import CRNN, build_model, classifier_name, hparams_from_state_dict
+from crnn.text.alphabet import Charset
 
 log = logging.getLogger(__name__)
 

@@ -31,9 +31,9 @@ from typing import Any, NamedTuple
 import torch
 from torch import nn
 
-from crnn.charset import Charset
 from crnn.data.image import ImageSpec
 from crnn.model import CRNN, build_model
+from crnn.text.alphabet import Charset
 
 FORMAT = "crnn-ocr"
 VERSION = 1

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from crnn.cli import EXIT_OK, EXIT_USAGE, Parser, setup_logging
 
-log = logging.getLogger("crnn.charset")
+log = logging.getLogger("crnn.text.alphabet")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -44,10 +44,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     setup_logging(args.verbose)
-    from crnn.bidi import MIRROR, has_rtl
-    from crnn.charset import build_charset, write_charset_file
     from crnn.data.datasets import open_sources
     from crnn.data.errors import DataError
+    from crnn.text.alphabet import build_charset, write_charset_file
+    from crnn.text.bidi import MIRROR, has_rtl
 
     out = Path(args.out)
     if out.exists() and not args.overwrite:

@@ -122,9 +122,9 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     setup_logging(args.verbose)
     from crnn import checkpoint as ck
-    from crnn.charset import Charset
     from crnn.data.image import ImageSpec
     from crnn.io import atomic_save
+    from crnn.text.alphabet import Charset
 
     out = Path(args.out)
     if args.mode == "average":

@@ -115,8 +115,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     setup_logging(args.verbose)
-    from crnn.charset_files import spec_path
     from crnn.data.create import create_lmdb
+    from crnn.text.alphabet_files import spec_path
 
     root = Path(args.root)
     gt = Path(args.gt) if args.gt else None
@@ -136,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         charset = None
         if args.charset:
-            from crnn.charset import Charset
+            from crnn.text.alphabet import Charset
 
             charset = Charset.from_spec(args.charset)
         report = create_lmdb(

@@ -18,11 +18,11 @@ from pathlib import Path
 
 from crnn.cli import EXIT_OK, EXIT_USAGE, Parser, setup_logging
 
-log = logging.getLogger("crnn.curves")
+log = logging.getLogger("crnn.reports.curves")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from crnn.curves import DEFAULT_TAGS
+    from crnn.reports.curves import DEFAULT_TAGS
 
     p = Parser(
         prog="curves.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -41,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     setup_logging(args.verbose)
-    from crnn.curves import draw_curves, read_scalars
+    from crnn.reports.curves import draw_curves, read_scalars
 
     run = Path(args.run)
     try:

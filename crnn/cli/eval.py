@@ -36,7 +36,7 @@ from crnn.cli import (
 )
 from crnn.config import TrainConfig, choices
 from crnn.ctc.lm import default_beam, resolve_prior
-from crnn.metrics import MODES
+from crnn.text.metrics import MODES
 
 log = logging.getLogger("crnn.eval")
 
@@ -140,7 +140,7 @@ def format_table(rows: list[dict[str, Any]], mode: str = "charset") -> str:
 
 def _normalizer(mode: str, charset: Any) -> Any:
     """``(batch, predictions) -> (labels, texts)`` as ``mode`` compares them."""
-    from crnn.metrics import alnum_normalize
+    from crnn.text.metrics import alnum_normalize
 
     def pick(batch: dict[str, Any], preds: list[Any]) -> tuple[list[str], list[str]]:
         texts = [p.text for p in preds]
@@ -188,7 +188,7 @@ def evaluate_path(
     report (one process only)."""
     from crnn.data.datasets import RecognitionDataset, open_sources
     from crnn.evaluation import evaluate, make_eval_loader
-    from crnn.report import Calibration, ErrorCollector
+    from crnn.reports.errors import Calibration, ErrorCollector
 
     ds = RecognitionDataset(
         open_sources([path]), backend.charset, backend.spec, backend.output_length,
@@ -230,8 +230,8 @@ def evaluate_path(
 def row(parts: list[dict[str, Any]], mode: str) -> dict[str, Any]:
     """A table row from the sums of one dataset's parts (one per process): the same
     numbers whichever way the images were shared out."""
-    from crnn.metrics import TextMetrics
-    from crnn.report import Calibration
+    from crnn.reports.errors import Calibration
+    from crnn.text.metrics import TextMetrics
 
     metrics, calib = TextMetrics(), Calibration()
     for part in parts:

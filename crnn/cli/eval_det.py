@@ -50,7 +50,7 @@ def evaluate_detector_cli(args: argparse.Namespace) -> int:
     detector = load_detector(args.checkpoint)
     reader = None
     if getattr(args, "end_to_end", None):
-        from crnn.inference import BUNDLED, Recognizer
+        from crnn.reading.recognizer import BUNDLED, Recognizer
 
         name = args.end_to_end
         reader = (Recognizer.bundled(name, detector=detector, finder="detector") if name in BUNDLED

@@ -1,5 +1,5 @@
 """Train the orientation classifier that tells upside-down crops from upright ones
-(crnn/orientation.py), on real crops and generated lines, each seen both ways, and write
+(crnn/reading/orientation.py), on real crops and generated lines, each seen both ways, and write
 it as ONNX:
 
     tools/train_orientation.py --real ../shared/data/real/iiit5k_train ../shared/data/real/ic15_train \\
@@ -22,7 +22,7 @@ from pathlib import Path
 
 from crnn.cli import EXIT_OK, EXIT_USAGE, Parser, setup_logging
 
-log = logging.getLogger("crnn.orientation")
+log = logging.getLogger("crnn.reading.orientation")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     channels = tuple(int(c) for c in args.channels.split(","))
     model = orient.train_classifier(orient.both_ways(train, rng), epochs=args.epochs, seed=args.seed,
                                     minutes=args.minutes, channels=channels)  # fmt: skip
-    from crnn.orientation import OrientationClassifier
+    from crnn.reading.orientation import OrientationClassifier
 
     path = orient.export_classifier(model, args.out)
     result = orient.report(OrientationClassifier(path), held)

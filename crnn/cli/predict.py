@@ -312,7 +312,7 @@ def open_input(args: argparse.Namespace, rec: Any, name: str) -> Any:
 def load_recognizer(args: argparse.Namespace) -> Any:
     """The Recognizer the arguments ask for (PyTorch is imported only for a PyTorch
     checkpoint). Raises with a message for the user on bad input."""
-    from crnn.inference import Recognizer, default_checkpoint, prefers_onnx
+    from crnn.reading.recognizer import Recognizer, default_checkpoint, prefers_onnx
 
     if (args.beam or 0) < 0 or args.max_edits < 0:
         raise ValueError(f"--beam and --max-edits must be >= 0, got {args.beam} and {args.max_edits}")
@@ -505,7 +505,7 @@ def emit(args: argparse.Namespace, f: str, page: Any, results: list[Any], counts
     """One image's output: its drawing, its JSON record or its printed lines."""
     floor = args.min_confidence
     if args.draw:
-        from crnn.report import draw_read
+        from crnn.reports.pages import draw_read
 
         draw_read(f, page, args.draw, args.dpi, args.pdf_password)
         counts["drawn"] += 1
@@ -536,7 +536,7 @@ def write_documents(args: argparse.Namespace, rec: Any, files: list[str], errors
             print(f"error: {page}", file=sys.stderr)
             continue
         if args.draw:
-            from crnn.report import draw_read
+            from crnn.reports.pages import draw_read
 
             draw_read(f, page, args.draw, args.dpi, args.pdf_password)
             counts["drawn"] += 1

@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError as e:
         log.error("crnn-serve needs the serve extra (%s): pip install 'crnn-ocr[serve]'", e.name)
         return EXIT_USAGE
-    from crnn.inference import Recognizer, default_checkpoint, prefers_onnx
+    from crnn.reading.recognizer import Recognizer, default_checkpoint, prefers_onnx
 
     try:
         path = args.checkpoint or default_checkpoint(prefers_onnx(args.device), args.model)

@@ -13,10 +13,10 @@ import logging
 import sys
 from typing import Any
 
-from crnn.charset import Charset
 from crnn.cli import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, Parser, setup_logging
 from crnn.config import ConfigError, load_config
 from crnn.data import usable_cores
+from crnn.text.alphabet import Charset
 
 log = logging.getLogger("crnn.synth")
 

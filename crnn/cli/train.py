@@ -14,7 +14,6 @@ import sys
 from pathlib import Path
 
 import crnn
-from crnn.charset_files import CharsetFileError
 from crnn.checkpoint import CheckpointError, load_checkpoint
 from crnn.cli import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, Parser, setup_logging
 from crnn.config import (
@@ -44,8 +43,9 @@ from crnn.engine.launch import (
 )
 from crnn.engine.runlock import RunDirectoryBusy
 from crnn.engine.state import missing_init
-from crnn.inference import BUNDLED, default_checkpoint
 from crnn.io import WriteError
+from crnn.reading.recognizer import BUNDLED, default_checkpoint
+from crnn.text.alphabet_files import CharsetFileError
 
 log = logging.getLogger("crnn.train")
 

@@ -74,7 +74,7 @@ class DataConfig:
     case_fold: Union[bool, None] = None  # noqa: UP007 (typing.get_type_hints on py3.10)
     # Encode labels in visual order (left to right as drawn) and decode predictions back
     # to logical order, for right-to-left scripts; null = auto (on when the charset has
-    # Arabic, Hebrew... letters). See crnn/bidi.py.
+    # Arabic, Hebrew... letters). See crnn/text/bidi.py.
     bidi: Union[bool, None] = None  # noqa: UP007
     # A label with characters outside the charset: "skip" (count and report) or "error".
     unknown_chars: UnknownChars = "skip"

@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from crnn.charset import BLANK, Charset
 from crnn.ctc.lexicon import Lexicon
 from crnn.ctc.lm import CharBigram
+from crnn.text.alphabet import BLANK, Charset
 
 # A tensor or an array: decoding accepts either.
 Array = Any

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 from rapidfuzz.distance import Levenshtein
 
-from crnn.charset import Charset
+from crnn.text.alphabet import Charset
 
 _BUCKETS = 64
 

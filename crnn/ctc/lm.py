@@ -35,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-from crnn.charset import BLANK, Charset
+from crnn.text.alphabet import BLANK, Charset
 
 # Bonuses are clipped to this many nats either way: one pair never outvotes the image.
 CLIP = 8.0

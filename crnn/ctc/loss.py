@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from crnn.charset import BLANK
+from crnn.text.alphabet import BLANK
 
 
 def ctc_loss_per_sample(

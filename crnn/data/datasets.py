@@ -23,7 +23,6 @@ import numpy as np
 from PIL import Image
 from torch.utils.data import Dataset
 
-from crnn.charset import Charset, UnknownCharacterError
 from crnn.data.formats import FolderSource
 from crnn.data.gt import GT_NAME
 from crnn.data.image import (
@@ -42,6 +41,7 @@ from crnn.data.image import (
 )
 from crnn.data.lmdb import LmdbFormatError, LmdbReader, find_lmdb_roots, is_lmdb_dir
 from crnn.data.transforms import TrainAugment, to_tensor
+from crnn.text.alphabet import Charset, UnknownCharacterError
 
 log = logging.getLogger(__name__)
 

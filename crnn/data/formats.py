@@ -148,7 +148,7 @@ def _detect(root: Path, gt: str | Path | None, encoding: str) -> str:
 
 
 def _read_index(gt: Path, index_file: str | Path, encoding: str) -> GtFile:
-    from crnn.charset_files import index_table
+    from crnn.text.alphabet_files import index_table
 
     table = index_table(index_file)
     lines = table.lines

@@ -1,7 +1,7 @@
 """Evaluating a detector on labelled images, alone (ICDAR 2015 precision, recall, hmean
 at IoU 0.5 with don't-care regions) and end to end with a recognizer (order-free
 character precision, recall and F1 of everything read against everything labelled,
-through :meth:`crnn.inference.Recognizer.read_pages`, the reader every front end calls).
+through :meth:`crnn.reading.recognizer.Recognizer.read_pages`, the reader every front end calls).
 """
 
 from __future__ import annotations

@@ -17,7 +17,6 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from crnn.charset import BUILTIN_CHARSETS, Charset
 from crnn.config import Config
 from crnn.data import ignore_stop_signals, stop_workers_at_exit, usable_cores
 from crnn.data.batching import (
@@ -32,6 +31,7 @@ from crnn.data.image import ImageSpec
 from crnn.data.transforms import TrainAugment
 from crnn.engine.distributed import DistInfo
 from crnn.evaluation import make_eval_loader
+from crnn.text.alphabet import BUILTIN_CHARSETS, Charset
 
 log = logging.getLogger(__name__)
 
@@ -144,7 +144,7 @@ def _train_part(
 def index_file(cfg: Config) -> Path | None:
     """The charset file, when it is one: what the numbers of an index-list label file
     (``name idx idx ...``, the Synthetic Chinese String Dataset's) stand for."""
-    from crnn.charset_files import spec_path
+    from crnn.text.alphabet_files import spec_path
 
     path = spec_path(cfg.data.charset)
     return path if cfg.data.charset not in BUILTIN_CHARSETS and path.is_file() else None

@@ -108,7 +108,7 @@ WIDE_CLASSES = 1000
 
 def _classes(cfg: Any) -> int:
     try:
-        from crnn.charset import Charset
+        from crnn.text.alphabet import Charset
 
         return Charset.from_spec(cfg.data.charset).num_classes
     except (ValueError, OSError):

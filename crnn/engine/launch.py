@@ -139,7 +139,7 @@ def run_training(
         return run_recorded(lambda: _run_rank(cfg, devices, resume, fit_kwargs))
     # Checked once here, before any process starts: a bad charset file is one message,
     # not one traceback per rank.
-    from crnn.charset import Charset
+    from crnn.text.alphabet import Charset
 
     Charset.from_spec(cfg.data.charset, cfg.data.case_fold, cfg.data.bidi)
     if world > 1:

@@ -14,7 +14,7 @@ import torch
 
 from crnn.data.errors import DataError
 from crnn.engine.distributed import DistInfo, all_reduce_sum
-from crnn.report import render_prediction_grid
+from crnn.reports.training import render_prediction_grid
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""Training the orientation classifier (:mod:`crnn.orientation`): a small CNN told crops
+"""Training the orientation classifier (:mod:`crnn.reading.orientation`): a small CNN told crops
 as given from the same crops turned 180 degrees, exported to ONNX.
 
 Data: real crops from folders with a ``gt.txt`` (their labels are not used) and lines
@@ -24,7 +24,7 @@ from torch import nn
 
 from crnn.data.gt import read_gt
 from crnn.io import atomic_write, sha256_file
-from crnn.orientation import HEIGHT, WIDTH, windows
+from crnn.reading.orientation import HEIGHT, WIDTH, windows
 
 log = logging.getLogger(__name__)
 
@@ -67,9 +67,9 @@ def real_crops(folder: str | Path, limit: int = 0) -> list[Image.Image]:
 
 def synthetic_lines(config: str | Path, count: int, seed: int) -> list[Image.Image]:
     """``count`` images drawn by the generator of a recipe's ``data.synth`` section."""
-    from crnn.charset import Charset
     from crnn.config import load_config
     from crnn.data.synth.render import SynthGenerator
+    from crnn.text.alphabet import Charset
 
     cfg = load_config(config, [])
     charset = Charset.from_spec(cfg.data.charset)
@@ -137,7 +137,7 @@ def train_classifier(
 
 def report(classifier: Any, held_out: dict[str, Sequence[Image.Image]]) -> dict[str, Any]:
     """Per held-out source, as ``classifier`` (an exported
-    :class:`crnn.orientation.OrientationClassifier`, what the reader runs) scores it: crops,
+    :class:`crnn.reading.orientation.OrientationClassifier`, what the reader runs) scores it: crops,
     accuracy at 0.5 over both ways, and at each of THRESHOLDS the share of upright crops
     called turned and of turned crops caught."""
     out: dict[str, Any] = {}

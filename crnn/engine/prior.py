@@ -22,9 +22,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from crnn.charset import BLANK
 from crnn.config import Config
 from crnn.model import CRNN, classifier_name
+from crnn.text.alphabet import BLANK
 
 log = logging.getLogger(__name__)
 

@@ -24,8 +24,8 @@ from typing import Any
 
 import torch
 
-from crnn.charset import Charset
 from crnn.config import Config, ConfigError, SynthConfig, config_from_dict
+from crnn.text.alphabet import Charset
 
 log = logging.getLogger(__name__)
 

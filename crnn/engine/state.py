@@ -23,7 +23,6 @@ from typing import Any
 
 import torch
 
-from crnn.charset import Charset
 from crnn.checkpoint import (
     CheckpointError,
     ModelBundle,
@@ -38,7 +37,8 @@ from crnn.config import Config, ConfigError, save_config
 from crnn.engine.distributed import DistInfo, barrier
 from crnn.engine.runlock import RunLock
 from crnn.io import atomic_save, remove_stale_temporaries
-from crnn.metrics import HIGHER_IS_BETTER
+from crnn.text.alphabet import Charset
+from crnn.text.metrics import HIGHER_IS_BETTER
 
 log = logging.getLogger(__name__)
 
@@ -206,7 +206,7 @@ _INIT: dict[tuple[str, int], dict[str, Any]] = {}
 def missing_init(name: str) -> ConfigError:
     """The error for a ``train.init_from`` that does not exist: which run writes it, and
     how to start from something else (a later stage of a recipe run before its first)."""
-    from crnn.inference import BUNDLED  # the bundled models' names, where they are defined
+    from crnn.reading.recognizer import BUNDLED  # the bundled models' names, where they are defined
 
     run = Path(name).parent if Path(name).suffix == ".pt" else Path(name)
     return ConfigError(
@@ -367,11 +367,11 @@ def calibrate_best(trainer: Any) -> None:
     Every rank reads its shard of the validation sets with ``best.pt``'s weights (rank 0
     reads the file and sends it: on several nodes the run directory may be rank 0's
     disk alone); rank 0 gathers what they saw, fits, and writes; the others wait. See
-    ``crnn.calibration``."""
+    ``crnn.reading.calibration``."""
     from crnn.backends.torch import TorchBackend
-    from crnn.calibration import TemperatureFit
     from crnn.engine.distributed import broadcast_from_main, gather_to_main
     from crnn.evaluation import evaluate
+    from crnn.reading.calibration import TemperatureFit
 
     t = trainer
     path = t.out / "best.pt"

@@ -27,7 +27,6 @@ from tqdm import tqdm
 from tqdm.contrib.logging import logging_redirect_tqdm
 
 from crnn.backends.torch import TorchBackend
-from crnn.charset import Charset
 from crnn.checkpoint import ModelBundle
 from crnn.config import Config
 from crnn.data.image import ImageSpec
@@ -56,9 +55,10 @@ from crnn.engine.parallel import wrap
 from crnn.engine.signals import StopRequest, watchdog
 from crnn.engine.state import FitResult
 from crnn.evaluation import EvalResult, evaluate
-from crnn.metrics import TextMetrics
 from crnn.model import build_model
 from crnn.precision import resolve_amp
+from crnn.text.alphabet import Charset
+from crnn.text.metrics import TextMetrics
 
 log = logging.getLogger(__name__)
 

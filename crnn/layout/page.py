@@ -156,7 +156,7 @@ def decide_layout(found: Layout, image_h: int) -> tuple[str, str]:
     letters, a crop with a neighbouring line cut at its edge; ``("line", note)`` when no
     text line was found (read whole, and said).
 
-    A ``"page"`` here is a candidate: :meth:`crnn.inference.Recognizer.plan_page` reads
+    A ``"page"`` here is a candidate: :meth:`crnn.reading.recognizer.Recognizer.plan_page` reads
     it both ways and keeps the more probable reading (:func:`reads_better_as_page`).
     Measured by ``benchmarks/page_decision.py``."""
     if image_h <= LINE_MAX_HEIGHT:

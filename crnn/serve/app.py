@@ -44,7 +44,7 @@ from crnn.data.image import (
     open_image,
 )
 from crnn.data.pdf import DEFAULT_DPI, PdfError, is_pdf, page_count, page_sizes, render
-from crnn.reads import AS_GIVEN
+from crnn.reading.views import AS_GIVEN
 from crnn.serve.batcher import MicroBatcher, Overloaded
 
 log = logging.getLogger("crnn.serve")

@@ -34,7 +34,6 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from crnn.charset import Charset
 from crnn.config import SynthConfig
 from crnn.config.synth import parse_font_weights
 from crnn.data.synth import effects as fx
@@ -52,6 +51,7 @@ from crnn.data.synth.layout import compose, compose_shaped, level_box
 from crnn.data.synth.legibility import legibility
 from crnn.data.synth.scripts import shaped_chars, warn_if_unshaped
 from crnn.data.synth.text import BUNDLED_WORD_LISTS, TextSampler, drawable_alphabet
+from crnn.text.alphabet import Charset
 
 log = logging.getLogger(__name__)
 

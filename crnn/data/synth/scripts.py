@@ -6,7 +6,7 @@ scripts that need shaping (conjuncts, reordered vowel signs, stacked marks) and 
 right-to-left text. Texts holding such characters are drawn whole through Pillow's RAQM
 layout (HarfBuzz shaping, FriBiDi reordering) when Pillow has it; the labels of
 right-to-left texts stay in logical order, and the charset turns them into the visual
-order the model reads (:mod:`crnn.bidi`). The generator names what it cannot draw right
+order the model reads (:mod:`crnn.text.bidi`). The generator names what it cannot draw right
 in a warning (see docs/synth.md, "Scripts and shaping").
 """
 
@@ -17,7 +17,7 @@ import unicodedata
 from collections import Counter
 from collections.abc import Iterable
 
-from crnn.bidi import has_rtl
+from crnn.text.bidi import has_rtl
 
 log = logging.getLogger(__name__)
 

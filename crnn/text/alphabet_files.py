@@ -20,7 +20,7 @@ a Python file (``keys.py``)               the string assigned to ``alphabetChine
 Text files are UTF-8 (a byte-order mark is allowed), or GB18030/GBK, Big5, Shift-JIS or
 EUC-KR: the one in which the file reads as ordinary text is taken (``char_std_5990.txt``
 is GBK), and a file no encoding reads plausibly is refused, naming a line. A character listed twice keeps both classes (imported
-models keep their shape; :class:`crnn.charset.Charset` warns). Every problem is one
+models keep their shape; :class:`crnn.text.alphabet.Charset` warns). Every problem is one
 :class:`CharsetFileError` line naming the file, the line and the fix.
 """
 

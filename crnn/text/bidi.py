@@ -4,7 +4,7 @@ labels) to visual order (left to right as it is drawn on a line), and back.
 A CTC recognizer reads an image from left to right, so it writes characters in visual
 order. For Latin or Chinese the two orders are the same; for Arabic or Hebrew the
 visual order of ``"שלום 123"`` is ``"123 םולש"``. A charset with right-to-left letters
-(:attr:`crnn.charset.Charset.bidi`) therefore encodes labels in visual order and
+(:attr:`crnn.text.alphabet.Charset.bidi`) therefore encodes labels in visual order and
 decodes predictions back to logical order, so that users see and give text the way they
 store it.
 

@@ -1,4 +1,4 @@
-"""Reading whole images as pages: the :class:`~crnn.inference.Recognizer`'s page methods
+"""Reading whole images as pages: the :class:`~crnn.reading.recognizer.Recognizer`'s page methods
 (a mixin it inherits), kept beside it so that each file stays one room.
 
 ``plan_page`` decides how one image is read: one line (a crop, with its turns), a page of
@@ -23,13 +23,13 @@ from crnn.data.image import ImageSource, ImageTooWideError, load_image, preproce
 if TYPE_CHECKING:
     from crnn.layout import Page
 
-log = logging.getLogger("crnn.inference")
+log = logging.getLogger("crnn.reading.recognizer")
 
 
 class PageReading:
     """Page reading for a recognizer with ``preprocess``, ``predict_preprocessed``,
     ``_predict_flat``, ``locate``, ``spec``, ``charset``, ``rotate`` and ``squeeze``
-    (:class:`crnn.inference.Recognizer`)."""
+    (:class:`crnn.reading.recognizer.Recognizer`)."""
 
     def read_pages(
         self, images: Sequence[ImageSource], layout: str = "auto", errors: str = "raise"

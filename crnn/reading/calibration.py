@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from crnn.charset import BLANK
+from crnn.text.alphabet import BLANK
 
 # Temperatures tried: log-spaced from 1/4 to 8 (1.0 among them).
 GRID = np.exp(np.linspace(np.log(0.25), np.log(8.0), 61))

@@ -1,8 +1,8 @@
-"""Which reads the :class:`crnn.inference.Recognizer` makes of each image, and the margins
+"""Which reads the :class:`crnn.reading.recognizer.Recognizer` makes of each image, and the margins
 that choose among them: its turns (``rotate``), widths (``stretch``), zooms (``zoom``) and
 a leaning crop sheared upright (``deslant``), each read a :data:`View`; an image's reads
-travel as a :class:`Turns`. Numbers only, no model: the Recognizer (``crnn.inference``) and
-its page methods (``crnn.page_reading``) read by them."""
+travel as a :class:`Turns`. Numbers only, no model: the Recognizer (``crnn.reading.recognizer``) and
+its page methods (``crnn.reading.planner``) read by them."""
 
 from __future__ import annotations
 

@@ -39,7 +39,6 @@ from crnn.bundled import (  # noqa: F401 (re-exported)
     default_checkpoint,
     prefers_onnx,
 )
-from crnn.calibration import scale_logits
 from crnn.ctc import Lexicon, Prediction, decode, log_softmax_np, sequence_log_probs
 from crnn.ctc.lm import CharBigram, default_beam, resolve_prior
 from crnn.ctc.numerals import fix_prediction, fixes_numerals
@@ -51,9 +50,10 @@ from crnn.data.image import (
     stretch_line,
     zoom_rows,
 )
-from crnn.orientation import UPSIDE_DOWN, OrientationClassifier, bundled_classifier
-from crnn.page_reading import PAGE_CHECK_LINES, PAGE_WIDTH_STEP, PageReading, _pad_to  # noqa: F401 (re-exported)
-from crnn.reads import (  # noqa: F401 (re-exported)
+from crnn.reading.calibration import scale_logits
+from crnn.reading.orientation import UPSIDE_DOWN, OrientationClassifier, bundled_classifier
+from crnn.reading.planner import PAGE_CHECK_LINES, PAGE_WIDTH_STEP, PageReading, _pad_to  # noqa: F401 (re-exported)
+from crnn.reading.views import (  # noqa: F401 (re-exported)
     AS_GIVEN,
     CJK_DESLANT,
     CJK_STRETCH,
@@ -118,7 +118,7 @@ class Recognizer(PageReading):
             the image's as given by :data:`ROTATE_MARGIN` (a quarter turn of a crop squeezed
             as given: per frame, :data:`QUARTER_MARGIN`); the prediction's ``rotation``
             says which. With ``"pages"``, a crop wider than tall that the orientation
-            classifier (:mod:`crnn.orientation`) calls upside down is also read turned.
+            classifier (:mod:`crnn.reading.orientation`) calls upside down is also read turned.
         orientation: that classifier: ``"bundled"`` (the default; none when no
             classifier is bundled), a path to one, or None (never consulted); loaded
             only with ``rotate="pages"``.

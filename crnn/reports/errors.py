@@ -1,9 +1,6 @@
 """Evaluation that shows its errors: every wrong read as a table row, breakdowns by label
-length and by character, and a contact sheet of the worst ones, since people would
-rather look than read (``tools/eval.py --errors DIR``).
-
-Also the picture the trainer logs to TensorBoard (:func:`render_prediction_grid`).
-"""
+length and by character, a contact sheet of the worst ones (people would rather look
+than read: ``crnn-eval --errors DIR``), and how far confidence is from accuracy."""
 
 from __future__ import annotations
 
@@ -20,7 +17,8 @@ import numpy as np
 from PIL import Image, ImageDraw
 from rapidfuzz.distance import Levenshtein
 
-from crnn.calibration import expected_calibration_error
+from crnn.reading.calibration import expected_calibration_error
+from crnn.reports.drawing import label_fonts
 
 # Label-length buckets of the breakdown (characters).
 LENGTH_BUCKETS = ((1, 3), (4, 6), (7, 10), (11, 20), (21, 10**9))
@@ -140,12 +138,6 @@ def _show(c: str) -> str:
     return "(missing)" if c == "" else ("(space)" if c == " " else f"`{c}`")
 
 
-def _fonts(fonts: Any, size: int) -> Any:
-    """``fonts``, or the default :class:`~crnn.data.synth.labelfonts.LabelFonts`."""
-    from crnn.data.synth.labelfonts import LabelFonts
-
-    return fonts if fonts is not None else LabelFonts(size)
-
 
 def error_sheet(
     records: list[ErrorRecord], cols: int = 4, cell_w: int = 300, fonts: Any = None
@@ -153,7 +145,7 @@ def error_sheet(
     """A grid of wrong reads: each image with its label (black) and the prediction (red)
     and confidence under it, drawn with a font that has their glyphs (``fonts``, a
     ``LabelFonts``; by default the bundled fonts, then what fontconfig finds)."""
-    fonts = _fonts(fonts, 13)
+    fonts = label_fonts(fonts, 13)
     img_h, pad, text_h = 48, 8, 34
     rows = -(-len(records) // cols)
     sheet = Image.new("RGB", (cols * cell_w + pad, rows * (img_h + text_h + pad) + pad), "white")
@@ -175,32 +167,6 @@ def error_sheet(
     return sheet
 
 
-def render_prediction_grid(
-    images: Any, widths: Any, labels: list[str], preds: list[str], fonts: Any = None
-) -> Image.Image:
-    """``(B, C, H, W)`` uint8 images -> one RGB picture, a row per sample with
-    ``label -> prediction`` beside it (green when right, red when wrong), in a font that
-    has their glyphs (``fonts``, a ``LabelFonts``)."""
-    fonts = _fonts(fonts, 13)
-    n = len(labels)
-    h = images.shape[2]
-    texts = [f"{labels[i]} -> {preds[i]}" for i in range(n)]
-    text_w = max([260] + [fonts.length(t) + 8 for t in texts])
-    row_h = max(h, 18) + 4
-    max_w = int(max(int(w) for w in widths[:n]))
-    canvas = Image.new("RGB", (max_w + text_w + 12, row_h * n + 4), (255, 255, 255))
-    draw = ImageDraw.Draw(canvas)
-    for i in range(n):
-        crop = images[i, :, :, : int(widths[i])]
-        img = np.asarray(crop.cpu() if hasattr(crop, "cpu") else crop)
-        img = img[0] if img.shape[0] == 1 else img.transpose(1, 2, 0)
-        canvas.paste(Image.fromarray(img).convert("RGB"), (4, 4 + i * row_h))
-        ok = labels[i] == preds[i]
-        fonts.draw(
-            draw, (max_w + 10, 4 + i * row_h + (row_h - 16) // 2), texts[i],
-            (0, 120, 0) if ok else (200, 0, 0),
-        )  # fmt: skip
-    return canvas
 
 
 class Calibration:
@@ -219,7 +185,7 @@ class Calibration:
 
     def ece(self) -> float:
         """The expected calibration error of the reads seen (see
-        :func:`crnn.calibration.expected_calibration_error`)."""
+        :func:`crnn.reading.calibration.expected_calibration_error`)."""
         return expected_calibration_error([c for c, _ in self.pairs], [k for _, k in self.pairs], self.bins)
 
     def accuracy_at_coverage(self) -> dict[str, float]:
@@ -234,55 +200,3 @@ class Calibration:
         return out
 
 
-def draw_page(image: Image.Image, page: Any, fonts: Any = None) -> Image.Image:
-    """A page and its reads side by side, for checking a page reader by looking: the
-    image with each line's box (its quadrilateral where the detector found it; green, or
-    orange below 0.5 confidence) and numbered,
-    each character's box in thin blue (where the read has them), and beside it a white panel with each read written where its line is, in a font
-    that has its glyphs (``fonts``: a ``LabelFonts``; the default finds one)."""
-    from crnn.data.synth.labelfonts import LabelFonts
-
-    img = image.convert("RGB")
-    w, h = img.size
-    out = Image.new("RGB", (2 * w + 8, h), (255, 255, 255))
-    out.paste(img, (0, 0))
-    draw = ImageDraw.Draw(out)
-    draw.rectangle((w, 0, w + 7, h), fill=(200, 200, 200))
-    sizes: dict[int, Any] = {}
-    for i, line in enumerate(page.lines, start=1):
-        x0, y0, x1, y1 = line.box
-        colour = (0, 160, 0) if line.confidence >= 0.5 else (230, 120, 0)
-        quad = getattr(line, "quad", ())
-        if quad:  # the detector's quadrilateral (a rotated or slanted line) as found
-            draw.polygon([tuple(map(float, pt)) for pt in quad], outline=colour, width=2)
-        else:
-            draw.rectangle((x0, y0, x1 - 1, y1 - 1), outline=colour, width=2)
-        for c, b in zip(line.text, getattr(line, "char_boxes", ())):
-            if not c.isspace():
-                draw.rectangle((b[0], b[1], max(b[0], b[2] - 1), max(b[1], b[3] - 1)), outline=(40, 90, 220), width=1)
-        size = max(10, min(48, int(0.7 * (y1 - y0))))
-        if fonts is None:
-            label = sizes.setdefault(size, LabelFonts(size))
-        else:
-            label = fonts
-        label.draw(draw, (w + 8 + x0, y0), line.text, (20, 20, 20), max_width=max(10, w - x0))
-        draw.text((max(0, x0 - 14), y0), str(i), fill=colour)
-    return out
-
-
-def draw_read(path: str, page: Any, folder: str | Path, dpi: int, password: str | None = None) -> Path:
-    """``crnn-predict --draw``: the image (or a PDF's page) at ``path`` drawn with its read
-    ``page`` (:func:`draw_page`) into ``folder/<name>.draw.png``, which is returned."""
-    from crnn.data.image import load_image
-    from crnn.data.pdf import open_source, split_ref
-
-    out = Path(folder)
-    out.mkdir(parents=True, exist_ok=True)
-    img = load_image(open_source(path, dpi, password, rgb=True), rgb=True)
-    if page.layout == "line" and page.lines and not page.lines[0].box:
-        page.lines[0].box = [0, 0, img.width, img.height]
-    ref = split_ref(path)
-    stem = f"{Path(ref[0]).stem}-p{ref[1]}" if ref else Path(path).stem
-    target = out / f"{stem}.draw.png"
-    draw_page(Image.Image.copy(img), page).save(target)
-    return target

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-from crnn import bidi as _bidi
+from crnn.text import bidi as _bidi
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +69,7 @@ class Charset:
         name: where the charset came from, for messages only.
         bidi: the model reads in visual order (left to right as drawn): labels are
             encoded in visual order and decoded back to logical order (see
-            :mod:`crnn.bidi`). ``None`` means "auto": on when the alphabet has
+            :mod:`crnn.text.bidi`). ``None`` means "auto": on when the alphabet has
             right-to-left letters (Arabic, Hebrew...) or Arabic-Indic digits.
     """
 
@@ -124,11 +124,11 @@ class Charset:
         cls, spec: str, case_fold: bool | None = None, bidi: bool | None = None
     ) -> Charset:
         """Build from a built-in name (``alnum36``...), ``chars:<literal>``, or an alphabet
-        file as other projects write them (see :mod:`crnn.charset_files`: one character
+        file as other projects write them (see :mod:`crnn.text.alphabet_files`: one character
         per line in UTF-8 or GBK, a placeholder first line, ``FILE+space``, a Python
         ``keys.py``). Raises ``ValueError`` (a :class:`CharsetFileError` for files) in one
         line that names the file, the line and the fix."""
-        from crnn.charset_files import CharsetFileError, read_alphabet, spec_path
+        from crnn.text.alphabet_files import CharsetFileError, read_alphabet, spec_path
 
         if spec in BUILTIN_CHARSETS:
             ref = resources.files("crnn") / "assets" / "charsets" / f"{spec}.txt"
