@@ -165,7 +165,9 @@ def synthetic_lmdb(path: Path, shape: str, count: int, charset: Charset) -> Path
     return path
 
 
-def _data_for(shape: str, opts: BenchOptions, work: Path, charset: Charset, batch: int = 0) -> list[str]:
+def _data_for(
+    shape: str, opts: BenchOptions, work: Path, charset: Charset, batch: int = 0
+) -> list[str]:
     """The data a section reads: ``--data``/``--line-data``, else a synthetic LMDB of
     2,000 images, or 16 of ``batch`` when that is more: an epoch of a few batches starts
     each time with the workers' queues empty, and the first GPU run's end-to-end row
@@ -218,8 +220,13 @@ def count_flops(model: CRNN, height: int, width: int) -> dict[str, float]:
 
     from crnn.ctc.loss import ctc_loss
 
-    m = CRNN(model.num_classes, model.hparams["in_channels"], model.hparams["channels"],
-             model.hparams["hidden"], model.arch)  # fmt: skip
+    m = CRNN(
+        model.num_classes,
+        model.hparams["in_channels"],
+        model.hparams["channels"],
+        model.hparams["hidden"],
+        model.arch,
+    )
     b = 2
     x = torch.randn(b, m.hparams["in_channels"], height, width)
     out: dict[str, float] = {}
@@ -237,9 +244,11 @@ def count_flops(model: CRNN, height: int, width: int) -> dict[str, float]:
             t = logits.shape[1]
             n = max(1, t // 3)
             ctc_loss(
-                logits, torch.ones(b, n, dtype=torch.long),
-                torch.full((b,), t), torch.full((b,), n),
-            ).backward()  # fmt: skip
+                logits,
+                torch.ones(b, n, dtype=torch.long),
+                torch.full((b,), t),
+                torch.full((b,), n),
+            ).backward()
         out["train_gflop"] = fc.get_total_flops() / b / 1e9
     out["params_m"] = sum(p.numel() for p in m.parameters()) / 1e6
     out["steps"] = float(m.output_length(width))
@@ -465,9 +474,14 @@ class _Run:
         ips = values.get("images_per_s")
         log.info(
             "%-8s %-34s %-5s b=%-4s %s",
-            section, case, shape, batch,
-            f"{ips:,.1f} img/s" if ips is not None else {k: v for k, v in values.items() if k != "runs"},
-        )  # fmt: skip
+            section,
+            case,
+            shape,
+            batch,
+            f"{ips:,.1f} img/s"
+            if ips is not None
+            else {k: v for k, v in values.items() if k != "runs"},
+        )
 
     def timed(
         self,
@@ -509,10 +523,14 @@ class _Run:
             for bucketing in (False, True):
                 frac = padding_fraction(ds.widths, min(batch, len(ds)), bucketing)
                 self.add(
-                    "padding", f"bucketing {'on' if bucketing else 'off'}", shape, batch,
-                    padding_fraction=round(frac, 4), samples=len(ds),
+                    "padding",
+                    f"bucketing {'on' if bucketing else 'off'}",
+                    shape,
+                    batch,
+                    padding_fraction=round(frac, 4),
+                    samples=len(ds),
                     data=",".join(Path(p).name for p in paths),
-                )  # fmt: skip
+                )
 
     def data_section(self, work: Path) -> None:
         model = make_model(self.opts, self.charset)
@@ -522,23 +540,39 @@ class _Run:
             for augment in (False, True):
                 ds = _dataset(paths, shape, self.charset, model, augment)
                 tag = " +augment" if augment else ""
-                load = wait_for_quiet(self.opts.wait_load, self.opts.wait_timeout_s, f"data {shape}")
+                load = wait_for_quiet(
+                    self.opts.wait_load, self.opts.wait_timeout_s, f"data {shape}"
+                )
                 rates = _per_core_decode(ds, self.opts.seconds, self.opts.repeats)
                 self.add(
-                    "data", f"1 process, per CPU-second{tag}", shape, 64,
+                    "data",
+                    f"1 process, per CPU-second{tag}",
+                    shape,
+                    64,
                     images_per_s=round(statistics.median(rates), 1),
-                    min=round(min(rates), 1), max=round(max(rates), 1),
-                    runs=[round(r, 1) for r in rates], data=names, load=round(load, 2),
-                )  # fmt: skip
+                    min=round(min(rates), 1),
+                    max=round(max(rates), 1),
+                    runs=[round(r, 1) for r in rates],
+                    data=names,
+                    load=round(load, 2),
+                )
                 if augment:
                     continue  # the DataLoader rows use the plain pipeline
                 for w in self.opts.workers:
-                    load = wait_for_quiet(self.opts.wait_load, self.opts.wait_timeout_s, f"data {shape} workers={w}")
+                    load = wait_for_quiet(
+                        self.opts.wait_load, self.opts.wait_timeout_s, f"data {shape} workers={w}"
+                    )
                     t = _loader_rate(ds, w, 64, self.device, self.opts)
                     self.add(
-                        "data", f"DataLoader, {w} workers", shape, 64, **t.as_dict(),
-                        per_worker=round(t.median / max(w, 1), 1), data=names, load=round(load, 2),
-                    )  # fmt: skip
+                        "data",
+                        f"DataLoader, {w} workers",
+                        shape,
+                        64,
+                        **t.as_dict(),
+                        per_worker=round(t.median / max(w, 1), 1),
+                        data=names,
+                        load=round(load, 2),
+                    )
 
     def train_section(self) -> None:
         batch = self.opts.train_batch or (512 if self.gpu else 64)
@@ -554,8 +588,15 @@ class _Run:
             ]
         compile = self.opts.compile if self.opts.compile is not None else self.gpu
         if compile:
-            variants.append(("bf16 + torch.compile" if self.gpu else "fp32 + torch.compile",
-                             "bf16" if self.gpu else "none", False, True, True))  # fmt: skip
+            variants.append(
+                (
+                    "bf16 + torch.compile" if self.gpu else "fp32 + torch.compile",
+                    "bf16" if self.gpu else "none",
+                    False,
+                    True,
+                    True,
+                )
+            )
         for shape in self.opts.shapes:
             f = self.flops.get(shape) or count_flops(
                 make_model(self.opts, self.charset), *SHAPES[shape]
@@ -565,11 +606,15 @@ class _Run:
                 if self.gpu:
                     torch.backends.cudnn.benchmark = bench
                 model = make_model(self.opts, self.charset)
-                load = wait_for_quiet(self.opts.wait_load, self.opts.wait_timeout_s, f"train {shape} {name}")
+                load = wait_for_quiet(
+                    self.opts.wait_load, self.opts.wait_timeout_s, f"train {shape} {name}"
+                )
                 try:
                     step, _ = _train_case(model, shape, batch, self.device, amp, cl, comp)
                     with PeakMemory(self.device) as mem:
-                        t = time_calls(step, batch, self.opts.repeats, self.opts.seconds, self.device, warmup=3)
+                        t = time_calls(
+                            step, batch, self.opts.repeats, self.opts.seconds, self.device, warmup=3
+                        )
                 except Exception as e:  # noqa: BLE001 -- one variant failing must not end the run
                     log.warning("train %s %s failed: %s", shape, name, e)
                     self.add("train", name, shape, batch, error=str(e)[:200])
@@ -578,8 +623,16 @@ class _Run:
                 extra: dict[str, Any] = {"achieved_tflops": round(tflops, 3)}
                 if self.peak_tflops:
                     extra["of_floor"] = round(tflops / self.peak_tflops, 4)
-                self.add("train", name, shape, batch, **t.as_dict(), peak_mib=_round(mem.mib),
-                         load=round(load, 2), **extra)  # fmt: skip
+                self.add(
+                    "train",
+                    name,
+                    shape,
+                    batch,
+                    **t.as_dict(),
+                    peak_mib=_round(mem.mib),
+                    load=round(load, 2),
+                    **extra,
+                )
                 del step, model
                 if self.gpu:
                     torch.cuda.empty_cache()
@@ -629,10 +682,15 @@ class _Run:
                     step()
                 waited[0] = 0.0
                 t0 = time.perf_counter()
-                t = time_calls(step, batch, self.opts.repeats, self.opts.seconds, self.device, warmup=0)
+                t = time_calls(
+                    step, batch, self.opts.repeats, self.opts.seconds, self.device, warmup=0
+                )
                 wall = time.perf_counter() - t0
-            extra: dict[str, Any] = {"data_wait_fraction": round(waited[0] / wall, 3),
-                                     "workers": workers, "load": round(load, 2)}  # fmt: skip
+            extra: dict[str, Any] = {
+                "data_wait_fraction": round(waited[0] / wall, 3),
+                "workers": workers,
+                "load": round(load, 2),
+            }
             if self.gpu:
                 with contextlib.suppress(Exception):
                     busy = _gpu_busy_fraction(step, 10, self.device)
@@ -641,8 +699,15 @@ class _Run:
                 if f and self.peak_tflops:
                     extra["of_floor"] = round(t.median / f["floor_train_images_per_s"], 4)
             extra["bottleneck"] = _bottleneck(extra, self.gpu)
-            self.add("e2e", "Trainer.train_step + DataLoader" + (" (bf16)" if self.gpu else ""),
-                     shape, batch, **t.as_dict(), peak_mib=_round(mem.mib), **extra)  # fmt: skip
+            self.add(
+                "e2e",
+                "Trainer.train_step + DataLoader" + (" (bf16)" if self.gpu else ""),
+                shape,
+                batch,
+                **t.as_dict(),
+                peak_mib=_round(mem.mib),
+                **extra,
+            )
             batches.close()
             _stop_workers(trainer.data.loader)
 
@@ -676,15 +741,35 @@ class _Run:
                                 inp = inp.contiguous(memory_format=torch.channels_last)
                             m(inp)
 
-                    load = wait_for_quiet(self.opts.wait_load, self.opts.wait_timeout_s, f"infer {shape} {name} b{b}")
-                    self.timed("infer", name, shape, b, fwd, b, load=round(load, 2),
-                               threads=torch.get_num_threads())  # fmt: skip
+                    load = wait_for_quiet(
+                        self.opts.wait_load, self.opts.wait_timeout_s, f"infer {shape} {name} b{b}"
+                    )
+                    self.timed(
+                        "infer",
+                        name,
+                        shape,
+                        b,
+                        fwd,
+                        b,
+                        load=round(load, 2),
+                        threads=torch.get_num_threads(),
+                    )
                 model.to(memory_format=torch.contiguous_format)
                 xn = x.numpy()
                 for name, om in ort_models.items():
-                    load = wait_for_quiet(self.opts.wait_load, self.opts.wait_timeout_s, f"infer {shape} {name} b{b}")
-                    self.timed("infer", name, shape, b, lambda om=om, xn=xn: om(xn), b,
-                               load=round(load, 2), threads=self.opts.threads or None)  # fmt: skip
+                    load = wait_for_quiet(
+                        self.opts.wait_load, self.opts.wait_timeout_s, f"infer {shape} {name} b{b}"
+                    )
+                    self.timed(
+                        "infer",
+                        name,
+                        shape,
+                        b,
+                        lambda om=om, xn=xn: om(xn),
+                        b,
+                        load=round(load, 2),
+                        threads=self.opts.threads or None,
+                    )
 
     def _onnx_models(self, model: CRNN, work: Path) -> dict[str, Any]:
         try:
@@ -755,9 +840,17 @@ class _Run:
                 times.append(time.perf_counter() - t0)
                 if r.returncode != 0:
                     raise RuntimeError(f"{' '.join(cmd)} failed: {r.stderr[-500:]}")
-            self.add("predict", name, "word", 1, seconds=round(statistics.median(times), 3),
-                     min=round(min(times), 3), max=round(max(times), 3),
-                     runs=[round(t, 3) for t in times], load=round(load, 2))  # fmt: skip
+            self.add(
+                "predict",
+                name,
+                "word",
+                1,
+                seconds=round(statistics.median(times), 3),
+                min=round(min(times), 3),
+                max=round(max(times), 3),
+                runs=[round(t, 3) for t in times],
+                load=round(load, 2),
+            )
 
 
 def _epoch_batches(trainer: Any) -> int:
@@ -847,8 +940,14 @@ def targets(
     per_core = pick("data", lambda r: r["case"] == "1 process, per CPU-second")
     if per_core:
         v = per_core[0]["images_per_s"]
-        out.append({"target": "data pipeline, word images/s per CPU core", "measured": v,
-                    "target_value": TARGET_DATA_PER_CORE, "ratio": v / TARGET_DATA_PER_CORE})  # fmt: skip
+        out.append(
+            {
+                "target": "data pipeline, word images/s per CPU core",
+                "measured": v,
+                "target_value": TARGET_DATA_PER_CORE,
+                "ratio": v / TARGET_DATA_PER_CORE,
+            }
+        )
     if not gpu:
         batched = pick(
             "infer",
@@ -859,23 +958,47 @@ def targets(
         )
         if batched:
             best = max(batched, key=lambda r: r["images_per_s"])
-            out.append({"target": f"CPU inference batched (best: {best['case']}, b={best['batch']}), img/s",
-                        "measured": best["images_per_s"], "target_value": TARGET_CPU_BATCHED,
-                        "ratio": best["images_per_s"] / TARGET_CPU_BATCHED})  # fmt: skip
+            out.append(
+                {
+                    "target": f"CPU inference batched (best: {best['case']}, "
+                    "b={best['batch']}), img/s",
+                    "measured": best["images_per_s"],
+                    "target_value": TARGET_CPU_BATCHED,
+                    "ratio": best["images_per_s"] / TARGET_CPU_BATCHED,
+                }
+            )
         single = pick("infer", lambda r: r["batch"] == 1 and "ms_per_call" in r)
         if single:
             best = min(single, key=lambda r: r["ms_per_call"])
-            out.append({"target": f"CPU inference single image (best: {best['case']}), ms",
-                        "measured": best["ms_per_call"], "target_value": TARGET_CPU_SINGLE_MS,
-                        "ratio": TARGET_CPU_SINGLE_MS / best["ms_per_call"]})  # fmt: skip
+            out.append(
+                {
+                    "target": f"CPU inference single image (best: {best['case']}), ms",
+                    "measured": best["ms_per_call"],
+                    "target_value": TARGET_CPU_SINGLE_MS,
+                    "ratio": TARGET_CPU_SINGLE_MS / best["ms_per_call"],
+                }
+            )
     e2e = pick("e2e", lambda r: "images_per_s" in r)
     if e2e and gpu:
         v = e2e[0]["images_per_s"]
-        out.append({"target": f"GPU training img/s, bf16, pipeline included (bottleneck: {e2e[0].get('bottleneck')})",
-                    "measured": v, "target_value": TARGET_GPU_TRAIN, "ratio": v / TARGET_GPU_TRAIN})  # fmt: skip
+        out.append(
+            {
+                "target": "GPU training img/s, bf16, pipeline included (bottleneck: "
+                "{e2e[0].get('bottleneck')})",
+                "measured": v,
+                "target_value": TARGET_GPU_TRAIN,
+                "ratio": v / TARGET_GPU_TRAIN,
+            }
+        )
     for r in pick("predict", lambda r: "seconds" in r):
-        out.append({"target": f"{r['case']}, s", "measured": r["seconds"],
-                    "target_value": TARGET_PREDICT_S, "ratio": TARGET_PREDICT_S / r["seconds"]})  # fmt: skip
+        out.append(
+            {
+                "target": f"{r['case']}, s",
+                "measured": r["seconds"],
+                "target_value": TARGET_PREDICT_S,
+                "ratio": TARGET_PREDICT_S / r["seconds"],
+            }
+        )
     for o in out:
         o["ratio"] = round(o["ratio"], 3)
     return out
@@ -892,13 +1015,23 @@ def format_tables(result: BenchResult) -> str:
         f"command: {m['command']}",
         f"load average (1, 5, 15 min): start {m['load_start']}, end {m['load_end']}",
         "",
-        "| section | case | shape | batch | images/s (median) | min-max | ms/call | peak MiB | notes |",
+        "| section | case | shape | batch | images/s (median) | min-max | ms/call | peak MiB | "
+        "notes |",
         "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
     for r in result.rows:
         notes = []
-        for k in ("padding_fraction", "per_worker", "achieved_tflops", "of_floor", "data_wait_fraction",
-                  "gpu_busy_fraction", "bottleneck", "load", "error"):  # fmt: skip
+        for k in (
+            "padding_fraction",
+            "per_worker",
+            "achieved_tflops",
+            "of_floor",
+            "data_wait_fraction",
+            "gpu_busy_fraction",
+            "bottleneck",
+            "load",
+            "error",
+        ):
             if r.get(k) is not None:
                 notes.append(f"{k}={r[k]}")
         if "seconds" in r:
@@ -914,14 +1047,19 @@ def format_tables(result: BenchResult) -> str:
             f"| {ms} | {r.get('peak_mib') or ''} | {', '.join(notes)} |"
         )
     if result.flops:
-        lines += ["", "| shape | params (M) | forward GFLOP/img (conv + recurrent) | train step GFLOP/img | GPU bf16 peak TFLOP/s | floor: train img/s |",
-                  "| --- | ---: | ---: | ---: | ---: | ---: |"]  # fmt: skip
+        lines += [
+            "",
+            "| shape | params (M) | forward GFLOP/img (conv + recurrent) | train step GFLOP/img "
+            "| GPU bf16 peak TFLOP/s | floor: train img/s |",
+            "| --- | ---: | ---: | ---: | ---: | ---: |",
+        ]
         for shape, f in result.flops.items():
             peak = f.get("peak_tflops")
             floor = f.get("floor_train_images_per_s")
             lines.append(
                 f"| {shape} {SHAPES[shape][0]}x{SHAPES[shape][1]} | {f['params_m']:.2f} | "
-                f"{f['forward_gflop']:.3f} ({f['forward_conv_gflop']:.3f} + {f['forward_recurrent_gflop']:.3f}) | "
+                f"{f['forward_gflop']:.3f} ({f['forward_conv_gflop']:.3f} + "
+                f"{f['forward_recurrent_gflop']:.3f}) | "
                 f"{f['train_gflop']:.3f} | {'' if peak is None else f'{peak:.0f}'} | "
                 f"{'' if floor is None else f'{floor:,.0f}'} |"
             )
@@ -974,44 +1112,88 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default cpu)")
     p.add_argument("--quick", action="store_true", help="short runs (a smoke test, not figures)")
     p.add_argument(
-        "--sections", type=_words, default=SECTIONS,
+        "--sections",
+        type=_words,
+        default=SECTIONS,
         help=f"comma-separated subset of {','.join(SECTIONS)} (default: all)",
-    )  # fmt: skip
+    )
     p.add_argument(
         "--shapes", type=_words, default=("word", "line"), help="word,line (default both)"
     )
     p.add_argument(
-        "--data", action="append", default=[], metavar="DATA",
+        "--data",
+        action="append",
+        default=[],
+        metavar="DATA",
         help="LMDB or image folder of word images for padding/data/e2e (repeatable; default: "
         "a synthetic LMDB written to a temporary folder)",
-    )  # fmt: skip
-    p.add_argument("--line-data", action="append", default=[], metavar="DATA",
-                   help="the same for text lines (default: synthetic lines)")  # fmt: skip
-    p.add_argument("--workers", type=_ints, default=(0, 1, 2),
-                   help="DataLoader worker counts to measure (default 0,1,2)")  # fmt: skip
-    p.add_argument("--batch-sizes", type=_ints, default=(1, 8, 64),
-                   help="inference batch sizes (default 1,8,64)")  # fmt: skip
-    p.add_argument("--train-batch", type=int, default=0,
-                   help="training batch (default 64 on CPU, 512 on GPU)")  # fmt: skip
-    p.add_argument("--e2e-workers", type=int, default=-1,
-                   help="DataLoader workers of the end-to-end training row (default: CPUs - 1, "
-                   "at most 12)")  # fmt: skip
-    p.add_argument("--threads", type=int, default=0,
-                   help="intra-op threads for PyTorch and ONNX Runtime (default: theirs)")  # fmt: skip
-    p.add_argument("--peak-tflops", type=float, default=0.0,
-                   help="the GPU's dense bf16 rate for the floor (default: measure a matmul)")  # fmt: skip
+    )
+    p.add_argument(
+        "--line-data",
+        action="append",
+        default=[],
+        metavar="DATA",
+        help="the same for text lines (default: synthetic lines)",
+    )
+    p.add_argument(
+        "--workers",
+        type=_ints,
+        default=(0, 1, 2),
+        help="DataLoader worker counts to measure (default 0,1,2)",
+    )
+    p.add_argument(
+        "--batch-sizes",
+        type=_ints,
+        default=(1, 8, 64),
+        help="inference batch sizes (default 1,8,64)",
+    )
+    p.add_argument(
+        "--train-batch", type=int, default=0, help="training batch (default 64 on CPU, 512 on GPU)"
+    )
+    p.add_argument(
+        "--e2e-workers",
+        type=int,
+        default=-1,
+        help="DataLoader workers of the end-to-end training row (default: CPUs - 1, at most 12)",
+    )
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        help="intra-op threads for PyTorch and ONNX Runtime (default: theirs)",
+    )
+    p.add_argument(
+        "--peak-tflops",
+        type=float,
+        default=0.0,
+        help="the GPU's dense bf16 rate for the floor (default: measure a matmul)",
+    )
     p.add_argument("--repeats", type=int, default=5, help="timed runs per figure (default 5)")
     p.add_argument("--seconds", type=float, default=2.0, help="length of one timed run (default 2)")
-    p.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
-                   help="torch.compile training variant (default: on GPU only)")  # fmt: skip
+    p.add_argument(
+        "--compile",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="torch.compile training variant (default: on GPU only)",
+    )
     p.add_argument("--no-int8", action="store_true", help="skip the int8 ONNX rows")
-    p.add_argument("--channels", type=_ints, default=None,
-                   help="model conv widths (default: the classic CRNN)")  # fmt: skip
+    p.add_argument(
+        "--channels", type=_ints, default=None, help="model conv widths (default: the classic CRNN)"
+    )
     p.add_argument("--hidden", type=int, default=None, help="LSTM hidden size (default 256)")
-    p.add_argument("--wait-load", type=float, default=0.0, metavar="L",
-                   help="before each figure, wait until the 1-minute load average is below L")  # fmt: skip
-    p.add_argument("--json", metavar="FILE", default=None,
-                   help="where to write the JSON (default runs/bench/<device>-<time>.json)")  # fmt: skip
+    p.add_argument(
+        "--wait-load",
+        type=float,
+        default=0.0,
+        metavar="L",
+        help="before each figure, wait until the 1-minute load average is below L",
+    )
+    p.add_argument(
+        "--json",
+        metavar="FILE",
+        default=None,
+        help="where to write the JSON (default runs/bench/<device>-<time>.json)",
+    )
     p.add_argument("--work-dir", default="", help="keep temporary files (LMDBs, models) here")
     p.add_argument("-v", "--verbose", action="store_true")
     return p
@@ -1027,13 +1209,26 @@ def main(argv: list[str] | None = None) -> int:
         model["hidden"] = args.hidden
     try:
         opts = BenchOptions(
-            device=args.device, quick=args.quick, sections=args.sections, shapes=args.shapes,
-            data=args.data, line_data=args.line_data, workers=args.workers,
-            batch_sizes=args.batch_sizes, train_batch=args.train_batch,
-            e2e_workers=args.e2e_workers, threads=args.threads, peak_tflops=args.peak_tflops,
-            repeats=args.repeats, seconds=args.seconds, compile=args.compile,
-            int8=not args.no_int8, model=model, wait_load=args.wait_load, work_dir=args.work_dir,
-        )  # fmt: skip
+            device=args.device,
+            quick=args.quick,
+            sections=args.sections,
+            shapes=args.shapes,
+            data=args.data,
+            line_data=args.line_data,
+            workers=args.workers,
+            batch_sizes=args.batch_sizes,
+            train_batch=args.train_batch,
+            e2e_workers=args.e2e_workers,
+            threads=args.threads,
+            peak_tflops=args.peak_tflops,
+            repeats=args.repeats,
+            seconds=args.seconds,
+            compile=args.compile,
+            int8=not args.no_int8,
+            model=model,
+            wait_load=args.wait_load,
+            work_dir=args.work_dir,
+        )
     except ValueError as e:
         log.error("%s", e)
         return EXIT_USAGE

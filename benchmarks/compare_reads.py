@@ -79,8 +79,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("a", type=Path, help="model A's zh_sets.py --set dev --json file")
     ap.add_argument("b", type=Path, help="model B's, from the same rows")
-    ap.add_argument("--rows", default="",
-                    help="comma-separated row names (default: every row both read)")  # fmt: skip
+    ap.add_argument(
+        "--rows", default="", help="comma-separated row names (default: every row both read)"
+    )
     ap.add_argument("--resamples", type=int, default=10000, help="bootstrap draws (default 10000)")
     ap.add_argument("--seed", type=int, default=0, help="the bootstrap's seed (default 0)")
     args = ap.parse_args(argv)
@@ -91,15 +92,19 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     digests = meta_a.get("labels_digest"), meta_b.get("labels_digest")
     if digests[0] != digests[1]:
-        print(f"compare_reads: the two files read different lines (labels digests "
-              f"{digests[0]} and {digests[1]}): run both with the same --seed and --count",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"compare_reads: the two files read different lines (labels digests "
+            f"{digests[0]} and {digests[1]}): run both with the same --seed and --count",
+            file=sys.stderr,
+        )
         return 2
     wanted = [r for r in args.rows.split(",") if r] or [r for r in reads_a if r in reads_b]
     missing = [r for r in wanted if r not in reads_a or r not in reads_b or r not in labels]
     if missing:
-        print(f"compare_reads: no reads or labels in both files for {', '.join(missing)}",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"compare_reads: no reads or labels in both files for {', '.join(missing)}",
+            file=sys.stderr,
+        )
         return 2
     print(f"A: {args.a}\nB: {args.b}\n{args.resamples} paired resamples of each row's lines\n")
     head = f"{'row':<17} {'lines':>5} {'A':>7} {'B':>7} {'A - B':>7}"
@@ -110,8 +115,10 @@ def main(argv: list[str] | None = None) -> int:
         diff, low, high = paired_bootstrap(ea, eb, chars, args.resamples, args.seed)
         verdict = "A better" if high < 0 else "B better" if low > 0 else "cannot tell"
         cer_a, cer_b = ea.sum() / chars.sum(), eb.sum() / chars.sum()
-        print(f"{row:<17} {len(chars):>5} {cer_a:7.2%} {cer_b:7.2%} {100 * diff:+6.2f}   "
-              f"[{100 * low:+5.2f}, {100 * high:+5.2f}] pts   {verdict}")  # fmt: skip
+        print(
+            f"{row:<17} {len(chars):>5} {cer_a:7.2%} {cer_b:7.2%} {100 * diff:+6.2f}   "
+            f"[{100 * low:+5.2f}, {100 * high:+5.2f}] pts   {verdict}"
+        )
     return 0
 
 

@@ -50,12 +50,15 @@ from PIL import Image  # noqa: E402
 from torch.utils.data import DataLoader, Dataset  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_DATA = [ROOT.parent / "shared/data/real/iiit5k_train", ROOT.parent / "shared/data/real/ic15_train"]
+DEFAULT_DATA = [
+    ROOT.parent / "shared/data/real/iiit5k_train",
+    ROOT.parent / "shared/data/real/ic15_train",
+]
 CHARACTERS = "0123456789abcdefghijklmnopqrstuvwxyz"
 
 # ---- the DTRB side, from its documented behaviour ----------------------------------
 
-DTRB_CREATE = r'''
+DTRB_CREATE = r"""
 import io, os, sys, lmdb
 from PIL import Image
 def valid(b):
@@ -88,7 +91,7 @@ for line in open(gt, encoding="utf-8").read().split("\n"):
     cnt += 1
 cache[b"num-samples"] = str(cnt - 1).encode()
 write(env, cache)
-'''
+"""
 
 
 class DtrbDataset(Dataset):
@@ -98,7 +101,9 @@ class DtrbDataset(Dataset):
     def __init__(self, root: str) -> None:
         self.root = root
         self.env: Any = None
-        env = lmdb.open(root, max_readers=32, readonly=True, lock=False, readahead=False, meminit=False)
+        env = lmdb.open(
+            root, max_readers=32, readonly=True, lock=False, readahead=False, meminit=False
+        )
         with env.begin() as txn:
             n = int(txn.get(b"num-samples"))
             self.index = []
@@ -113,8 +118,9 @@ class DtrbDataset(Dataset):
 
     def __getitem__(self, k: int) -> tuple[Image.Image, str]:
         if self.env is None:  # opened in each worker
-            self.env = lmdb.open(self.root, max_readers=32, readonly=True, lock=False,
-                                 readahead=False, meminit=False)  # fmt: skip
+            self.env = lmdb.open(
+                self.root, max_readers=32, readonly=True, lock=False, readahead=False, meminit=False
+            )
         i = self.index[k]
         with self.env.begin(write=False) as txn:
             label = txn.get(b"label-%09d" % i).decode("utf-8")
@@ -140,8 +146,13 @@ def dtrb_collate(batch: list[tuple[Image.Image, str]]) -> tuple[torch.Tensor, li
 
 
 def dtrb_loader(root: str, workers: int) -> DataLoader:
-    return DataLoader(DtrbDataset(root), batch_size=192, shuffle=True, num_workers=workers,
-                      collate_fn=dtrb_collate)  # fmt: skip
+    return DataLoader(
+        DtrbDataset(root),
+        batch_size=192,
+        shuffle=True,
+        num_workers=workers,
+        collate_fn=dtrb_collate,
+    )
 
 
 # ---- our side -----------------------------------------------------------------------
@@ -155,12 +166,18 @@ def our_loader(root: str, workers: int) -> DataLoader:
     from crnn.text.alphabet import Charset
 
     spec = ImageSpec(height=32, max_width=100)
-    ds = RecognitionDataset(open_sources([root]), Charset.from_spec("alnum36"), spec,
-                            CRNN(37).output_length)  # fmt: skip
+    ds = RecognitionDataset(
+        open_sources([root]), Charset.from_spec("alnum36"), spec, CRNN(37).output_length
+    )
     sampler = BucketBatchSampler(len(ds), 192, widths=ds.widths, shuffle=True, seed=0)
-    return DataLoader(ds, batch_sampler=sampler, num_workers=workers, collate_fn=collate,
-                      persistent_workers=workers > 0,
-                      prefetch_factor=4 if workers else None)  # fmt: skip
+    return DataLoader(
+        ds,
+        batch_sampler=sampler,
+        num_workers=workers,
+        collate_fn=collate,
+        persistent_workers=workers > 0,
+        prefetch_factor=4 if workers else None,
+    )
 
 
 def epoch(loader: DataLoader, e: int) -> int:
@@ -197,7 +214,9 @@ def time_command(cmd: list[str]) -> float:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--data", nargs="+", type=Path, default=DEFAULT_DATA, help="gt.txt folders")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--json", type=Path, help="also write the figures here")
@@ -212,11 +231,30 @@ def main() -> None:
         n = sum(1 for _ in gt.open())
         create = {
             "dtrb": lambda out: [py, "-c", DTRB_CREATE, str(base), str(gt), out],
-            "ours": lambda out: [py, str(ROOT / "tools/create_lmdb.py"), "--root", str(base),
-                                 "--gt", str(gt), "--out", out, "--overwrite"],
-            "ours_prepared": lambda out: [py, str(ROOT / "tools/create_lmdb.py"), "--root", str(base),
-                                          "--gt", str(gt), "--out", out, "--overwrite", "--prepared"],
-        }  # fmt: skip
+            "ours": lambda out: [
+                py,
+                str(ROOT / "tools/create_lmdb.py"),
+                "--root",
+                str(base),
+                "--gt",
+                str(gt),
+                "--out",
+                out,
+                "--overwrite",
+            ],
+            "ours_prepared": lambda out: [
+                py,
+                str(ROOT / "tools/create_lmdb.py"),
+                "--root",
+                str(base),
+                "--gt",
+                str(gt),
+                "--out",
+                out,
+                "--overwrite",
+                "--prepared",
+            ],
+        }
         res: dict[str, dict[str, list[float]]] = {k: {} for k in create}
         for r in range(args.rounds):
             for name, cmd in create.items():
@@ -243,11 +281,17 @@ def main() -> None:
                 for e, s in enumerate(marks):
                     res[name].setdefault(f"epoch{e + 1}_s", []).append(s)
                 del loader
-    figures = {name: {k: statistics.median(v) for k, v in rows.items()} for name, rows in res.items()}
-    print(f"# {n} images, {args.rounds} rounds, {platform.processor() or platform.machine()}, "
-          f"{os.cpu_count()} cores, torch {torch.__version__}")  # fmt: skip
+    figures = {
+        name: {k: statistics.median(v) for k, v in rows.items()} for name, rows in res.items()
+    }
+    print(
+        f"# {n} images, {args.rounds} rounds, {platform.processor() or platform.machine()}, "
+        f"{os.cpu_count()} cores, torch {torch.__version__}"
+    )
     keys = list(figures["dtrb"])
-    print("| figure | DTRB | ours | ratio | ours prepared | ratio |\n|---|---:|---:|---:|---:|---:|")
+    print(
+        "| figure | DTRB | ours | ratio | ours prepared | ratio |\n|---|---:|---:|---:|---:|---:|"
+    )
     for k in keys:
         a, b, c = (figures[s][k] for s in ("dtrb", "ours", "ours_prepared"))
         fmt = (lambda v: f"{v:,.0f}") if not k.endswith("_s") else (lambda v: f"{v:.2f}")

@@ -28,7 +28,9 @@ from crnn.detect.runtime import load_detector  # noqa: E402
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("detector")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
@@ -49,8 +51,10 @@ def main() -> int:
         rows.append({"thresh": th, "box_thresh": bt, "unclip_ratio": ur, **c.compute()})
     rows.sort(key=lambda r: -r["hmean"])
     for r in rows[:8]:
-        print(f"thresh {r['thresh']} box {r['box_thresh']} unclip {r['unclip_ratio']}: "
-              f"P {r['precision']:.3f} R {r['recall']:.3f} hmean {r['hmean']:.3f}")  # fmt: skip
+        print(
+            f"thresh {r['thresh']} box {r['box_thresh']} unclip {r['unclip_ratio']}: "
+            f"P {r['precision']:.3f} R {r['recall']:.3f} hmean {r['hmean']:.3f}"
+        )
     if args.json:
         args.json.write_text(json.dumps({"images": len(maps), "rows": rows}, indent=1) + "\n")
     return 0

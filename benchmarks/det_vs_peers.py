@@ -137,17 +137,20 @@ def main() -> int:
                 "version": got["version"],
             }
     print(
-        f"{len(items)} validation images of zh_web_train, {sum(int((~i.ignore).sum()) for i in items)} legible lines"
+        f"{len(items)} validation images of zh_web_train, "
+        f"{sum(int((~i.ignore).sum()) for i in items)} legible lines"
     )
     print(
-        f"{'reader':30s} {'char P':>7s} {'char R':>7s} {'char F1':>7s} {'det P':>7s} {'det R':>7s} {'hmean':>7s} {'s/img':>6s}"
+        f"{'reader':30s} {'char P':>7s} {'char R':>7s} {'char F1':>7s} {'det P':>7s} "
+        f"{'det R':>7s} {'hmean':>7s} {'s/img':>6s}"
     )
     for name, r in rows.items():
         det = "".join(
             f" {r[k]:7.1%}" if k in r else f" {'':7s}" for k in ("precision", "recall", "hmean")
         )
         print(
-            f"{name:30s} {r['char_precision']:7.1%} {r['char_recall']:7.1%} {r['char_f1']:7.1%}{det} {r['s_per_image']:6.2f}"
+            f"{name:30s} {r['char_precision']:7.1%} {r['char_recall']:7.1%} "
+            f"{r['char_f1']:7.1%}{det} {r['s_per_image']:6.2f}"
         )
     ours_s = rows["crnn-ocr (default options)"]["s_per_image"]
     for name, r in rows.items():

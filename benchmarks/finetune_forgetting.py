@@ -16,7 +16,8 @@ Each arm fine-tunes the same model (``--model``, the bundled ``zh`` by default) 
 domain's test lines, one torch thread), with the arm's settings on top (``ARMS``):
 the default (half of each batch from the generator the model learnt from, saved weights
 half the starting ones), each half alone, and neither (the domain alone, as other
-toolkits fine-tune). ``tests/test_replay.py`` tests the two mechanisms; this measures what they keep.
+toolkits fine-tune). ``tests/test_replay.py`` tests the two mechanisms; this measures what they
+keep.
 """
 
 from __future__ import annotations
@@ -39,9 +40,38 @@ from PIL import Image, ImageDraw, ImageFilter, ImageFont  # noqa: E402
 from rapidfuzz.distance import Levenshtein  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-ITEMS = ("可口可乐", "矿泉水", "牛奶", "面包", "鸡蛋", "苹果", "香蕉", "大米", "食用油", "酱油",
-         "洗衣液", "纸巾", "牙膏", "方便面", "饼干", "酸奶", "火腿肠", "白糖", "食盐", "啤酒",
-         "橙汁", "绿茶", "咖啡", "巧克力", "薯片", "猪肉", "牛肉", "鸡腿", "西红柿", "土豆")  # fmt: skip
+ITEMS = (
+    "可口可乐",
+    "矿泉水",
+    "牛奶",
+    "面包",
+    "鸡蛋",
+    "苹果",
+    "香蕉",
+    "大米",
+    "食用油",
+    "酱油",
+    "洗衣液",
+    "纸巾",
+    "牙膏",
+    "方便面",
+    "饼干",
+    "酸奶",
+    "火腿肠",
+    "白糖",
+    "食盐",
+    "啤酒",
+    "橙汁",
+    "绿茶",
+    "咖啡",
+    "巧克力",
+    "薯片",
+    "猪肉",
+    "牛肉",
+    "鸡腿",
+    "西红柿",
+    "土豆",
+)
 UNITS = ("瓶", "袋", "盒", "个", "斤", "包", "罐", "箱", "支", "件")
 HEADS = ("合计", "实收", "找零", "应付", "现金", "微信支付", "支付宝", "会员积分", "优惠", "小计")
 
@@ -49,11 +79,13 @@ HEADS = ("合计", "实收", "找零", "应付", "现金", "微信支付", "支�
 def receipt_line(r: random.Random) -> str:
     u = r.random()
     if u < 0.6:
-        return f"{r.choice(ITEMS)} {r.randint(1, 12)}{r.choice(UNITS)} ￥{r.randint(1, 300)}.{r.randrange(100):02d}"
+        price = f"￥{r.randint(1, 300)}.{r.randrange(100):02d}"
+        return f"{r.choice(ITEMS)} {r.randint(1, 12)}{r.choice(UNITS)} {price}"
     if u < 0.85:
         return f"{r.choice(HEADS)}：￥{r.randint(1, 999)}.{r.randrange(100):02d}"
     if u < 0.95:
-        return f"{r.randint(2020, 2026)}-{r.randint(1, 12):02d}-{r.randint(1, 28):02d} {r.randrange(24):02d}:{r.randrange(60):02d}"
+        day = f"{r.randint(2020, 2026)}-{r.randint(1, 12):02d}-{r.randint(1, 28):02d}"
+        return f"{day} {r.randrange(24):02d}:{r.randrange(60):02d}"
     return f"单号：{r.randrange(10**9, 10**10)}"
 
 
@@ -94,8 +126,14 @@ def write_set(folder: Path, n: int, seed: int, font: str) -> None:
 ARMS = (
     ("default: the generator mixed in, saved weights half the starting ones", ()),
     ("the generator mixed in alone (train.init_share=0)", ("train.init_share=0",)),
-    ("the receipts alone, saved weights half the starting ones (train.replay=0)", ("train.replay=0",)),
-    ("the receipts alone (train.replay=0 train.init_share=0)", ("train.replay=0", "train.init_share=0")),
+    (
+        "the receipts alone, saved weights half the starting ones (train.replay=0)",
+        ("train.replay=0",),
+    ),
+    (
+        "the receipts alone (train.replay=0 train.init_share=0)",
+        ("train.replay=0", "train.init_share=0"),
+    ),
 )
 
 
@@ -115,9 +153,15 @@ def general_set(count: int) -> tuple[list, list[str]]:
     labels = zh.make_lines(count, 31, covered)
     photo = zh.make_lines(2 * count, 32, covered)
     r = random.Random(33)
-    imgs = [zh.render_print(t, faces[row], r) for row in ("kai", "song", "hei", "mincho") for t in labels]  # type: ignore[arg-type]
-    imgs += [zh.render_photo(t, faces[zh.PHOTO_FACES[i % len(zh.PHOTO_FACES)].row], r)  # type: ignore[arg-type]
-             for i, t in enumerate(photo)]  # fmt: skip
+    imgs = [
+        zh.render_print(t, faces[row], r)
+        for row in ("kai", "song", "hei", "mincho")
+        for t in labels
+    ]  # type: ignore[arg-type]
+    imgs += [
+        zh.render_photo(t, faces[zh.PHOTO_FACES[i % len(zh.PHOTO_FACES)].row], r)  # type: ignore[arg-type]
+        for i, t in enumerate(photo)
+    ]
     return imgs, labels * 4 + photo
 
 
@@ -131,17 +175,38 @@ def cer(rec, imgs: list, labels: list[str]) -> float:
 
 
 def domain_set(folder: Path) -> tuple[list[Path], list[str]]:
-    rows = [ln.split("\t", 1) for ln in (folder / "gt.txt").read_text(encoding="utf-8").splitlines()]
+    rows = [
+        ln.split("\t", 1) for ln in (folder / "gt.txt").read_text(encoding="utf-8").splitlines()
+    ]
     return [folder / n for n, _ in rows], [t for _, t in rows]
 
 
-def finetune_args(model: str, train: Path, val: Path, out: Path, steps: int, config: str) -> list[str]:
+def finetune_args(
+    model: str, train: Path, val: Path, out: Path, steps: int, config: str
+) -> list[str]:
     """The fine-tuning command every arm runs."""
-    return [sys.executable, str(ROOT / "tools" / "train.py"), "--config", config,
-            "--train", str(train), "--val", str(val), "--output-dir", str(out),
-            "--set", f"train.init_from={model}", f"train.max_steps={steps}", "train.lr=3e-4",
-            "train.warmup_steps=20", f"train.val_every={steps}", "train.save_every=0",
-            "data.augment.enabled=false", "data.num_workers=0", "data.synth.val_size=64"]  # fmt: skip
+    return [
+        sys.executable,
+        str(ROOT / "tools" / "train.py"),
+        "--config",
+        config,
+        "--train",
+        str(train),
+        "--val",
+        str(val),
+        "--output-dir",
+        str(out),
+        "--set",
+        f"train.init_from={model}",
+        f"train.max_steps={steps}",
+        "train.lr=3e-4",
+        "train.warmup_steps=20",
+        f"train.val_every={steps}",
+        "train.save_every=0",
+        "data.augment.enabled=false",
+        "data.num_workers=0",
+        "data.synth.val_size=64",
+    ]
 
 
 def measure(spec: str, domain: tuple, general: tuple, count: int) -> dict[str, float]:
@@ -159,12 +224,21 @@ def measure(spec: str, domain: tuple, general: tuple, count: int) -> dict[str, f
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", default="zh", help="the model to fine-tune: zh (the bundled one) or a .pt")
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--model", default="zh", help="the model to fine-tune: zh (the bundled one) or a .pt"
+    )
     ap.add_argument("--steps", type=int, default=40)
-    ap.add_argument("--count", type=int, default=40, help="lines per held-out face (twice as many photographs)")
-    ap.add_argument("--config", default="crnn_zh_cpu", help="the recipe whose generator replay draws "
-                    "with when the model records none")  # fmt: skip
+    ap.add_argument(
+        "--count", type=int, default=40, help="lines per held-out face (twice as many photographs)"
+    )
+    ap.add_argument(
+        "--config",
+        default="crnn_zh_cpu",
+        help="the recipe whose generator replay draws with when the model records none",
+    )
     ap.add_argument("--work", type=Path, default=None)
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
@@ -180,15 +254,24 @@ def main() -> None:
     env = {**os.environ, "OMP_NUM_THREADS": "1"}  # one torch thread, as the tests run
     for i, (arm, sets) in enumerate(ARMS):
         out = work / f"arm{i}"
-        cmd = finetune_args(args.model, work / "domain_train", work / "domain_test", out, args.steps, args.config)
+        cmd = finetune_args(
+            args.model, work / "domain_train", work / "domain_test", out, args.steps, args.config
+        )
         subprocess.run([*cmd, *sets], check=True, env=env, capture_output=True)
         rows[arm] = measure(str(out / "best.pt"), domain, general, args.count)
         print(arm, json.dumps(rows[arm]), flush=True)
     if args.json:
-        meta = {"command": " ".join(sys.argv), "machine": platform.processor() or platform.machine(),
-                "steps": args.steps, "model": args.model, "count": args.count}  # fmt: skip
+        meta = {
+            "command": " ".join(sys.argv),
+            "machine": platform.processor() or platform.machine(),
+            "steps": args.steps,
+            "model": args.model,
+            "count": args.count,
+        }
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1, ensure_ascii=False), encoding="utf-8")
+        args.json.write_text(
+            json.dumps({"meta": meta, "rows": rows}, indent=1, ensure_ascii=False), encoding="utf-8"
+        )
         print(f"wrote {args.json}")
 
 

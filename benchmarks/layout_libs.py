@@ -58,7 +58,9 @@ def ms(fn: Callable[[], object], repeats: int) -> float:
 
 
 def pages(seed: int, count: int) -> list[np.ndarray]:
-    faces = {lang: [pv.locate(f) for f in fs] for lang, fs in (("en", pv.EN_FACES), ("zh", pv.ZH_FACES))}
+    faces = {
+        lang: [pv.locate(f) for f in fs] for lang, fs in (("en", pv.EN_FACES), ("zh", pv.ZH_FACES))
+    }
     if any(p is None for fs in faces.values() for p in fs):
         sys.exit("the pages' faces are missing: see benchmarks/pages_vs_peers.py")
     out = []
@@ -86,7 +88,9 @@ def boxes_skimage(ink: np.ndarray) -> set[tuple[int, int, int, int]]:
     return {(p.bbox[1], p.bbox[0], p.bbox[3], p.bbox[2]) for p in measure.regionprops(labels)}
 
 
-def operations(grey: np.ndarray, ink: np.ndarray, ch: float) -> dict[str, dict[str, Callable[[], object]]]:
+def operations(
+    grey: np.ndarray, ink: np.ndarray, ch: float
+) -> dict[str, dict[str, Callable[[], object]]]:
     """Each operation in each library, with the sizes line finding uses on this page."""
     small_k = max(3, int(round(ch)) | 1)  # odd sizes: the three libraries centre alike
     reach = max(3, int(round(1.2 * ch)) | 1)
@@ -113,22 +117,32 @@ def operations(grey: np.ndarray, ink: np.ndarray, ch: float) -> dict[str, dict[s
         "rotation by 1.7 degrees (deskew)": {
             "scipy": lambda: ndi.rotate(f32, 1.7, reshape=False, order=1, mode="nearest"),
             "opencv": lambda: cv2.warpAffine(
-                f32, cv2.getRotationMatrix2D(((f32.shape[1] - 1) / 2, (f32.shape[0] - 1) / 2), 1.7, 1.0),
-                (f32.shape[1], f32.shape[0]), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE),
-            "scikit-image": lambda: transform.rotate(f32, 1.7, order=1, mode="edge", preserve_range=True),
+                f32,
+                cv2.getRotationMatrix2D(((f32.shape[1] - 1) / 2, (f32.shape[0] - 1) / 2), 1.7, 1.0),
+                (f32.shape[1], f32.shape[0]),
+                flags=cv2.INTER_LINEAR,
+                borderMode=cv2.BORDER_REPLICATE,
+            ),
+            "scikit-image": lambda: transform.rotate(
+                f32, 1.7, order=1, mode="edge", preserve_range=True
+            ),
         },
-    }  # fmt: skip
+    }
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--pages", type=int, default=3, help="pages per language and kind (default 3)")
     ap.add_argument("--seed", type=int, default=20261125)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
 
-    libs = (["scipy"] if ndi is not None else []) + ["opencv"] + (["scikit-image"] if measure else [])
+    libs = (
+        (["scipy"] if ndi is not None else []) + ["opencv"] + (["scikit-image"] if measure else [])
+    )
     totals: dict[str, dict[str, float]] = {}
     agree: dict[str, bool] = {}
     grey_pages = pages(args.seed, args.pages)
@@ -172,7 +186,10 @@ def main() -> None:
             mark = "" if lib == "opencv" else ("" if agree[f"{op} / {lib}"] else " (differs)")
             cells.append(f"{row[lib]:.2f}{mark}")
         print(f"| {op} | " + " | ".join(cells) + " |")
-    whole = {"find_lines (OpenCV, all steps)": statistics.mean(find_ms), "page read (find_lines + recognizer)": statistics.mean(read_ms)}
+    whole = {
+        "find_lines (OpenCV, all steps)": statistics.mean(find_ms),
+        "page read (find_lines + recognizer)": statistics.mean(read_ms),
+    }
     for k, v in whole.items():
         print(f"{k}: {v:.1f} ms per page")
     if args.json:
@@ -180,15 +197,30 @@ def main() -> None:
 
         from benchmarks.timing import machine_info
 
-        args.json.write_text(json.dumps({
-            "meta": {"pages": count, "seed": args.seed, "repeats": args.repeats,
-                     "versions": {"scipy": __import__("scipy").__version__ if ndi else None,
-                                  "opencv": cv2.__version__,
-                                  "scikit-image": __import__("skimage").__version__ if measure else None},
-                     "machine": machine_info(torch.device("cpu"))},
-            "ms_per_page": table, "agree_with_opencv": agree,
-            "whole_ms_per_page": {k: round(v, 1) for k, v in whole.items()},
-        }, indent=1, default=str) + "\n", encoding="utf-8")  # fmt: skip
+        args.json.write_text(
+            json.dumps(
+                {
+                    "meta": {
+                        "pages": count,
+                        "seed": args.seed,
+                        "repeats": args.repeats,
+                        "versions": {
+                            "scipy": __import__("scipy").__version__ if ndi else None,
+                            "opencv": cv2.__version__,
+                            "scikit-image": __import__("skimage").__version__ if measure else None,
+                        },
+                        "machine": machine_info(torch.device("cpu")),
+                    },
+                    "ms_per_page": table,
+                    "agree_with_opencv": agree,
+                    "whole_ms_per_page": {k: round(v, 1) for k, v in whole.items()},
+                },
+                indent=1,
+                default=str,
+            )
+            + "\n",
+            encoding="utf-8",
+        )
 
 
 if __name__ == "__main__":

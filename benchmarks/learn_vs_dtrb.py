@@ -2,7 +2,8 @@
 the same words from the same initial weights, read the dev sets after every
 ``--eval-every`` steps: accuracy after the same number of images, and images/s of that run.
 
-    python benchmarks/learn_vs_dtrb.py --steps 1400 --eval-every 200 --json docs/bench/learn_vs_dtrb.json
+    python benchmarks/learn_vs_dtrb.py --steps 1400 --eval-every 200 --json
+    docs/bench/learn_vs_dtrb.json
 
 ``benchmarks/step_vs_dtrb.py`` times the two ways of training (its docstring lists what
 differs: DTRB's 100 x 32 resize without keeping the ratio, float input, Adadelta, CTC
@@ -58,7 +59,9 @@ WINDOW = 8  # batches whose words our side re-deals by width
 class Side:
     """One way of training: its images (prepared once), its step and its reading."""
 
-    def __init__(self, name: str, step: Any, model: CRNN, rows: list[tuple[Path, str]], dtrb: bool) -> None:
+    def __init__(
+        self, name: str, step: Any, model: CRNN, rows: list[tuple[Path, str]], dtrb: bool
+    ) -> None:
         self.name, self.step, self.model, self.dtrb = name, step, model, dtrb
         prep = dtrb_image if dtrb else our_image
         self.images = [prep(p) for p, _ in rows]
@@ -93,7 +96,9 @@ class Side:
         return out
 
 
-def window(order: list[int], rng: np.random.Generator, batch: int, ours: list[torch.Tensor]) -> list[tuple[list[int], list[int]]]:
+def window(
+    order: list[int], rng: np.random.Generator, batch: int, ours: list[torch.Tensor]
+) -> list[tuple[list[int], list[int]]]:
     """The next ``WINDOW`` batches of words: DTRB's in random order, ours the same words
     sorted by width and cut into batches (``BucketBatchSampler``'s rule), in random order.
     At the end of each window both sides have trained on the same images."""
@@ -117,7 +122,9 @@ def make_sides(rows: list[tuple[Path, str]], charset: Charset) -> list[Side]:
     return sides
 
 
-def evaluate(side: Side, dev: dict[str, tuple[list[torch.Tensor], list[str]]], charset: Charset) -> dict[str, Any]:
+def evaluate(
+    side: Side, dev: dict[str, tuple[list[torch.Tensor], list[str]]], charset: Charset
+) -> dict[str, Any]:
     got = {}
     for name, (images, labels) in dev.items():
         m = TextMetrics()
@@ -128,16 +135,29 @@ def evaluate(side: Side, dev: dict[str, tuple[list[torch.Tensor], list[str]]], c
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", type=Path, nargs="+", default=DEFAULT_DATA, help="training gt.txt folders")
-    ap.add_argument("--dev", type=Path, nargs="+", default=DEV, help="gt.txt folders read after each stretch")
-    ap.add_argument("--steps", type=int, default=1400, help="training steps per side (default 1400)")
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--data", type=Path, nargs="+", default=DEFAULT_DATA, help="training gt.txt folders"
+    )
+    ap.add_argument(
+        "--dev", type=Path, nargs="+", default=DEV, help="gt.txt folders read after each stretch"
+    )
+    ap.add_argument(
+        "--steps", type=int, default=1400, help="training steps per side (default 1400)"
+    )
     ap.add_argument("--batch", type=int, default=64)
-    ap.add_argument("--eval-every", type=int, default=200, help=f"steps, a multiple of {WINDOW} (default 200)")
+    ap.add_argument(
+        "--eval-every", type=int, default=200, help=f"steps, a multiple of {WINDOW} (default 200)"
+    )
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
     if args.eval_every <= 0 or args.eval_every % WINDOW:
-        ap.error(f"--eval-every {args.eval_every}: give a multiple of {WINDOW} (both sides have seen the same words only at the end of each {WINDOW} batches)")
+        ap.error(
+            f"--eval-every {args.eval_every}: give a multiple of {WINDOW} (both sides have seen "
+            f"the same words only at the end of each {WINDOW} batches)"
+        )
     missing = [str(d) for d in args.data + args.dev if not (d / "gt.txt").is_file()]
     if missing:
         ap.error(f"no gt.txt in {', '.join(missing)}: give word-crop folders with --data/--dev")
@@ -151,8 +171,10 @@ def main(argv: list[str] | None = None) -> int:
     order: list[int] = []
     plan: list[tuple[list[int], list[int]]] = []  # per step: DTRB's batch, our batch
     curve: list[dict[str, Any]] = []
-    print(f"{len(rows)} training words; batches of {args.batch}; torch {torch.__version__}, "
-          f"{torch.get_num_threads()} threads, {platform.machine()}")  # fmt: skip
+    print(
+        f"{len(rows)} training words; batches of {args.batch}; torch {torch.__version__}, "
+        f"{torch.get_num_threads()} threads, {platform.machine()}"
+    )
     for step in range(1, args.steps + 1):
         if not plan:
             plan = window(order, rng, args.batch, sides[1].images)
@@ -165,14 +187,34 @@ def main(argv: list[str] | None = None) -> int:
                 row[side.name] = evaluate(side, dev if side.dtrb else dev_ours, charset)
                 row[side.name]["images_per_s"] = round(step * args.batch / side.spent, 1)
             curve.append(row)
-            print(f"step {step:>5} ({step * args.batch:,} images): " + "; ".join(
-                f"{s.name} " + ", ".join(f"{n} {row[s.name][n]['accuracy']:.1%} (CER {row[s.name][n]['cer']:.3f})" for n in dev)
-                + f", {row[s.name]['images_per_s']} img/s" for s in sides), flush=True)  # fmt: skip
+            print(
+                f"step {step:>5} ({step * args.batch:,} images): "
+                + "; ".join(
+                    f"{s.name} "
+                    + ", ".join(
+                        f"{n} {row[s.name][n]['accuracy']:.1%} (CER {row[s.name][n]['cer']:.3f})"
+                        for n in dev
+                    )
+                    + f", {row[s.name]['images_per_s']} img/s"
+                    for s in sides
+                ),
+                flush=True,
+            )
     if args.json:
-        args.json.write_text(json.dumps({
-            "training_words": len(rows), "batch": args.batch, "steps": args.steps, "torch": torch.__version__,
-            "threads": torch.get_num_threads(), "curve": curve,
-        }, indent=2) + "\n")  # fmt: skip
+        args.json.write_text(
+            json.dumps(
+                {
+                    "training_words": len(rows),
+                    "batch": args.batch,
+                    "steps": args.steps,
+                    "torch": torch.__version__,
+                    "threads": torch.get_num_threads(),
+                    "curve": curve,
+                },
+                indent=2,
+            )
+            + "\n"
+        )
     return 0
 
 

@@ -78,9 +78,13 @@ def sheet(imgs: list, score: list[float], cer: np.ndarray, n: int, path: Path) -
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--config", required=True)
-    ap.add_argument("--set", nargs="*", default=[], help="config overrides, as tools/train.py --set")
+    ap.add_argument(
+        "--set", nargs="*", default=[], help="config overrides, as tools/train.py --set"
+    )
     ap.add_argument("--model", default="zh", help="the reader: a bundled name (zh, en) or a .pt")
     ap.add_argument("--count", type=int, default=600)
     ap.add_argument("--seed", type=int, default=777)
@@ -92,7 +96,11 @@ def main() -> None:
 
     cfg = load_config(args.config, args.set)
     cs = Charset.from_spec(cfg.data.charset, cfg.data.case_fold, cfg.data.bidi)
-    rec = Recognizer.from_checkpoint(args.model) if args.model.endswith(".pt") else Recognizer.bundled(args.model)
+    rec = (
+        Recognizer.from_checkpoint(args.model)
+        if args.model.endswith(".pt")
+        else Recognizer.bundled(args.model)
+    )
 
     def generator(floor: float) -> SynthGenerator:
         synth = dataclasses.replace(cfg.data.synth, min_legibility=floor)
@@ -103,7 +111,13 @@ def main() -> None:
     score = scores(base, args.count)
     cer = line_cers(rec, imgs, labels)
     s = np.array(score)
-    rows: list[dict] = [{"floor": 0.0, "mean_line_cer": round(float(cer.mean()), 4), "ms_per_line": round(cpu0 * 1e3, 3)}]
+    rows: list[dict] = [
+        {
+            "floor": 0.0,
+            "mean_line_cer": round(float(cer.mean()), 4),
+            "ms_per_line": round(cpu0 * 1e3, 3),
+        }
+    ]
     print(f"no floor: mean line CER {cer.mean():.3f}, {cpu0 * 1e3:.2f} ms CPU per line")
     for floor in args.floors:
         under = s < floor
@@ -114,20 +128,29 @@ def main() -> None:
         still = sum(m.legibility < floor for m in metas)
         cer2 = line_cers(rec, imgs2, labels2)
         row = {
-            "floor": floor, "under": round(float(under.mean()), 4),
+            "floor": floor,
+            "under": round(float(under.mean()), 4),
             "cer_under": round(float(cer[under].mean()), 4) if under.any() else None,
-            "cer_rest": round(float(cer[~under].mean()), 4), "redrawn": round(float(redrawn.mean()), 4),
-            "still_under": round(still / args.count, 4), "mean_line_cer": round(float(cer2.mean()), 4),
+            "cer_rest": round(float(cer[~under].mean()), 4),
+            "redrawn": round(float(redrawn.mean()), 4),
+            "still_under": round(still / args.count, 4),
+            "mean_line_cer": round(float(cer2.mean()), 4),
             "ms_per_line": round(cpu * 1e3, 3),
-        }  # fmt: skip
+        }
         rows.append(row)
         print(json.dumps(row))
     if args.sheet:
         sheet(imgs, score, cer, 30, args.sheet)
         print(f"wrote {args.sheet}")
     if args.json:
-        meta = {"command": " ".join(sys.argv), "config": args.config, "set": args.set, "model": args.model,
-                "count": args.count, "seed": args.seed}  # fmt: skip
+        meta = {
+            "command": " ".join(sys.argv),
+            "config": args.config,
+            "set": args.set,
+            "model": args.model,
+            "count": args.count,
+            "seed": args.seed,
+        }
         args.json.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1), encoding="utf-8")
 
 

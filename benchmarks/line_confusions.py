@@ -30,8 +30,12 @@ from crnn.data.synth.fontsets import locate  # noqa: E402
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", action="append", help="'line' (bundled) or a checkpoint/.onnx; repeatable")
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--model", action="append", help="'line' (bundled) or a checkpoint/.onnx; repeatable"
+    )
     ap.add_argument("--count", type=int, default=400)
     ap.add_argument("--seed", type=int, default=7)
     args = ap.parse_args()
@@ -46,7 +50,9 @@ def main() -> int:
         words = r.choice(sents).split()
         i = r.randrange(len(words))
         labels.append(" ".join(words[i : i + r.randint(2, 9)]))
-    imgs = [zb.render_print(t, faces[i % len(faces)], r).convert("RGB") for i, t in enumerate(labels)]  # type: ignore[arg-type]
+    imgs = [
+        zb.render_print(t, faces[i % len(faces)], r).convert("RGB") for i, t in enumerate(labels)
+    ]  # type: ignore[arg-type]
     for spec in args.model or ["line"]:
         rec = Recognizer.bundled("line") if spec == "line" else Recognizer.from_checkpoint(spec)
         reads = [" ".join(p.text.split()) for p in rec.predict(imgs)]
@@ -55,14 +61,20 @@ def main() -> int:
             edits = sum(Levenshtein.distance(reads[i], labels[i]) for i in idx)
             chars = sum(len(labels[i]) for i in idx)
             exact = sum(reads[i] == labels[i] for i in idx)
-            print(f"{spec:<40} {face.file:<26} CER {100 * edits / chars:5.2f} %  exact {exact}/{len(idx)}")
+            print(
+                f"{spec:<40} {face.file:<26} CER {100 * edits / chars:5.2f} %  exact "
+                f"{exact}/{len(idx)}"
+            )
         edits_by_kind: collections.Counter[str] = collections.Counter()
         for read, label in zip(reads, labels):
             for op in Levenshtein.editops(label, read):
                 a = label[op.src_pos] if op.tag != "insert" else ""
                 b = read[op.dest_pos] if op.tag != "delete" else ""
                 edits_by_kind[f"{a!r}->{b!r}"] += 1
-        print("   most frequent edits:", ", ".join(f"{k} {n}" for k, n in edits_by_kind.most_common(10)))
+        print(
+            "   most frequent edits:",
+            ", ".join(f"{k} {n}" for k, n in edits_by_kind.most_common(10)),
+        )
     return 0
 
 

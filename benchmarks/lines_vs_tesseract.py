@@ -1,7 +1,8 @@
 """Our line model against Tesseract 5 on the same held-out synthetic text lines.
 
     python benchmarks/lines_vs_tesseract.py --model runs/crnn_line_en_cpu/best.pt
-    python benchmarks/lines_vs_tesseract.py --model line --count 1000 --json docs/bench/lines_vs_tesseract.json
+    python benchmarks/lines_vs_tesseract.py --model line --count 1000 --json
+    docs/bench/lines_vs_tesseract.json
     python benchmarks/lines_vs_tesseract.py --model old.onnx new.onnx --no-tesseract   # two of ours
 
 Several ``--model`` files are read on the same lines in the same run (a retrained model
@@ -62,15 +63,22 @@ def tesseract(path: Path, scale: int) -> str:
         im = Image.open(path)
         src = path.with_name(f"{path.stem}_x{scale}.png")
         im.resize((im.width * scale, im.height * scale), Image.LANCZOS).save(src)
-    out = subprocess.run(["tesseract", str(src), "-", "--psm", "7"], capture_output=True,
-                         text=True, check=False)  # fmt: skip
+    out = subprocess.run(
+        ["tesseract", str(src), "-", "--psm", "7"], capture_output=True, text=True, check=False
+    )
     return clean(out.stdout)
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", required=True, nargs="+",
-                    help="checkpoints, release or .onnx files, or 'line' (each read on the same lines)")
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--model",
+        required=True,
+        nargs="+",
+        help="checkpoints, release or .onnx files, or 'line' (each read on the same lines)",
+    )
     ap.add_argument("--count", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=20261122)
     ap.add_argument("--config", default=str(ROOT / "configs" / "crnn_line_en.yaml"))
@@ -84,7 +92,10 @@ def main() -> None:
 
     # Every model is loaded before any line is drawn: a wrong path fails at once.
     try:
-        recs = [Recognizer.bundled("line") if m == "line" else Recognizer.from_checkpoint(m) for m in args.model]
+        recs = [
+            Recognizer.bundled("line") if m == "line" else Recognizer.from_checkpoint(m)
+            for m in args.model
+        ]
     except (CheckpointError, FileNotFoundError) as e:
         sys.exit(f"--model: {e}")
     cfg = load_config(args.config, [])
@@ -129,23 +140,51 @@ def main() -> None:
             s[3] += 1
         total = [sum(v[k] for v in sums.values()) for k in range(4)]
         sums["all"] = total
-        table[name] = {b: {"cer": v[0] / max(v[1], 1), "line_acc": v[2] / v[3], "lines": v[3]}
-                       for b, v in sums.items()}  # fmt: skip
+        table[name] = {
+            b: {"cer": v[0] / max(v[1], 1), "line_acc": v[2] / v[3], "lines": v[3]}
+            for b, v in sums.items()
+        }
     order = [bucket(lo) for lo, _ in BUCKETS] + ["all"]
-    tess_version = "" if args.no_tesseract else "; " + subprocess.run(
-        ["tesseract", "--version"], capture_output=True, text=True).stdout.splitlines()[0]  # fmt: skip
-    print(f"# {args.count} lines, seed {args.seed}, {platform.machine()}; model {' '.join(args.model)}{tess_version}")
+    tess_version = (
+        ""
+        if args.no_tesseract
+        else "; "
+        + subprocess.run(
+            ["tesseract", "--version"], capture_output=True, text=True
+        ).stdout.splitlines()[0]
+    )
+    print(
+        f"# {args.count} lines, seed {args.seed}, {platform.machine()}; model "
+        f"{' '.join(args.model)}{tess_version}"
+    )
     counts = next(iter(table.values()))
-    print("| CER (line accuracy) | " + " | ".join(f"{b} chars ({int(counts[b]['lines']) if b in counts else 0})" for b in order) + " |")
+    print(
+        "| CER (line accuracy) | "
+        + " | ".join(f"{b} chars ({int(counts[b]['lines']) if b in counts else 0})" for b in order)
+        + " |"
+    )
     print("|---|" + "---:|" * len(order))
     for name, rows in table.items():
-        cells = [f"{rows[b]['cer']:.3f} ({rows[b]['line_acc']:.0%})" if b in rows else "-" for b in order]
+        cells = [
+            f"{rows[b]['cer']:.3f} ({rows[b]['line_acc']:.0%})" if b in rows else "-" for b in order
+        ]
         print(f"| {name} | " + " | ".join(cells) + " |")
-    print(f"\nseconds for {args.count} lines (crnn-ocr: one process, model loaded; "
-          "Tesseract: 2 processes at a time): " + ", ".join(f"{k} {v:.1f}" for k, v in seconds.items()))
+    print(
+        f"\nseconds for {args.count} lines (crnn-ocr: one process, model loaded; "
+        "Tesseract: 2 processes at a time): "
+        + ", ".join(f"{k} {v:.1f}" for k, v in seconds.items())
+    )
     if args.json:
-        args.json.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()},
-                                         "seconds": seconds, "table": table}, indent=1))  # fmt: skip
+        args.json.write_text(
+            json.dumps(
+                {
+                    "args": {k: str(v) for k, v in vars(args).items()},
+                    "seconds": seconds,
+                    "table": table,
+                },
+                indent=1,
+            )
+        )
 
 
 if __name__ == "__main__":

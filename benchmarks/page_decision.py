@@ -55,8 +55,10 @@ REAL = ("iiit5k_train", "ic15_train", "ic13_857", "svt_647")
 RECIPES = {
     "synth_word": ("crnn_en_cpu", []),
     "synth_line_en": ("crnn_line_en_cpu", []),
-    "synth_zh": ("crnn_zh_cpu_stage3", ["data.synth.p_rotate=0.5", "data.synth.p_level_box=0.6",
-                                        "data.synth.max_clip=0.2"]),  # fmt: skip
+    "synth_zh": (
+        "crnn_zh_cpu_stage3",
+        ["data.synth.p_rotate=0.5", "data.synth.p_level_box=0.6", "data.synth.max_clip=0.2"],
+    ),
 }
 
 
@@ -87,7 +89,9 @@ def synth_crops(recipe: str, count: int, seed: int) -> Iterator[Image.Image]:
     cfg = load_config(config, overrides)
     charset = Charset.from_spec(cfg.data.charset, cfg.data.case_fold, cfg.data.bidi)
     heights = (64, 96, 160)
-    gens = [SynthGenerator(charset, cfg.data.synth, seed=seed + h, height=h, rgb=True) for h in heights]
+    gens = [
+        SynthGenerator(charset, cfg.data.synth, seed=seed + h, height=h, rgb=True) for h in heights
+    ]
     for i in range(count):
         yield gens[i % len(gens)].render(i)[0].convert("L")
 
@@ -127,11 +131,20 @@ def all_sets(args: argparse.Namespace) -> Iterator[tuple[str, str, str, object]]
     for recipe, model in zip(RECIPES, ("word", "line", "zh")):
         yield recipe, "line", model, lambda r=recipe: synth_crops(r, args.count, args.seed)
     for kind in ("print", "photo"):
-        yield f"zh_bench_{kind}", "line", "zh", lambda k=kind: zh_bench_lines(k, args.count, args.seed)
+        yield (
+            f"zh_bench_{kind}",
+            "line",
+            "zh",
+            lambda k=kind: zh_bench_lines(k, args.count, args.seed),
+        )
     for lang in ("en", "zh"):
         for kind in ("clean", "scan"):
-            yield (f"pages_{lang}_{kind}", "page", "line" if lang == "en" else "zh",
-                   lambda a=lang, k=kind: pages(a, k, args.pages, args.seed))  # fmt: skip
+            yield (
+                f"pages_{lang}_{kind}",
+                "page",
+                "line" if lang == "en" else "zh",
+                lambda a=lang, k=kind: pages(a, k, args.pages, args.seed),
+            )
 
 
 def sheet(images: list[tuple[str, Image.Image]], path: Path, width: int = 600) -> None:
@@ -152,12 +165,16 @@ def sheet(images: list[tuple[str, Image.Image]], path: Path, width: int = 600) -
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--sets", default="", help="comma-separated name prefixes (default: all)")
     ap.add_argument("--count", type=int, default=600, help="generator and benchmark lines per set")
     ap.add_argument("--pages", type=int, default=12, help="pages per language and kind")
     ap.add_argument("--seed", type=int, default=20261126)
-    ap.add_argument("--max-pages", type=float, default=0.5, help="%% of a crop set allowed to be pages")
+    ap.add_argument(
+        "--max-pages", type=float, default=0.5, help="%% of a crop set allowed to be pages"
+    )
     ap.add_argument("--json", type=Path)
     ap.add_argument("--sheet", type=Path, help="draw the wrongly decided images here (PNG)")
     args = ap.parse_args()
@@ -182,16 +199,31 @@ def main() -> int:
         share = 100.0 * bad / max(1, n)
         ok = share <= args.max_pages if want == "line" else bad == 0
         failed |= not ok
-        rows.append({"set": name, "should_be": want, "model": model, "images": n,
-                     "page_candidates": candidates, "wrong": bad, "wrong_pct": share,
-                     "ms_per_image": 1000 * (time.perf_counter() - t0) / max(1, n)})  # fmt: skip
-        print(f"{name:<20} {want:<5} {model:<5} {n:5d} images  {candidates:4d} candidates  "
-              f"{bad:4d} wrong ({share:5.2f} %)  {'ok' if ok else 'FAIL'}", flush=True)
+        rows.append(
+            {
+                "set": name,
+                "should_be": want,
+                "model": model,
+                "images": n,
+                "page_candidates": candidates,
+                "wrong": bad,
+                "wrong_pct": share,
+                "ms_per_image": 1000 * (time.perf_counter() - t0) / max(1, n),
+            }
+        )
+        print(
+            f"{name:<20} {want:<5} {model:<5} {n:5d} images  {candidates:4d} candidates  "
+            f"{bad:4d} wrong ({share:5.2f} %)  {'ok' if ok else 'FAIL'}",
+            flush=True,
+        )
     if args.sheet and wrong:
         sheet(wrong, args.sheet)
     if args.json:
-        meta = {"command": " ".join(sys.argv), "machine": platform.processor() or platform.machine(),
-                "seed": args.seed}  # fmt: skip
+        meta = {
+            "command": " ".join(sys.argv),
+            "machine": platform.processor() or platform.machine(),
+            "seed": args.seed,
+        }
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1), encoding="utf-8")
     return 1 if failed else 0

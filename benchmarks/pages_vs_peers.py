@@ -69,8 +69,11 @@ def norm(text: str) -> str:
 
 def sentences(lang: str) -> list[str]:
     path = ROOT / "benchmarks" / ("en_sentences.txt" if lang == "en" else "zh_sentences.txt")
-    return [s.strip() for s in path.read_text(encoding="utf-8").splitlines()
-            if s.strip() and not s.startswith("#")]  # fmt: skip
+    return [
+        s.strip()
+        for s in path.read_text(encoding="utf-8").splitlines()
+        if s.strip() and not s.startswith("#")
+    ]
 
 
 _NO_LINE_START = set("，。、；：！？）」』》〉】,.;:!?)")
@@ -124,7 +127,11 @@ def make_page(lang: str, kind: str, face: str, r: random.Random) -> tuple[Image.
     h = top + per_col * lh + margin + (260 if r.random() < 0.35 else 0)
     dark_bg = kind == "clean" and r.random() < 0.3
     if kind == "clean" and r.random() < 0.5:
-        bg = tuple(r.randint(0, 80) for _ in range(3)) if dark_bg else tuple(r.randint(200, 255) for _ in range(3))
+        bg = (
+            tuple(r.randint(0, 80) for _ in range(3))
+            if dark_bg
+            else tuple(r.randint(200, 255) for _ in range(3))
+        )
     else:
         bg = (20, 24, 30) if dark_bg else (250, 250, 248)
     ink = (235, 235, 225) if dark_bg else tuple(r.randint(0, 60) for _ in range(3))
@@ -132,7 +139,9 @@ def make_page(lang: str, kind: str, face: str, r: random.Random) -> tuple[Image.
     d = ImageDraw.Draw(img)
     d.text((margin, margin), heading, font=head, fill=ink)
     if r.random() < 0.5:
-        d.line((margin, top - int(size * 0.6), w - margin, top - int(size * 0.6)), fill=ink, width=2)
+        d.line(
+            (margin, top - int(size * 0.6), w - margin, top - int(size * 0.6)), fill=ink, width=2
+        )
     for c, col in enumerate(text_lines):
         x = margin + c * (col_w + gutter)
         for i, line in enumerate(col):
@@ -155,10 +164,16 @@ def scan(img: Image.Image, r: random.Random) -> Image.Image:
     cx, cy = r.uniform(0, w), r.uniform(0, h)
     light = 1.0 - r.uniform(0.1, 0.35) * np.clip(np.hypot((xx - cx) / w, (yy - cy) / h), 0, 1)
     arr = np.asarray(img, np.float32) * light[:, :, None]
-    img = Image.fromarray(np.clip(arr, 0, 255).astype(np.uint8)).filter(ImageFilter.GaussianBlur(r.uniform(0.4, 1.0)))
-    arr = np.asarray(img, np.float32) + np.random.default_rng(r.randrange(2**32)).normal(0, r.uniform(3, 8), (h, w, 1))
+    img = Image.fromarray(np.clip(arr, 0, 255).astype(np.uint8)).filter(
+        ImageFilter.GaussianBlur(r.uniform(0.4, 1.0))
+    )
+    arr = np.asarray(img, np.float32) + np.random.default_rng(r.randrange(2**32)).normal(
+        0, r.uniform(3, 8), (h, w, 1)
+    )
     buf = io.BytesIO()
-    Image.fromarray(np.clip(arr, 0, 255).astype(np.uint8)).save(buf, "JPEG", quality=r.randint(50, 85))
+    Image.fromarray(np.clip(arr, 0, 255).astype(np.uint8)).save(
+        buf, "JPEG", quality=r.randint(50, 85)
+    )
     return Image.open(io.BytesIO(buf.getvalue())).convert("RGB")
 
 
@@ -171,8 +186,12 @@ def score(read_lines: list[str], truth: list[str]) -> tuple[int, int, int]:
 
 
 def tesseract(path: Path, lang: str) -> list[str]:
-    out = subprocess.run(["tesseract", str(path), "-", "-l", "eng" if lang == "en" else "chi_sim",
-                          "--psm", "3"], capture_output=True, text=True, check=False).stdout  # fmt: skip
+    out = subprocess.run(
+        ["tesseract", str(path), "-", "-l", "eng" if lang == "en" else "chi_sim", "--psm", "3"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout
     return [ln for ln in out.splitlines() if ln.strip()]
 
 
@@ -190,25 +209,46 @@ def rapid_read(engine: object, img: Image.Image) -> list[str]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--pages", type=int, default=6, help="pages per language and kind (default 6)")
     ap.add_argument("--seed", type=int, default=20261125)
     ap.add_argument("--en-model", default="line", help="'line' (bundled) or a checkpoint/.onnx")
     ap.add_argument("--zh-model", default="zh", help="'zh' (bundled) or a checkpoint/.onnx")
     ap.add_argument("--no-tesseract", action="store_true")
     ap.add_argument("--no-rapidocr", action="store_true")
-    ap.add_argument("--turn", type=int, choices=(0, 90, 180, 270), default=0,
-                    help="turn every page this many degrees clockwise before it is read (default 0)")  # fmt: skip
-    ap.add_argument("--rotate", choices=("none", "pages", "auto"), default="pages",
-                    help="crnn-ocr's Recognizer(rotate=...): pages (the default) turns pages read upside down")  # fmt: skip
-    ap.add_argument("--stretch", help="crnn-ocr's Recognizer(stretch=...), widths like 1.0,1.1 (default: the "
-                    "Recognizer's, 1.0,1.1 for the Chinese model)")  # fmt: skip
-    ap.add_argument("--zoom", help="crnn-ocr's Recognizer(zoom=...), zooms like 1.0,1.2 "
-                    "(default: the Recognizer's, 1.0,1.2 for the Chinese model)")  # fmt: skip
+    ap.add_argument(
+        "--turn",
+        type=int,
+        choices=(0, 90, 180, 270),
+        default=0,
+        help="turn every page this many degrees clockwise before it is read (default 0)",
+    )
+    ap.add_argument(
+        "--rotate",
+        choices=("none", "pages", "auto"),
+        default="pages",
+        help="crnn-ocr's Recognizer(rotate=...): pages (the default) turns pages read upside down",
+    )
+    ap.add_argument(
+        "--stretch",
+        help="crnn-ocr's Recognizer(stretch=...), widths like 1.0,1.1 (default: the "
+        "Recognizer's, 1.0,1.1 for the Chinese model)",
+    )
+    ap.add_argument(
+        "--zoom",
+        help="crnn-ocr's Recognizer(zoom=...), zooms like 1.0,1.2 "
+        "(default: the Recognizer's, 1.0,1.2 for the Chinese model)",
+    )
     ap.add_argument("--langs", default="en,zh", help="which languages' pages (default en,zh)")
-    ap.add_argument("--zh-faces", choices=("recipe", "dev"), default="recipe",
-                    help="the Chinese pages' faces: recipe (the four named above, training faces since "
-                    "stage 7) or dev (the development set's AR PL UMing and UKai, never trained on)")  # fmt: skip
+    ap.add_argument(
+        "--zh-faces",
+        choices=("recipe", "dev"),
+        default="recipe",
+        help="the Chinese pages' faces: recipe (the four named above, training faces since "
+        "stage 7) or dev (the development set's AR PL UMing and UKai, never trained on)",
+    )
     ap.add_argument("--json", type=Path)
     ap.add_argument("--keep", type=Path, help="keep the pages and their truth here")
     args = ap.parse_args()
@@ -227,7 +267,10 @@ def main() -> None:
 
     specs = {"en": args.en_model, "zh": args.zh_model}
     ours = {lang: model(specs[lang]) for lang in langs}
-    wanted = {"en": EN_FACES, "zh": tuple(DEV_FACES.values()) if args.zh_faces == "dev" else ZH_FACES}
+    wanted = {
+        "en": EN_FACES,
+        "zh": tuple(DEV_FACES.values()) if args.zh_faces == "dev" else ZH_FACES,
+    }
     faces = {lang: [locate(f) for f in wanted[lang]] for lang in langs}
     missing = sorted({f.package for lang in langs for f in wanted[lang] if locate(f) is None})
     if missing:
@@ -267,15 +310,33 @@ def main() -> None:
                     e, c, x = score(read, truth)
                     edits, chars, exact, lines = edits + e, chars + c, exact + x, lines + len(truth)
                 secs = (time.perf_counter() - t0) / len(pages)
-                rows.append({"lang": lang, "kind": kind, "reader": reader, "cer": edits / chars,
-                             "lines_exact": exact / lines, "s_per_page": secs, "pages": len(pages)})  # fmt: skip
-                print(f"{lang} {kind:<5} {reader:<28} CER {edits / chars:7.2%}  lines exact "
-                      f"{exact / lines:6.1%}  {secs:6.2f} s/page", flush=True)  # fmt: skip
+                rows.append(
+                    {
+                        "lang": lang,
+                        "kind": kind,
+                        "reader": reader,
+                        "cer": edits / chars,
+                        "lines_exact": exact / lines,
+                        "s_per_page": secs,
+                        "pages": len(pages),
+                    }
+                )
+                print(
+                    f"{lang} {kind:<5} {reader:<28} CER {edits / chars:7.2%}  lines exact "
+                    f"{exact / lines:6.1%}  {secs:6.2f} s/page",
+                    flush=True,
+                )
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        meta = {"command": " ".join(sys.argv), "machine": platform.processor() or platform.machine(),
-                "seed": args.seed, "pages": args.pages, "turn": args.turn, "rotate": args.rotate,
-                "zh_faces": args.zh_faces}  # fmt: skip
+        meta = {
+            "command": " ".join(sys.argv),
+            "machine": platform.processor() or platform.machine(),
+            "seed": args.seed,
+            "pages": args.pages,
+            "turn": args.turn,
+            "rotate": args.rotate,
+            "zh_faces": args.zh_faces,
+        }
         args.json.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1), encoding="utf-8")
 
 

@@ -228,7 +228,9 @@ def _spawn_ranks(world: int, spec: BenchSpec, data: Path, out: Path) -> None:
 
     from crnn.engine.launch import local_launch_config
 
-    elastic_launch(local_launch_config(world, "crnn-bench"), entrypoint=_ddp_worker)(spec, str(data), str(out))
+    elastic_launch(local_launch_config(world, "crnn-bench"), entrypoint=_ddp_worker)(
+        spec, str(data), str(out)
+    )
 
 
 def run_benchmark(spec: BenchSpec, workdir: str | Path | None = None) -> list[BenchRow]:
@@ -275,10 +277,17 @@ def run_benchmark(spec: BenchSpec, workdir: str | Path | None = None) -> list[Be
                         where, peaks = f"cpu x{world} (gloo)", {}
                     rows.append(
                         _row(
-                            strategy, where, world, r["ckpt"], r["accum"], spec, r["micro"],
-                            [row[0] for row in table], peaks,
+                            strategy,
+                            where,
+                            world,
+                            r["ckpt"],
+                            r["accum"],
+                            spec,
+                            r["micro"],
+                            [row[0] for row in table],
+                            peaks,
                         )
-                    )  # fmt: skip
+                    )
             else:
                 raise ValueError(f"unknown strategy {strategy!r}; expected single, dp or ddp")
         return rows
@@ -377,7 +386,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--gpus",
         default=None,
-        help="GPUs (indices among CUDA_VISIBLE_DEVICES), 'all' or 'cpu'; default all visible, else cpu",
+        help="GPUs (indices among CUDA_VISIBLE_DEVICES), 'all' or 'cpu'; default all visible, "
+        "else cpu",
     )
     p.add_argument("--nproc", type=int, default=2, help="DDP processes on the CPU (default 2)")
     p.add_argument("--batch-size", type=int, default=None, help="global batch (GPU 128, CPU 16)")

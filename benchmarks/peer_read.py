@@ -3,7 +3,8 @@ this file with another interpreter (``--peer-python``), so that the peers' packa
 (rapidocr-onnxruntime pulls opencv-python, which shares the ``cv2`` folder with our
 opencv-python-headless) never enter ours. It imports nothing of crnn-ocr.
 
-    /path/to/peers/bin/python benchmarks/peer_read.py --reader ppocr-v6-tiny a.png b.png > reads.json
+    /path/to/peers/bin/python benchmarks/peer_read.py --reader ppocr-v6-tiny a.png b.png >
+    reads.json
 
 Readers:
 
@@ -47,7 +48,9 @@ def ppocr_v4(paths: list[Path]) -> tuple[list[str], str]:
     rec = TextRecognizer(cfg)
     bgr = [np.asarray(Image.open(p).convert("RGB"))[:, :, ::-1].copy() for p in paths]
     out, _ = rec(bgr)
-    return [t for t, _ in out], f"rapidocr-onnxruntime {version('rapidocr-onnxruntime')}, {Path(cfg['model_path']).name}"
+    return [
+        t for t, _ in out
+    ], f"rapidocr-onnxruntime {version('rapidocr-onnxruntime')}, {Path(cfg['model_path']).name}"
 
 
 def ppocr_v6(paths: list[Path], size: str) -> tuple[list[str], str]:
@@ -71,7 +74,11 @@ def ppocr_v4_page(paths: list[Path]) -> tuple[list[str], list[list], str]:
         result = result or []
         reads.append("\n".join(r[1] for r in result))
         boxes.append([[[float(v) for v in pt] for pt in r[0]] for r in result])
-    return reads, boxes, f"rapidocr-onnxruntime {version('rapidocr-onnxruntime')} (PP-OCRv4 det + rec)"
+    return (
+        reads,
+        boxes,
+        f"rapidocr-onnxruntime {version('rapidocr-onnxruntime')} (PP-OCRv4 det + rec)",
+    )
 
 
 def ppocr_v6_page(paths: list[Path], size: str) -> tuple[list[str], list[list], str]:
@@ -92,8 +99,20 @@ def ppocr_v6_page(paths: list[Path], size: str) -> tuple[list[str], list[list], 
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--reader", required=True, choices=("ppocr-v4-rec", "ppocr-v6-tiny", "ppocr-v6-small", "ppocr-v4", "ppocr-v6-tiny-page"))
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--reader",
+        required=True,
+        choices=(
+            "ppocr-v4-rec",
+            "ppocr-v6-tiny",
+            "ppocr-v6-small",
+            "ppocr-v4",
+            "ppocr-v6-tiny-page",
+        ),
+    )
     ap.add_argument("images", nargs="+", type=Path)
     args = ap.parse_args()
     t0 = time.perf_counter()
@@ -107,8 +126,11 @@ def main() -> int:
     else:
         reads, what = ppocr_v6(args.images, args.reader.rsplit("-", 1)[1])
     seconds = time.perf_counter() - t0
-    json.dump({"reader": args.reader, "version": what, "reads": reads, "seconds": seconds, **extra}, sys.stdout,
-              ensure_ascii=False)  # fmt: skip
+    json.dump(
+        {"reader": args.reader, "version": what, "reads": reads, "seconds": seconds, **extra},
+        sys.stdout,
+        ensure_ascii=False,
+    )
     return 0
 
 

@@ -75,12 +75,18 @@ def write_set(folder: Path, images: list[Image.Image], labels: list[str]) -> lis
     for i, img in enumerate(images):
         paths.append(folder / "images" / f"{i:05d}.png")
         img.save(paths[-1])
-    (folder / "gt.txt").write_text("".join(f"images/{p.name}\t{t}\n" for p, t in zip(paths, labels)), encoding="utf-8")
+    (folder / "gt.txt").write_text(
+        "".join(f"images/{p.name}\t{t}\n" for p, t in zip(paths, labels)), encoding="utf-8"
+    )
     return paths
 
 
 def gt(folder: Path) -> tuple[list[Path], list[str]]:
-    rows = [ln.split("\t", 1) for ln in (folder / "gt.txt").read_text(encoding="utf-8").splitlines() if ln.strip()]
+    rows = [
+        ln.split("\t", 1)
+        for ln in (folder / "gt.txt").read_text(encoding="utf-8").splitlines()
+        if ln.strip()
+    ]
     return [folder / r[0] for r in rows], [r[1] for r in rows]
 
 
@@ -101,7 +107,9 @@ def lines_en(count: int, seed: int, tmp: Path) -> tuple[list[Path], list[str]]:
     from crnn.text.alphabet import Charset
 
     cfg = load_config("crnn_line_en", [])
-    gen = SynthGenerator(Charset.from_spec(cfg.data.charset), cfg.data.synth, seed=seed, height=cfg.data.height)
+    gen = SynthGenerator(
+        Charset.from_spec(cfg.data.charset), cfg.data.synth, seed=seed, height=cfg.data.height
+    )
     images, labels = [], []
     for i in range(count):
         img, text = gen.render(i)
@@ -116,7 +124,9 @@ def lines_zh(count: int, seed: int, tmp: Path) -> tuple[list[Path], list[str]]:
 
     faces = [p for p in (locate(f.face) for f in zb.FACES) if p]
     if not faces:
-        raise FileNotFoundError("the Chinese benchmark's faces are not installed (benchmarks/zh_vs_peers.py)")
+        raise FileNotFoundError(
+            "the Chinese benchmark's faces are not installed (benchmarks/zh_vs_peers.py)"
+        )
     labels = zb.make_lines(count, seed, set.intersection(*(zb.cmap(p) for p in faces)))
     r = random.Random(f"{seed}:print")
     images = [zb.render_print(t, faces[i % len(faces)], r) for i, t in enumerate(labels)]
@@ -128,7 +138,13 @@ def sets(args: argparse.Namespace, tmp: Path):  # noqa: ANN201 (an iterator of s
     if (SHARED / "real").is_dir():
         for name in ("ic13_857", "svt_647", "iiit5k_train"):
             for scale in (1, 3):
-                yield f"{name}@{scale}x", "word", accuracy, "accuracy %", lambda n=name, s=scale: real_set(n, s, tmp)
+                yield (
+                    f"{name}@{scale}x",
+                    "word",
+                    accuracy,
+                    "accuracy %",
+                    lambda n=name, s=scale: real_set(n, s, tmp),
+                )
     if (SHARED / "zh_real_dev").is_dir():
         yield "zh_real_dev", "zh", cer(nfkc), "CER %", lambda: gt(SHARED / "zh_real_dev")
     yield "lines_en@2x", "line", cer(spaces), "CER %", lambda: lines_en(args.count, args.seed, tmp)
@@ -141,11 +157,15 @@ def predict_command() -> list[str]:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--sets", default="", help="comma-separated name prefixes (default: all)")
     ap.add_argument("--count", type=int, default=300, help="generated lines per line set")
     ap.add_argument("--seed", type=int, default=20261126)
-    ap.add_argument("--max-gap", type=float, default=0.3, help="points allowed between the two figures")
+    ap.add_argument(
+        "--max-gap", type=float, default=0.3, help="points allowed between the two figures"
+    )
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     from crnn.reading.recognizer import Recognizer
@@ -170,13 +190,33 @@ def main() -> int:
         lib, usr = score(library, labels), score(user, labels)
         gap = abs(lib - usr)
         failed |= gap > args.max_gap
-        rows.append({"set": name, "model": model, "images": len(paths), "unit": unit, "library": lib,
-                     "crnn_predict": usr, "gap_points": gap, "taken_for_pages": pages,
-                     "command": " ".join(["crnn-predict", *cmd[len(predict_command()):]]).replace(str(tmp), "$TMP")})  # fmt: skip
-        print(f"{name:<18} {model:<5} {len(paths):5d} images  {unit:<10}  library {lib:6.2f}  crnn-predict "
-              f"{usr:6.2f}  gap {gap:4.2f}  pages {pages}  {'ok' if gap <= args.max_gap else 'FAIL'}", flush=True)  # fmt: skip
+        rows.append(
+            {
+                "set": name,
+                "model": model,
+                "images": len(paths),
+                "unit": unit,
+                "library": lib,
+                "crnn_predict": usr,
+                "gap_points": gap,
+                "taken_for_pages": pages,
+                "command": " ".join(["crnn-predict", *cmd[len(predict_command()) :]]).replace(
+                    str(tmp), "$TMP"
+                ),
+            }
+        )
+        print(
+            f"{name:<18} {model:<5} {len(paths):5d} images  {unit:<10}  library {lib:6.2f}  "
+            "crnn-predict "
+            f"{usr:6.2f}  gap {gap:4.2f}  pages {pages}  {'ok' if gap <= args.max_gap else 'FAIL'}",
+            flush=True,
+        )
     if args.json:
-        meta = {"command": " ".join(sys.argv), "machine": platform.processor() or platform.machine(), "seed": args.seed}
+        meta = {
+            "command": " ".join(sys.argv),
+            "machine": platform.processor() or platform.machine(),
+            "seed": args.seed,
+        }
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1), encoding="utf-8")
     shutil.rmtree(tmp, ignore_errors=True)

@@ -49,9 +49,23 @@ def free_port() -> int:
 
 def start(model: str, max_batch: int, extra: list[str]) -> tuple[subprocess.Popen, str]:
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "crnn.cli.serve", "--model", model, "--port", str(port),
-                             "--max-batch", str(max_batch), *extra], cwd=ROOT,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "crnn.cli.serve",
+            "--model",
+            model,
+            "--port",
+            str(port),
+            "--max-batch",
+            str(max_batch),
+            *extra,
+        ],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     url = f"http://127.0.0.1:{port}"
     for _ in range(300):
         try:
@@ -76,9 +90,14 @@ def multipart(name: str, data: bytes) -> tuple[bytes, str]:
     """One ``file`` field as a multipart body, built once per image (the load generator
     shares the machine's cores with the server: it should spend as little as it can)."""
     boundary = "crnn-serve-load-7d1e"
-    head = (f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{name}"\r\n'
-            "Content-Type: application/octet-stream\r\n\r\n").encode()  # fmt: skip
-    return head + data + f"\r\n--{boundary}--\r\n".encode(), f"multipart/form-data; boundary={boundary}"
+    head = (
+        f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{name}"\r\n'
+        "Content-Type: application/octet-stream\r\n\r\n"
+    ).encode()
+    return (
+        head + data + f"\r\n--{boundary}--\r\n".encode(),
+        f"multipart/form-data; boundary={boundary}",
+    )
 
 
 def hammer(url: str, images: list, clients: int, requests: int, seconds: float) -> dict[str, float]:
@@ -106,7 +125,9 @@ def hammer(url: str, images: list, clients: int, requests: int, seconds: float) 
                 label = images[i % len(images)][2]
                 t0 = time.perf_counter()
                 try:
-                    conn.request("POST", "/v1/recognize", body=body, headers={"Content-Type": ctype})
+                    conn.request(
+                        "POST", "/v1/recognize", body=body, headers={"Content-Type": ctype}
+                    )
                     r = conn.getresponse()
                     payload = r.read()
                     ok_http = r.status == 200
@@ -128,8 +149,14 @@ def hammer(url: str, images: list, clients: int, requests: int, seconds: float) 
         list(pool.map(client, range(clients)))
     wall = time.perf_counter() - t0
     lat.sort()
-    return {"answers": len(lat), "images_per_s": len(lat) / wall, "p50_ms": 1000 * statistics.median(lat),
-            "p99_ms": 1000 * lat[min(len(lat) - 1, int(0.99 * len(lat)))], "wrong": wrong, "failed": failed}  # fmt: skip
+    return {
+        "answers": len(lat),
+        "images_per_s": len(lat) / wall,
+        "p50_ms": 1000 * statistics.median(lat),
+        "p99_ms": 1000 * lat[min(len(lat) - 1, int(0.99 * len(lat)))],
+        "wrong": wrong,
+        "failed": failed,
+    }
 
 
 def bomb() -> bytes:
@@ -141,8 +168,12 @@ def bomb() -> bytes:
     def chunk(tag: bytes, body: bytes) -> bytes:
         return struct.pack(">I", len(body)) + tag + body + struct.pack(">I", zlib.crc32(tag + body))
 
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 1, 0, 0, 0, 0)) + \
-        chunk(b"IDAT", data) + chunk(b"IEND", b"")  # fmt: skip
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 1, 0, 0, 0, 0))
+        + chunk(b"IDAT", data)
+        + chunk(b"IEND", b"")
+    )
 
 
 def bad_kinds(limit: int) -> dict[str, tuple[dict, int]]:
@@ -164,7 +195,11 @@ def bad_under_load(url: str, images: list, count: int, limit: int) -> dict[str, 
             while not stop.is_set():
                 name, data, label = images[i % len(images)]
                 r = c.post(url + "/v1/recognize", files=[("file", (name, data))])
-                good["ok" if r.status_code == 200 and r.json()["results"][0].get("text") == label else "wrong"] += 1
+                good[
+                    "ok"
+                    if r.status_code == 200 and r.json()["results"][0].get("text") == label
+                    else "wrong"
+                ] += 1
                 i += 1
 
     threads = [threading.Thread(target=keep_serving) for _ in range(4)]
@@ -174,7 +209,11 @@ def bad_under_load(url: str, images: list, count: int, limit: int) -> dict[str, 
     with httpx.Client(timeout=60) as c:
         for kind, (kw, status) in bad_kinds(limit).items():
             codes = [c.post(url + "/v1/recognize", **kw).status_code for _ in range(count)]
-            answered[kind] = {"expected": status, "right": sum(x == status for x in codes), "sent": count}
+            answered[kind] = {
+                "expected": status,
+                "right": sum(x == status for x in codes),
+                "sent": count,
+            }
     stop.set()
     for t in threads:
         t.join()
@@ -201,7 +240,9 @@ def rss_mb(pid: int) -> float:
     return float("nan")
 
 
-def hostile(url: str, pid: int, images: list, count: int, side: int, clients: int = 4) -> dict[str, object]:
+def hostile(
+    url: str, pid: int, images: list, count: int, side: int, clients: int = 4
+) -> dict[str, object]:
     """``count`` all-white ``side``-px PNGs in one request (the hostile-input replay: 64 of 6,300
     px answered 200 after 43 s at 3.8 GB and starved every other client) while
     ``clients`` threads keep sending one good word each: the hostile request's status and
@@ -232,18 +273,26 @@ def hostile(url: str, pid: int, images: list, count: int, side: int, clients: in
     body = white_png(side)
     t0 = time.perf_counter()
     with httpx.Client(timeout=600) as c:
-        r = c.post(url + "/v1/recognize", files=[("file", (f"white{k}.png", body)) for k in range(count)])
+        r = c.post(
+            url + "/v1/recognize", files=[("file", (f"white{k}.png", body)) for k in range(count)]
+        )
     took = time.perf_counter() - t0
     time.sleep(1.0)
     stop.set()
     for t in threads:
         t.join()
     lat.sort()
-    return {"request": f"{count} x {side} x {side} white PNGs ({len(body):,} bytes each)",
-            "status": r.status_code, "seconds": round(took, 2), "answer": r.text[:200],
-            "good_requests": len(lat), "good_wrong_or_failed": bad[0],
-            "good_p50_ms": round(1000 * statistics.median(lat), 1), "good_max_ms": round(1000 * lat[-1], 1),
-            "server_peak_rss_mb": round(rss_mb(pid))}  # fmt: skip
+    return {
+        "request": f"{count} x {side} x {side} white PNGs ({len(body):,} bytes each)",
+        "status": r.status_code,
+        "seconds": round(took, 2),
+        "answer": r.text[:200],
+        "good_requests": len(lat),
+        "good_wrong_or_failed": bad[0],
+        "good_p50_ms": round(1000 * statistics.median(lat), 1),
+        "good_max_ms": round(1000 * lat[-1], 1),
+        "server_peak_rss_mb": round(rss_mb(pid)),
+    }
 
 
 def predict_throughput(model: str, images: list, n: int) -> float:
@@ -277,9 +326,13 @@ def predict_cli_throughput(model: str, images: list, n: int) -> float:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--model", default="word", choices=("word", "line", "zh"))
-    ap.add_argument("--images", type=Path, default=ROOT / "data" / "samples", help="a folder with gt.txt")
+    ap.add_argument(
+        "--images", type=Path, default=ROOT / "data" / "samples", help="a folder with gt.txt"
+    )
     ap.add_argument("--clients", type=int, default=16)
     ap.add_argument("--requests", type=int, default=2000)
     ap.add_argument("--seconds", type=float, default=300.0, help="stop each run after this long")
@@ -289,7 +342,10 @@ def main() -> None:
     images = load_images(args.images)
     limit = 2_000_000
     rows: dict[str, object] = {}
-    for name, max_batch in (("batching on (max batch 32, 1 ms)", 32), ("batching off (max batch 1)", 1)):
+    for name, max_batch in (
+        ("batching on (max batch 32, 1 ms)", 32),
+        ("batching off (max batch 1)", 1),
+    ):
         proc, url = start(args.model, max_batch, ["--max-request-bytes", str(limit)])
         try:
             hammer(url, images, args.clients, 4 * args.clients, 30)  # warm-up
@@ -302,20 +358,30 @@ def main() -> None:
         print(name, json.dumps(rows[name]), flush=True)
     proc, url = start(args.model, 32, [])  # the default limits
     try:
-        for count, side in ((64, 6300), (3, 6300)):  # over the request's pixels; the most one may hold
+        for count, side in (
+            (64, 6300),
+            (3, 6300),
+        ):  # over the request's pixels; the most one may hold
             rows[f"hostile: {count} x {side} px"] = hostile(url, proc.pid, images, count, side)
             print(json.dumps(rows[f"hostile: {count} x {side} px"]), flush=True)
     finally:
         proc.terminate()
         proc.wait(timeout=30)
     rows["crnn-predict FOLDER (the command, start-up included)"] = {
-        "images_per_s": predict_cli_throughput(args.model, images, args.requests)}
+        "images_per_s": predict_cli_throughput(args.model, images, args.requests)
+    }
     rows["Recognizer.predict in memory, batches of 64"] = {
-        "images_per_s": predict_throughput(args.model, images, args.requests)}
+        "images_per_s": predict_throughput(args.model, images, args.requests)
+    }
     print(json.dumps(rows, indent=1))
     if args.json:
-        meta = {"command": " ".join(sys.argv), "machine": platform.processor() or platform.machine(),
-                "clients": args.clients, "requests": args.requests, "images": str(args.images)}  # fmt: skip
+        meta = {
+            "command": " ".join(sys.argv),
+            "machine": platform.processor() or platform.machine(),
+            "clients": args.clients,
+            "requests": args.requests,
+            "images": str(args.images),
+        }
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1), encoding="utf-8")
 

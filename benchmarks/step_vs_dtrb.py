@@ -134,11 +134,15 @@ class DtrbStep:
 
 class OurStep:
     def __init__(self, model: CRNN) -> None:
-        self.module, self.bare = wrap(model, strategy="none", device=torch.device("cpu"), channels_last=True)
+        self.module, self.bare = wrap(
+            model, strategy="none", device=torch.device("cpu"), channels_last=True
+        )
         self.module.train()
         self.opt = torch.optim.AdamW(self.bare.parameters(), lr=1e-3, weight_decay=1e-4)
 
-    def __call__(self, images: torch.Tensor, widths: torch.Tensor, tgt: torch.Tensor, lengths: torch.Tensor) -> None:
+    def __call__(
+        self, images: torch.Tensor, widths: torch.Tensor, tgt: torch.Tensor, lengths: torch.Tensor
+    ) -> None:
         self.module(images, widths, tgt, lengths).mean().backward()
         torch.nn.utils.clip_grad_norm_(self.bare.parameters(), 5.0)
         self.opt.step()
@@ -146,9 +150,13 @@ class OurStep:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--data", type=Path, nargs="+", default=DEFAULT_DATA, help="gt.txt folders")
-    ap.add_argument("--batches", type=int, default=4, help="batches of 192 words per side (default 4)")
+    ap.add_argument(
+        "--batches", type=int, default=4, help="batches of 192 words per side (default 4)"
+    )
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
@@ -160,9 +168,18 @@ def main(argv: list[str] | None = None) -> int:
     k = charset.num_classes
     torch.manual_seed(0)
     sides = {
-        "dtrb": (DtrbStep(CRNN(k, channels=DTRB_CHANNELS, hidden=256, arch="vgg")), dtrb_batches(rows, charset)),
-        "ours": (OurStep(CRNN(k, channels=DTRB_CHANNELS, hidden=256, arch="vgg")), our_batches(rows, charset)),
-        "ours_cpu_model": (OurStep(CRNN(k, channels=CPU_CHANNELS, hidden=128, arch="crnn")), our_batches(rows, charset)),
+        "dtrb": (
+            DtrbStep(CRNN(k, channels=DTRB_CHANNELS, hidden=256, arch="vgg")),
+            dtrb_batches(rows, charset),
+        ),
+        "ours": (
+            OurStep(CRNN(k, channels=DTRB_CHANNELS, hidden=256, arch="vgg")),
+            our_batches(rows, charset),
+        ),
+        "ours_cpu_model": (
+            OurStep(CRNN(k, channels=CPU_CHANNELS, hidden=128, arch="crnn")),
+            our_batches(rows, charset),
+        ),
     }
     for step, batches in sides.values():  # warm-up: oneDNN primitives, allocator
         step(*batches[0])
@@ -177,23 +194,39 @@ def main(argv: list[str] | None = None) -> int:
         for name in sides:
             rates[name].append(len(rows) / spent[name])
     med = {name: statistics.median(r) for name, r in rates.items()}
-    ratio = {name: statistics.median(a / d for a, d in zip(r, rates["dtrb"])) for name, r in rates.items()}
+    ratio = {
+        name: statistics.median(a / d for a, d in zip(r, rates["dtrb"]))
+        for name, r in rates.items()
+    }
     mean_w = float(np.mean([float(b[1].float().mean()) for b in sides["ours"][1]]))
     padded_w = float(np.mean([b[0].shape[-1] for b in sides["ours"][1]]))
-    print(f"{len(rows)} words from {', '.join(d.name for d in args.data)}; batches of {BATCH}; "
-          f"torch {torch.__version__}, {torch.get_num_threads()} threads, {platform.machine()}; "
-          f"ours: mean width {mean_w:.0f} px, padded to {padded_w:.0f} (DTRB: 100)")  # fmt: skip
+    print(
+        f"{len(rows)} words from {', '.join(d.name for d in args.data)}; batches of {BATCH}; "
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads, {platform.machine()}; "
+        f"ours: mean width {mean_w:.0f} px, padded to {padded_w:.0f} (DTRB: 100)"
+    )
     print(f"{'side':<16}{'images/s':>10}{'min-max':>16}{'x DTRB':>8}")
     for name, r in rates.items():
         print(f"{name:<16}{med[name]:>10.1f}{f'{min(r):.1f}-{max(r):.1f}':>16}{ratio[name]:>8.2f}")
     if args.json:
-        args.json.write_text(json.dumps({
-            "words": len(rows), "batch": BATCH, "rounds": args.rounds, "torch": torch.__version__,
-            "threads": torch.get_num_threads(), "mean_width": round(mean_w, 1), "padded_width": round(padded_w, 1),
-            "images_per_s": {n: round(v, 2) for n, v in med.items()},
-            "runs": {n: [round(v, 2) for v in r] for n, r in rates.items()},
-            "ratio_to_dtrb": {n: round(v, 3) for n, v in ratio.items()},
-        }, indent=2) + "\n")  # fmt: skip
+        args.json.write_text(
+            json.dumps(
+                {
+                    "words": len(rows),
+                    "batch": BATCH,
+                    "rounds": args.rounds,
+                    "torch": torch.__version__,
+                    "threads": torch.get_num_threads(),
+                    "mean_width": round(mean_w, 1),
+                    "padded_width": round(padded_w, 1),
+                    "images_per_s": {n: round(v, 2) for n, v in med.items()},
+                    "runs": {n: [round(v, 2) for v in r] for n, r in rates.items()},
+                    "ratio_to_dtrb": {n: round(v, 3) for n, v in ratio.items()},
+                },
+                indent=2,
+            )
+            + "\n"
+        )
     return 0
 
 

@@ -42,7 +42,9 @@ from crnn.engine.trainer import Trainer  # noqa: E402
 BLOCK = 5
 
 
-def draw(ds: Any, sampler: MixedBatchSampler, count: int, sort: bool = False) -> list[dict[str, Any]]:
+def draw(
+    ds: Any, sampler: MixedBatchSampler, count: int, sort: bool = False
+) -> list[dict[str, Any]]:
     it = iter(sampler)
     drawn = ([ds[k] for k in next(it)] for _ in range(count))
     if sort:  # as the trainer does (engine/data.py), windows of SORT_WINDOW batches
@@ -51,13 +53,19 @@ def draw(ds: Any, sampler: MixedBatchSampler, count: int, sort: bool = False) ->
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--config", default="configs/crnn_zh_cpu.yaml")
-    ap.add_argument("--batches", type=int, default=50, help="global batches of each kind (default 50)")
+    ap.add_argument(
+        "--batches", type=int, default=50, help="global batches of each kind (default 50)"
+    )
     ap.add_argument("--json", type=Path, help="also write the figures here")
     args = ap.parse_args(argv)
     out = Path("/tmp/crnn-stream-bucketing")
-    cfg = load_config(args.config, [f"train.output_dir={out}", "data.num_workers=0", "dist.strategy=none"])
+    cfg = load_config(
+        args.config, [f"train.output_dir={out}", "data.num_workers=0", "dist.strategy=none"]
+    )
     trainer = Trainer(cfg, DistInfo())
     ds = trainer.data.dataset
     part = ds.parts[0]  # type: ignore[attr-defined]
@@ -92,17 +100,38 @@ def main(argv: list[str] | None = None) -> int:
             "images_per_s": round(args.batches * bs / times[k], 1),
         }
     ratios = {k: round(rows[k]["images_per_s"] / rows["random"]["images_per_s"], 3) for k in rows}
-    print(f"{args.config}: {args.batches} global batches of {bs} per kind, torch {torch.__version__}, "
-          f"{torch.get_num_threads()} threads, {platform.processor() or platform.machine()}")  # fmt: skip
-    print(f"{'batches':<10}{'mean width':>12}{'padded to':>11}{'padding':>9}{'s/step':>8}{'images/s':>10}")
+    print(
+        f"{args.config}: {args.batches} global batches of {bs} per kind, torch "
+        f"{torch.__version__}, "
+        f"{torch.get_num_threads()} threads, {platform.processor() or platform.machine()}"
+    )
+    print(
+        f"{'batches':<10}{'mean width':>12}{'padded to':>11}{'padding':>9}"
+        f"{'s/step':>8}{'images/s':>10}"
+    )
     for k, r in rows.items():
-        print(f"{k:<10}{r['mean_width']:>12}{r['padded_width']:>11}{r['padding_share']:>9.1%}"
-              f"{r['step_s']:>8.3f}{r['images_per_s']:>10}")  # fmt: skip
-    print(f"images per second over random batches: guessed {ratios['guessed']:.2f}x, drawn {ratios['drawn']:.2f}x")
+        print(
+            f"{k:<10}{r['mean_width']:>12}{r['padded_width']:>11}{r['padding_share']:>9.1%}"
+            f"{r['step_s']:>8.3f}{r['images_per_s']:>10}"
+        )
+    print(
+        f"images per second over random batches: guessed {ratios['guessed']:.2f}x, drawn "
+        f"{ratios['drawn']:.2f}x"
+    )
     if args.json:
-        args.json.write_text(json.dumps({"config": args.config, "rows": rows, "ratios": ratios,
-                                         "torch": torch.__version__, "threads": torch.get_num_threads()},
-                                        indent=2) + "\n")  # fmt: skip
+        args.json.write_text(
+            json.dumps(
+                {
+                    "config": args.config,
+                    "rows": rows,
+                    "ratios": ratios,
+                    "torch": torch.__version__,
+                    "threads": torch.get_num_threads(),
+                },
+                indent=2,
+            )
+            + "\n"
+        )
     return 0
 
 

@@ -7,7 +7,8 @@ Each row renders ``--count`` word images in this one process (no workers), after
 warm-up that fills the per-process glyph cache (as a long-running DataLoader worker
 has); the "cold" row times the first images of a fresh generator, cache warm-up
 included. Between the two, ``SynthGenerator.warm_up()`` rasterises every glyph
-the config can use (its time is printed). CPU time (``time.process_time``) is reported next to wall time, since on a
+the config can use (its time is printed). CPU time (``time.process_time``) is reported next to
+wall time, since on a
 shared machine the wall clock also counts other processes.
 """
 
@@ -91,10 +92,12 @@ def main(argv: list[str] | None = None) -> int:
         f"{args.count} images x best of {args.repeat}, single process"
     )
     print(
-        f"# generator construction (font scan): {init_s:.2f} s; warm_up(): {n_glyphs} glyphs in {warm_s:.1f} s"
+        f"# generator construction (font scan): {init_s:.2f} s; warm_up(): {n_glyphs} glyphs in "
+        f"{warm_s:.1f} s"
     )
     print(
-        f"| {'configuration':34s} | {'images/s (CPU)':>14s} | {'ms/image':>8s} | {'images/s (wall)':>15s} |"
+        f"| {'configuration':34s} | {'images/s (CPU)':>14s} | {'ms/image':>8s} | "
+        f"{'images/s (wall)':>15s} |"
     )
     print(f"| {'-' * 34} | {'-' * 14}:| {'-' * 8}:| {'-' * 15}:|")
     print(

@@ -147,8 +147,12 @@ def wait_for_quiet(wait_load: float, timeout_s: float, what: str) -> float:
         others = others_busy_cores()
         if others is not None and others < 0.25:
             break  # the load is our own
-        log.info("load average %.2f, other processes %.2f cores: waiting before %s",
-                 load, others or -1, what)  # fmt: skip
+        log.info(
+            "load average %.2f, other processes %.2f cores: waiting before %s",
+            load,
+            others or -1,
+            what,
+        )
         time.sleep(15)
         load = os.getloadavg()[0]
     if time.monotonic() - t0 >= timeout_s:

@@ -59,7 +59,9 @@ def norm(text: str, model: str) -> str:
     return re.sub(r"[^0-9a-z]", "", text.lower())
 
 
-def score(rec: Recognizer, images: list[Image.Image], labels: list[str], model: str) -> dict[str, object]:
+def score(
+    rec: Recognizer, images: list[Image.Image], labels: list[str], model: str
+) -> dict[str, object]:
     t = time.perf_counter()
     preds = rec.predict(images)
     seconds = time.perf_counter() - t
@@ -70,15 +72,29 @@ def score(rec: Recognizer, images: list[Image.Image], labels: list[str], model: 
         edits += d
         exact += d == 0
         turned += p.rotation != 0
-    return {"exact": exact, "edits": edits, "turned": turned, "ms_per_crop": round(1000 * seconds / len(images), 2)}
+    return {
+        "exact": exact,
+        "edits": edits,
+        "turned": turned,
+        "ms_per_crop": round(1000 * seconds / len(images), 2),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--sets", default=",".join(SETS), help=f"comma-separated, of {','.join(SETS)}")
-    p.add_argument("--classifier", default="bundled", help="an orient-*.onnx (default: the bundled one)")
-    p.add_argument("--turn", type=int, choices=(90, 180, 270), default=180,
-                   help="how far to turn the crops clockwise (default 180)")  # fmt: skip
+    p.add_argument(
+        "--classifier", default="bundled", help="an orient-*.onnx (default: the bundled one)"
+    )
+    p.add_argument(
+        "--turn",
+        type=int,
+        choices=(90, 180, 270),
+        default=180,
+        help="how far to turn the crops clockwise (default 180)",
+    )
     p.add_argument("--json")
     args = p.parse_args(argv)
     rows = []
@@ -94,18 +110,35 @@ def main(argv: list[str] | None = None) -> int:
             lines, images = [lines[k] for k in keep], [images[k] for k in keep]
         labels = [ln.label for ln in lines]
         turned = [im.rotate(-args.turn, expand=True) for im in images]  # PIL turns anticlockwise
-        readers = (("without", None), ("with", args.classifier)) if args.turn == 180 else (("with", args.classifier),)
+        readers = (
+            (("without", None), ("with", args.classifier))
+            if args.turn == 180
+            else (("with", args.classifier),)
+        )
         for label, orientation in readers:
             rec = Recognizer.bundled(model, orientation=orientation)
             for way, imgs in (("as given", images), (f"turned {args.turn}", turned)):
-                r = {"set": name, "crops": len(images), "classifier": label, "input": way, **score(rec, imgs, labels, model)}
+                r = {
+                    "set": name,
+                    "crops": len(images),
+                    "classifier": label,
+                    "input": way,
+                    **score(rec, imgs, labels, model),
+                }
                 rows.append(r)
-                print(f"{name:<13} {way:<10} classifier {label:<7} exact {r['exact']:>5}/{len(images)}  "
-                      f"edits {r['edits']:>6}  turned {r['turned']:>5}  {r['ms_per_crop']} ms/crop", flush=True)  # fmt: skip
+                print(
+                    f"{name:<13} {way:<10} classifier {label:<7} exact "
+                    f"{r['exact']:>5}/{len(images)}  "
+                    f"edits {r['edits']:>6}  turned {r['turned']:>5}  {r['ms_per_crop']} ms/crop",
+                    flush=True,
+                )
     if args.json:
-        meta = {"command": " ".join(["python", "benchmarks/turned_crops.py", *(argv or sys.argv[1:])]),
-                "machine": platform.processor() or platform.machine(), "classifier": args.classifier,
-                "turn": args.turn}  # fmt: skip
+        meta = {
+            "command": " ".join(["python", "benchmarks/turned_crops.py", *(argv or sys.argv[1:])]),
+            "machine": platform.processor() or platform.machine(),
+            "classifier": args.classifier,
+            "turn": args.turn,
+        }
         Path(args.json).write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     return 0
 

@@ -66,8 +66,16 @@ def charset_of(classes: int) -> Charset:
     return Charset("".join(chr(0x4E00 + i) for i in range(classes - 1)))
 
 
-def measure(classes: int, width: int, batch: int, device: str, repeats: int, seconds: float,
-            beam: int, model_kw: dict[str, Any]) -> dict[str, float]:  # fmt: skip
+def measure(
+    classes: int,
+    width: int,
+    batch: int,
+    device: str,
+    repeats: int,
+    seconds: float,
+    beam: int,
+    model_kw: dict[str, Any],
+) -> dict[str, float]:
     torch.manual_seed(0)
     charset = charset_of(classes)
     model = CRNN(charset.num_classes, **model_kw).to(device)
@@ -121,7 +129,9 @@ def measure(classes: int, width: int, batch: int, device: str, repeats: int, sec
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--repeats", type=int, default=5)
@@ -141,18 +151,30 @@ def main() -> None:
         for classes in (37, 5531):
             print(f"measuring {classes} classes, {shape} ...", file=sys.stderr)
             results.setdefault(shape, {})[str(classes)] = measure(
-                classes, width, args.batch, args.device, args.repeats, args.seconds, args.beam,
+                classes,
+                width,
+                args.batch,
+                args.device,
+                args.repeats,
+                args.seconds,
+                args.beam,
                 model_kw,
             )
-    print(f"# {platform.machine()}, {torch.get_num_threads()} threads, torch {torch.__version__}, "
-          f"device {args.device}, batch {args.batch}, images/s (median of {args.repeats})")  # fmt: skip
+    print(
+        f"# {platform.machine()}, {torch.get_num_threads()} threads, torch {torch.__version__}, "
+        f"device {args.device}, batch {args.batch}, images/s (median of {args.repeats})"
+    )
     for shape, by_k in results.items():
         print(f"\n{shape}\n\n| | 37 classes | 5,531 classes | ratio |\n|---|---:|---:|---:|")
         for row in by_k["37"]:
             a, b = by_k["37"][row], by_k["5531"].get(row, float("nan"))
             print(f"| {row} | {a:,.0f} | {b:,.0f} | {b / a:.2f} |")
     if args.json:
-        args.json.write_text(json.dumps({"args": vars(args) | {"json": str(args.json)}, "results": results}, indent=1))
+        args.json.write_text(
+            json.dumps(
+                {"args": vars(args) | {"json": str(args.json)}, "results": results}, indent=1
+            )
+        )
 
 
 if __name__ == "__main__":

@@ -37,8 +37,10 @@ made, and reported as the test figure; nothing is chosen on it):
 * No real photographs: ``zh_real_dev`` is the only real Chinese set here, and it is a
   development set.
 
-    python benchmarks/zh_sets.py --set dev --model zh --model runs/new/best.pt --peer-python /root/peers/bin/python
-    python benchmarks/zh_sets.py --set test --json docs/bench/zh_test.json     # once per release candidate
+    python benchmarks/zh_sets.py --set dev --model zh --model runs/new/best.pt --peer-python
+    /root/peers/bin/python
+    python benchmarks/zh_sets.py --set test --json docs/bench/zh_test.json     # once per release
+    candidate
 
 Two candidates' development figures differ by more than the rows' sampling only where
 ``benchmarks/compare_reads.py A.json B.json`` says so (a paired bootstrap over the
@@ -130,8 +132,13 @@ def fortune_text() -> dict[str, list[str]]:
 
 def _cuttable(line: str, i: int) -> bool:
     """Whether a piece may start or end at ``i``: not inside a Latin word or a number."""
-    return not (0 < i < len(line) and line[i - 1].isascii() and line[i - 1].isalnum()
-                and line[i].isascii() and line[i].isalnum())  # fmt: skip
+    return not (
+        0 < i < len(line)
+        and line[i - 1].isascii()
+        and line[i - 1].isalnum()
+        and line[i].isascii()
+        and line[i].isalnum()
+    )
 
 
 def frozen_lines(count: int, drawable: set[str]) -> list[str]:
@@ -192,16 +199,34 @@ def _rows(which: str, count: int, seed: int) -> list[tuple[str, list[Image.Image
         rows.append((row, [zb.render_print(t, path, r) for t in labels], labels))  # type: ignore[arg-type]
     r = random.Random(f"{seed}:{which}-photo")
     face_list = list(paths.values())
-    rows.append((f"{which}-photo", [zb.render_photo(t, face_list[i % len(face_list)], r)  # type: ignore[arg-type]
-                                    for i, t in enumerate(photo_labels)], photo_labels))  # fmt: skip
+    rows.append(
+        (
+            f"{which}-photo",
+            [
+                zb.render_photo(t, face_list[i % len(face_list)], r)  # type: ignore[arg-type]
+                for i, t in enumerate(photo_labels)
+            ],
+            photo_labels,
+        )
+    )
     r = random.Random(f"{seed}:{which}-vertical")
     column = ["".join(t.split()) for t in labels]
-    rows.append((f"{which}-vertical", [zb.render_vertical(t, face_list[0], r) for t in column], column))  # type: ignore[arg-type]
+    rows.append(
+        (f"{which}-vertical", [zb.render_vertical(t, face_list[0], r) for t in column], column)
+    )  # type: ignore[arg-type]
     if which == "dev":  # the same columns in the Kai face: is the cell cutting a face's?
         r = random.Random(f"{seed}:{which}-vertical-kai")
-        rows.append(("dev-vertical-kai", [zb.render_vertical(t, face_list[1], r) for t in column], column))  # type: ignore[arg-type]
+        rows.append(
+            ("dev-vertical-kai", [zb.render_vertical(t, face_list[1], r) for t in column], column)
+        )  # type: ignore[arg-type]
     if which == "dev" and (pairs := real_dev_pairs()):
-        rows.append(("dev-real", [Image.open(REAL_DEV / p).convert("RGB") for p, _ in pairs], [t for _, t in pairs]))
+        rows.append(
+            (
+                "dev-real",
+                [Image.open(REAL_DEV / p).convert("RGB") for p, _ in pairs],
+                [t for _, t in pairs],
+            )
+        )
     return rows
 
 
@@ -219,7 +244,9 @@ def _ours(spec: str, paths: list[Path], extra: Sequence[str] = ()) -> list[str]:
     exe = shutil.which("crnn-predict")
     cmd = [exe] if exe else [sys.executable, str(ROOT / "tools" / "predict.py")]
     cmd += ["--model", "zh"] if spec == "zh" else ["-c", spec]
-    done = subprocess.run([*cmd, *extra, "--json", *map(str, paths)], capture_output=True, text=True, encoding="utf-8")
+    done = subprocess.run(
+        [*cmd, *extra, "--json", *map(str, paths)], capture_output=True, text=True, encoding="utf-8"
+    )
     if done.returncode not in (0, 1):
         sys.exit(f"crnn-predict failed: {done.stderr[-1500:]}")
     by_path = {r["path"]: r["text"] for r in json.loads(done.stdout)}
@@ -235,14 +262,22 @@ def _tesseract(path: Path, scale: int) -> str:
     langs, psm = ("chi_sim_vert", "5") if vertical else ("chi_sim+eng", "7")
     with tempfile.NamedTemporaryFile(suffix=".png") as f:
         img.resize((img.width * scale, img.height * scale), Image.LANCZOS).save(f.name)
-        out = subprocess.run(["tesseract", f.name, "-", "-l", langs, "--psm", psm],
-                             capture_output=True, text=True, check=False)  # fmt: skip
+        out = subprocess.run(
+            ["tesseract", f.name, "-", "-l", langs, "--psm", psm],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
     return out.stdout
 
 
 def _peer(python: str, reader: str, paths: list[Path]) -> tuple[list[str], str]:
-    done = subprocess.run([python, str(ROOT / "benchmarks" / "peer_read.py"), "--reader", reader, *map(str, paths)],
-                          capture_output=True, text=True, encoding="utf-8")  # fmt: skip
+    done = subprocess.run(
+        [python, str(ROOT / "benchmarks" / "peer_read.py"), "--reader", reader, *map(str, paths)],
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+    )
     if done.returncode:
         raise RuntimeError(done.stderr[-1500:])
     out = json.loads(done.stdout)
@@ -252,17 +287,38 @@ def _peer(python: str, reader: str, paths: list[Path]) -> tuple[list[str], str]:
 def main() -> int:
     from benchmarks.zh_vs_peers import score
 
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--set", choices=("dev", "test"), default="dev",
-                    help="dev (choose on it freely) or test (the frozen test: once per release candidate)")  # fmt: skip
-    ap.add_argument("--model", action="append", help="'zh' (bundled, the default) or a checkpoint/.onnx; repeatable")
-    ap.add_argument("--predict-args", default="", metavar="ARGS",
-                    help="options added to every crnn-predict call, e.g. '--stretch 1.0,1.1' (default: none)")
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--set",
+        choices=("dev", "test"),
+        default="dev",
+        help="dev (choose on it freely) or test (the frozen test: once per release candidate)",
+    )
+    ap.add_argument(
+        "--model",
+        action="append",
+        help="'zh' (bundled, the default) or a checkpoint/.onnx; repeatable",
+    )
+    ap.add_argument(
+        "--predict-args",
+        default="",
+        metavar="ARGS",
+        help="options added to every crnn-predict call, e.g. '--stretch 1.0,1.1' (default: none)",
+    )
     ap.add_argument("--count", type=int, default=150, help="lines per generated row (default 150)")
-    ap.add_argument("--seed", type=int, default=20261126, help="development rows only; the test's is fixed")
-    ap.add_argument("--rows", default="", help="comma-separated row names (default: all of the set)")
-    ap.add_argument("--peer-python", help="an interpreter with faster-paddle and rapidocr-onnxruntime "
-                    "(benchmarks/peer_read.py); without it the PP-OCR peers are left out")  # fmt: skip
+    ap.add_argument(
+        "--seed", type=int, default=20261126, help="development rows only; the test's is fixed"
+    )
+    ap.add_argument(
+        "--rows", default="", help="comma-separated row names (default: all of the set)"
+    )
+    ap.add_argument(
+        "--peer-python",
+        help="an interpreter with faster-paddle and rapidocr-onnxruntime "
+        "(benchmarks/peer_read.py); without it the PP-OCR peers are left out",
+    )
     ap.add_argument("--no-tesseract", action="store_true")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--keep", type=Path, help="keep each row's images and gt.txt under this folder")
@@ -278,15 +334,31 @@ def main() -> int:
         files[name] = [tmp / name / f"{i:04d}.png" for i in range(len(imgs))]
         for p, im in zip(files[name], imgs):
             im.save(p)
-        (tmp / name / "gt.txt").write_text("".join(f"{p.name}\t{t}\n" for p, t in zip(files[name], labels)), encoding="utf-8")
+        (tmp / name / "gt.txt").write_text(
+            "".join(f"{p.name}\t{t}\n" for p, t in zip(files[name], labels)), encoding="utf-8"
+        )
     # The vertical rows repeat the first face's lines: left out, the digest is as before.
-    digest = frozen_digest([t for name, _, labels in rows if "-vertical" not in name for t in labels])
-    print(f"{args.set} set, rows {', '.join(r[0] for r in rows)}; labels digest {digest}; images in {tmp}")
-    readers: list[tuple[str, object]] = [(f"crnn-ocr {m}", lambda ps, m=m: _ours(m, ps, args.predict_args.split())) for m in (args.model or ["zh"])]
+    digest = frozen_digest(
+        [t for name, _, labels in rows if "-vertical" not in name for t in labels]
+    )
+    print(
+        f"{args.set} set, rows {', '.join(r[0] for r in rows)}; labels digest {digest}; images "
+        f"in {tmp}"
+    )
+    readers: list[tuple[str, object]] = [
+        (f"crnn-ocr {m}", lambda ps, m=m: _ours(m, ps, args.predict_args.split()))
+        for m in (args.model or ["zh"])
+    ]
     if not args.no_tesseract and shutil.which("tesseract"):
         for scale in (1, 3):
-            readers.append((f"Tesseract chi_sim+eng x{scale}",
-                            lambda ps, s=scale: list(ThreadPoolExecutor(2).map(lambda p: _tesseract(p, s), ps))))  # fmt: skip
+            readers.append(
+                (
+                    f"Tesseract chi_sim+eng x{scale}",
+                    lambda ps, s=scale: list(
+                        ThreadPoolExecutor(2).map(lambda p: _tesseract(p, s), ps)
+                    ),
+                )
+            )
     if args.peer_python:
         for reader in ("ppocr-v4-rec", "ppocr-v6-small", "ppocr-v6-tiny"):
             readers.append((reader, lambda ps, r=reader: _peer(args.peer_python, r, ps)[0]))
@@ -297,17 +369,38 @@ def main() -> int:
             reads = read(files[name])  # type: ignore[operator]
             ms = 1000 * (time.perf_counter() - t0) / len(labels)
             s = score(labels, reads)
-            results.append({"reader": reader, "row": name, **s, "ms_per_line": ms,
-                            **({"reads": reads} if args.set == "dev" else {})})  # fmt: skip
-            print(f"{reader:<34} {name:<11} CER {s['cer']:7.2%}  exact {s['exact']:4d}/{s['lines']:<4d} {ms:7.1f} ms/line", flush=True)
+            results.append(
+                {
+                    "reader": reader,
+                    "row": name,
+                    **s,
+                    "ms_per_line": ms,
+                    **({"reads": reads} if args.set == "dev" else {}),
+                }
+            )
+            print(
+                f"{reader:<34} {name:<11} CER {s['cer']:7.2%}  exact "
+                f"{s['exact']:4d}/{s['lines']:<4d} {ms:7.1f} ms/line",
+                flush=True,
+            )
     if args.json:
-        meta = {"command": " ".join(sys.argv), "set": args.set, "seed": seed, "labels_digest": digest,
-                "machine": platform.processor() or platform.machine(),
-                # The frozen test's text stays in its package (its digest names it); the
-                # real photographs' labels stay beside the data.
-                "labels": {name: labels for name, _, labels in rows if args.set == "dev" and name != "dev-real"}}  # fmt: skip
+        meta = {
+            "command": " ".join(sys.argv),
+            "set": args.set,
+            "seed": seed,
+            "labels_digest": digest,
+            "machine": platform.processor() or platform.machine(),
+            # The frozen test's text stays in its package (its digest names it); the
+            # real photographs' labels stay beside the data.
+            "labels": {
+                name: labels for name, _, labels in rows if args.set == "dev" and name != "dev-real"
+            },
+        }
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"meta": meta, "rows": results}, ensure_ascii=False, indent=1), encoding="utf-8")
+        args.json.write_text(
+            json.dumps({"meta": meta, "rows": results}, ensure_ascii=False, indent=1),
+            encoding="utf-8",
+        )
     return 0
 
 

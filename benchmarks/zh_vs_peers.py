@@ -79,18 +79,37 @@ class Face:
 FACES = (
     Face("kai", SetFace("LXGWWenKai-Regular.ttf", "fonts-lxgw-wenkai", "Kai (brush)")),
     Face("song", SetFace("BabelStoneHan.ttf", "fonts-babelstone-han", "Song/Ming")),
-    Face("hei", SetFace("wqy-microhei.ttc", "fonts-wqy-microhei", "Hei (sans)", "WenQuanYi Micro Hei")),
+    Face(
+        "hei",
+        SetFace("wqy-microhei.ttc", "fonts-wqy-microhei", "Hei (sans)", "WenQuanYi Micro Hei"),
+    ),
     Face("mincho", SetFace("HanaMinA.ttf", "fonts-hanazono", "Mincho (Japanese Ming)")),
 )
 # Faces both the first bundled model and the recipe train on, for the release check
 # "without losing on the faces it knew" (rows by name only: they measure memory).
 KNOWN = (
-    Face("known-sans", SetFace("NotoSansCJK-Regular.ttc", "fonts-noto-cjk", "Hei (trained on)", "Noto Sans CJK SC")),
-    Face("known-serif", SetFace("NotoSerifCJK-Regular.ttc", "fonts-noto-cjk", "Song (trained on)", "Noto Serif CJK SC")),
-    Face("known-zenhei", SetFace("wqy-zenhei.ttc", "fonts-wqy-zenhei", "Hei (trained on)", "WenQuanYi Zen Hei")),
+    Face(
+        "known-sans",
+        SetFace(
+            "NotoSansCJK-Regular.ttc", "fonts-noto-cjk", "Hei (trained on)", "Noto Sans CJK SC"
+        ),
+    ),
+    Face(
+        "known-serif",
+        SetFace(
+            "NotoSerifCJK-Regular.ttc", "fonts-noto-cjk", "Song (trained on)", "Noto Serif CJK SC"
+        ),
+    ),
+    Face(
+        "known-zenhei",
+        SetFace("wqy-zenhei.ttc", "fonts-wqy-zenhei", "Hei (trained on)", "WenQuanYi Zen Hei"),
+    ),
 )
 # The photograph row draws in these faces in turn (Droid Sans Fallback: also held out).
-PHOTO_FACES = (*FACES, Face("droid", SetFace("DroidSansFallbackFull.ttf", "fonts-droid-fallback", "Hei (sans)")))
+PHOTO_FACES = (
+    *FACES,
+    Face("droid", SetFace("DroidSansFallbackFull.ttf", "fonts-droid-fallback", "Hei (sans)")),
+)
 
 
 def norm(text: str) -> str:
@@ -156,7 +175,9 @@ def render_print(text: str, font_path: str, r: random.Random) -> Image.Image:
     ImageDraw.Draw(img).text((pad_x - left, pad_y - top), text, font=font, fill=ink)
     img = img.rotate(r.uniform(-1.2, 1.2), Image.BICUBIC, expand=False, fillcolor=paper)
     if r.random() < 0.4:  # toner: strokes a little heavier or lighter than the face
-        toner = img.filter(ImageFilter.MinFilter(3) if r.random() < 0.5 else ImageFilter.MaxFilter(3))
+        toner = img.filter(
+            ImageFilter.MinFilter(3) if r.random() < 0.5 else ImageFilter.MaxFilter(3)
+        )
         img = Image.blend(img, toner, r.uniform(0.3, 0.6))
     img = img.filter(ImageFilter.GaussianBlur(r.uniform(0.3, 1.1)))
     w, h = img.size
@@ -184,7 +205,9 @@ def render_vertical(text: str, font_path: str, r: random.Random) -> Image.Image:
     img = img.rotate(r.uniform(-0.8, 0.8), Image.BICUBIC, expand=False, fillcolor=paper)
     img = img.filter(ImageFilter.GaussianBlur(r.uniform(0.3, 1.0)))
     scale = r.uniform(0.6, 1.0)
-    img = img.resize((max(8, round(img.width * scale)), max(8, round(img.height * scale))), Image.BILINEAR)
+    img = img.resize(
+        (max(8, round(img.width * scale)), max(8, round(img.height * scale))), Image.BILINEAR
+    )
     arr = np.asarray(img, dtype=np.float32)
     arr = arr + np.random.default_rng(r.randrange(2**32)).normal(0, r.uniform(3, 8), arr.shape)
     return _jpeg(Image.fromarray(np.clip(arr, 0, 255).astype(np.uint8), "L"), r.randint(50, 90))
@@ -230,8 +253,12 @@ def _background(rng: np.random.Generator, h: int, w: int, base: np.ndarray) -> n
             d.ellipse((cx - rad, cy - rad, cx + rad, cy + rad), fill=tuple(int(v) for v in c))
         return np.asarray(img.filter(ImageFilter.GaussianBlur(h * 0.25)), np.float32)
     if kind == 3:  # brushed metal: streaks along x and a sheen
-        streak = np.asarray(Image.fromarray(rng.random((h, max(2, w // 40))).astype(np.float32), "F")
-                            .resize((w, h), Image.BILINEAR), np.float32)  # fmt: skip
+        streak = np.asarray(
+            Image.fromarray(rng.random((h, max(2, w // 40))).astype(np.float32), "F").resize(
+                (w, h), Image.BILINEAR
+            ),
+            np.float32,
+        )
         sheen = np.linspace(-1, 1, w, dtype=np.float32)[None, :] ** 2
         return base + ((streak - 0.5) * 40 - sheen * 35)[:, :, None]
     # tiles / bricks: a grid of slightly different blocks with dark joints
@@ -259,7 +286,12 @@ def _quad_warp(img: Image.Image, r: random.Random, margin: int) -> Image.Image:
     j = 0.08 * (h - 2 * margin)
     rot = math.radians(r.uniform(-4, 4))
     pts = []
-    for x, y in ((margin, margin), (margin, h - margin), (w - margin, h - margin), (w - margin, margin)):
+    for x, y in (
+        (margin, margin),
+        (margin, h - margin),
+        (w - margin, h - margin),
+        (w - margin, margin),
+    ):
         dx, dy = x - w / 2, y - h / 2
         rx = dx * math.cos(rot) - dy * math.sin(rot) + w / 2
         ry = dx * math.sin(rot) + dy * math.cos(rot) + h / 2
@@ -284,11 +316,20 @@ def render_photo(text: str, font_path: str, r: random.Random) -> Image.Image:
     if r.random() < 0.3:  # a shadow behind the letters
         sh = Image.new("L", (w, h), 0)
         ImageDraw.Draw(sh).text((xy[0] + 2, xy[1] + 2), text, font=font, fill=170)
-        img = Image.composite(Image.new("RGB", (w, h), (20, 20, 20)), img, sh.filter(ImageFilter.GaussianBlur(1.5)))
+        img = Image.composite(
+            Image.new("RGB", (w, h), (20, 20, 20)), img, sh.filter(ImageFilter.GaussianBlur(1.5))
+        )
         d = ImageDraw.Draw(img)
     stroke = r.choice((0, 0, 0, 1, 2))
     stroke_c = tuple(int(v) for v in np.clip(255 - fg_c, 0, 255))
-    d.text(xy, text, font=font, fill=tuple(int(v) for v in fg_c), stroke_width=stroke, stroke_fill=stroke_c)
+    d.text(
+        xy,
+        text,
+        font=font,
+        fill=tuple(int(v) for v in fg_c),
+        stroke_width=stroke,
+        stroke_fill=stroke_c,
+    )
     img = _quad_warp(img, r, m)
     w, h = img.size
     arr = np.asarray(img, np.float32)
@@ -333,8 +374,12 @@ def _jpeg(img: Image.Image, quality: int) -> Image.Image:
 
 
 def tesseract(path: Path) -> str:
-    out = subprocess.run(["tesseract", str(path), "-", "-l", "chi_sim", "--psm", "7"],
-                         capture_output=True, text=True, check=False)  # fmt: skip
+    out = subprocess.run(
+        ["tesseract", str(path), "-", "-l", "chi_sim", "--psm", "7"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     return out.stdout
 
 
@@ -351,7 +396,10 @@ def ppocr_reader() -> tuple[object, str] | None:
     cfg["model_path"] = str(base / cfg["model_path"])
     from importlib.metadata import version
 
-    name = f"PP-OCRv4 rec ({Path(cfg['model_path']).name}, rapidocr-onnxruntime {version('rapidocr-onnxruntime')})"
+    name = (
+        f"PP-OCRv4 rec ({Path(cfg['model_path']).name}, rapidocr-onnxruntime "
+        f"{version('rapidocr-onnxruntime')})"
+    )
     return TextRecognizer(cfg), name
 
 
@@ -368,8 +416,13 @@ def score(labels: list[str], reads: list[str]) -> dict[str, float]:
     edits, chars = line_edits(labels, reads)
     n_edits, n_chars = sum(edits), sum(chars)
     exact = sum(e == 0 for e in edits)
-    return {"cer": n_edits / n_chars, "exact": exact, "lines": len(labels),
-            "edits": n_edits, "chars": n_chars}
+    return {
+        "cer": n_edits / n_chars,
+        "exact": exact,
+        "lines": len(labels),
+        "edits": n_edits,
+        "chars": n_chars,
+    }
 
 
 def load_ours(spec: str):  # noqa: ANN201 (a Recognizer)
@@ -401,7 +454,9 @@ def seen_rows(spec: str, faces: dict[str, tuple[Face, str | None]]) -> list[str]
     ckpt = torch.load(spec, map_location="cpu", weights_only=True)
     fonts = ckpt.get("release", {}).get("fonts")
     if fonts is None and "synth" in ckpt.get("release", {}):  # a release records its generator
-        fonts = configured_fonts(config_from_dict({"data": {"synth": ckpt["release"]["synth"]}}).data.synth)
+        fonts = configured_fonts(
+            config_from_dict({"data": {"synth": ckpt["release"]["synth"]}}).data.synth
+        )
     if fonts is None and "config" in ckpt:
         fonts = configured_fonts(config_from_dict(ckpt["config"]).data.synth)
     if fonts is None:
@@ -411,14 +466,23 @@ def seen_rows(spec: str, faces: dict[str, tuple[Face, str | None]]) -> list[str]
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", action="append", help="'zh' (bundled, the default), a checkpoint, "
-                    "release or .onnx file; repeat to read the same lines with several models")  # fmt: skip
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--model",
+        action="append",
+        help="'zh' (bundled, the default), a checkpoint, "
+        "release or .onnx file; repeat to read the same lines with several models",
+    )
     ap.add_argument("--count", type=int, default=150, help="lines per row (default 150)")
     ap.add_argument("--seed", type=int, default=20261125)
-    ap.add_argument("--rows", default="kai,song,hei,mincho,photo",
-                    help="rows to run, comma-separated; also known-sans, known-serif, known-zenhei: "
-                    "faces the bundled models trained on (memory, not reading; for release checks)")  # fmt: skip
+    ap.add_argument(
+        "--rows",
+        default="kai,song,hei,mincho,photo",
+        help="rows to run, comma-separated; also known-sans, known-serif, known-zenhei: "
+        "faces the bundled models trained on (memory, not reading; for release checks)",
+    )
     ap.add_argument("--no-tesseract", action="store_true")
     ap.add_argument("--no-ppocr", action="store_true")
     ap.add_argument("--json", type=Path)
@@ -437,8 +501,10 @@ def main() -> None:
         if seen is None:
             print(f"note: {m} does not record its training fonts; its rows may not be unseen")
         elif seen:
-            print(f"WARNING: {m} trained on the faces of rows {', '.join(seen)}: those rows "
-                  "measure memory, not reading")  # fmt: skip
+            print(
+                f"WARNING: {m} trained on the faces of rows {', '.join(seen)}: those rows "
+                "measure memory, not reading"
+            )
     covered = set.intersection(*(cmap(p) for _, p in faces.values() if p))
     labels = make_lines(args.count, args.seed, covered)
     photo_labels = make_lines(args.count, args.seed + 1, covered)
@@ -450,11 +516,20 @@ def main() -> None:
             path = faces[f.row][1] if f.row in faces else locate(f.face)
             if path is None:
                 sys.exit(f"fonts missing for row {f.row}: install {f.face.package}")
-            rows.append((f.row, f"{f.face.style}: {f.face.file}", [render_print(t, path, r) for t in labels], labels))  # type: ignore[arg-type]
+            rows.append(
+                (
+                    f.row,
+                    f"{f.face.style}: {f.face.file}",
+                    [render_print(t, path, r) for t in labels],
+                    labels,
+                )
+            )  # type: ignore[arg-type]
     if "photo" in wanted:
         r = random.Random(f"{args.seed}:photo")
-        imgs = [render_photo(t, faces[PHOTO_FACES[i % len(PHOTO_FACES)].row][1], r)  # type: ignore[arg-type]
-                for i, t in enumerate(photo_labels)]  # fmt: skip
+        imgs = [
+            render_photo(t, faces[PHOTO_FACES[i % len(PHOTO_FACES)].row][1], r)  # type: ignore[arg-type]
+            for i, t in enumerate(photo_labels)
+        ]
         rows.append(("photo", "photograph-like, held-out faces", imgs, photo_labels))
 
     tmp = Path(tempfile.mkdtemp()) if args.keep is None else args.keep
@@ -465,11 +540,15 @@ def main() -> None:
         paths[name] = [d / f"{i:04d}.png" for i in range(len(imgs))]
         for p, im in zip(paths[name], imgs):
             im.save(p)
-        (d / "gt.txt").write_text("".join(f"{p.name}\t{t}\n" for p, t in zip(paths[name], labs)), encoding="utf-8")
+        (d / "gt.txt").write_text(
+            "".join(f"{p.name}\t{t}\n" for p, t in zip(paths[name], labs)), encoding="utf-8"
+        )
 
     readers: list[tuple[str, object]] = [(f"crnn-ocr ({m})", ("ours", rec)) for m, rec in ours]
     if not args.no_tesseract and shutil.which("tesseract"):
-        version = subprocess.run(["tesseract", "--version"], capture_output=True, text=True).stdout.split("\n")[0]
+        version = subprocess.run(
+            ["tesseract", "--version"], capture_output=True, text=True
+        ).stdout.split("\n")[0]
         readers.append((f"{version} chi_sim --psm 7", ("tesseract", None)))
     paddle = None if args.no_ppocr else ppocr_reader()
     if paddle is not None:
@@ -489,8 +568,16 @@ def main() -> None:
                 out, _ = obj(bgr)  # type: ignore[operator]
                 reads = [t for t, _ in out]
             ms = 1000 * (time.perf_counter() - t0) / len(imgs)
-            results.append({"reader": reader, "row": name, "row_desc": desc, **score(labs, reads),
-                            "ms_per_line": ms, "reads": reads})  # fmt: skip
+            results.append(
+                {
+                    "reader": reader,
+                    "row": name,
+                    "row_desc": desc,
+                    **score(labs, reads),
+                    "ms_per_line": ms,
+                    "reads": reads,
+                }
+            )
 
     face_rows = [f.row for f in FACES if f.row in wanted]
     print(f"{args.count} lines per row, seed {args.seed} (images in {tmp})")
@@ -498,7 +585,10 @@ def main() -> None:
     for reader, _ in readers:
         mine = [x for x in results if x["reader"] == reader]
         for x in mine:
-            print(f"{reader:<58} {x['row']:<12} {x['cer']:>7.2%} {x['exact']:>4}/{x['lines']:<4} {x['ms_per_line']:>8.1f}")
+            print(
+                f"{reader:<58} {x['row']:<12} {x['cer']:>7.2%} {x['exact']:>4}/{x['lines']:<4} "
+                f"{x['ms_per_line']:>8.1f}"
+            )
         faces_only = [x for x in mine if x["row"] in face_rows]
         if faces_only:
             cer = sum(x["edits"] for x in faces_only) / sum(x["chars"] for x in faces_only)
@@ -508,12 +598,19 @@ def main() -> None:
             results.append({"reader": reader, "row": "faces", "cer": cer, "exact": ex, "lines": n})
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        meta = {"command": " ".join(sys.argv), "machine": platform.processor() or platform.machine(),
-                "seed": args.seed, "count": args.count,
-                "faces": {f.row: faces[f.row][1] for f in PHOTO_FACES},
-                "labels": labels, "photo_labels": photo_labels}  # fmt: skip
-        args.json.write_text(json.dumps({"meta": meta, "rows": results}, ensure_ascii=False, indent=1),
-                             encoding="utf-8")  # fmt: skip
+        meta = {
+            "command": " ".join(sys.argv),
+            "machine": platform.processor() or platform.machine(),
+            "seed": args.seed,
+            "count": args.count,
+            "faces": {f.row: faces[f.row][1] for f in PHOTO_FACES},
+            "labels": labels,
+            "photo_labels": photo_labels,
+        }
+        args.json.write_text(
+            json.dumps({"meta": meta, "rows": results}, ensure_ascii=False, indent=1),
+            encoding="utf-8",
+        )
 
 
 if __name__ == "__main__":

@@ -112,7 +112,9 @@ def evaluate(
         lengths = lengths.clamp(max=logits.shape[1])
         temperature = getattr(backend, "temperature", 1.0)
         scaled = scale_logits(logits, temperature)
-        predictions = decode(scaled, backend.charset, lengths, beam_width, lexicon, max_edits, lm, lm_weight)
+        predictions = decode(
+            scaled, backend.charset, lengths, beam_width, lexicon, max_edits, lm, lm_weight
+        )
         if fix:
             predictions = [fix_prediction(p) for p in predictions]
         preds = [p.text for p in predictions]

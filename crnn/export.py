@@ -281,7 +281,9 @@ DET_INPUT_DOC = (
     "uint8 (batch, 3, height, width) RGB, pixel values 0..255, height and width multiples "
     "of 32; normalised inside the graph."
 )
-DET_OUTPUT_DOC = "float32 (batch, 1, height, width): each pixel's probability of lying in a line's kernel."
+DET_OUTPUT_DOC = (
+    "float32 (batch, 1, height, width): each pixel's probability of lying in a line's kernel."
+)
 
 
 def export_detector_onnx(
@@ -311,7 +313,10 @@ def export_detector_onnx(
             dynamo=False,
             input_names=["images"],
             output_names=["prob"],
-            dynamic_axes={"images": {0: "batch", 2: "height", 3: "width"}, "prob": {0: "batch", 2: "height", 3: "width"}},
+            dynamic_axes={
+                "images": {0: "batch", 2: "height", 3: "width"},
+                "prob": {0: "batch", 2: "height", 3: "width"},
+            },
             opset_version=opset,
             do_constant_folding=True,
         )
@@ -325,7 +330,9 @@ def export_detector_onnx(
         "output": DET_OUTPUT_DOC,
         "version": __version__,
     }
-    return _write_described(onnx, proto, path, meta, f"crnn-ocr DBNet text line detector. Input: {DET_INPUT_DOC}")
+    return _write_described(
+        onnx, proto, path, meta, f"crnn-ocr DBNet text line detector. Input: {DET_INPUT_DOC}"
+    )
 
 
 def _write_described(onnx: Any, proto: Any, path: Path, meta: dict[str, str], doc: str) -> Path:

@@ -56,8 +56,12 @@ def inference_amp(amp: str, device: torch.device) -> str:
         return amp
     if amp == "bf16" and cpu_bf16_units():
         return amp
-    reason = ("this CPU has no bfloat16 units (avx512_bf16, amx_bf16): it would be emulated, "
-              "many times slower" if amp == "bf16" else "fp16 autocast is for CUDA")  # fmt: skip
+    reason = (
+        "this CPU has no bfloat16 units (avx512_bf16, amx_bf16): it would be emulated, "
+        "many times slower"
+        if amp == "bf16"
+        else "fp16 autocast is for CUDA"
+    )
     log.warning("--amp %s on the CPU: %s; reading in fp32", amp, reason)
     return "none"
 

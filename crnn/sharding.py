@@ -165,7 +165,9 @@ def wait_for_parts(output: str | os.PathLike[str], world: int, timeout_s: float 
         time.sleep(0.2)
 
 
-def merge_jsonl(output: str | os.PathLike[str], world: int, order: Sequence[str], key: str = "path") -> int:
+def merge_jsonl(
+    output: str | os.PathLike[str], world: int, order: Sequence[str], key: str = "path"
+) -> int:
     """Write ``output`` from the parts (and a previous ``output``), one record per key, in
     the order of ``order``; remove the parts. Returns the records written."""
     output = Path(output)
@@ -226,7 +228,9 @@ def spawn(module: str, argv: Iterable[str], devices: Sequence[str]) -> list[int]
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
         if device == "cpu" and "OMP_NUM_THREADS" not in os.environ:
             env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // n))
-        procs.append(subprocess.Popen([sys.executable, "-m", module, *argv, "--device", device], env=env))
+        procs.append(
+            subprocess.Popen([sys.executable, "-m", module, *argv, "--device", device], env=env)
+        )
     return [p.wait() for p in procs]
 
 
@@ -236,14 +240,18 @@ def devices_for(gpus: str | None, nproc: int | None) -> list[str] | None:
     if gpus and gpus != "cpu":
         ids = [g.strip() for g in gpus.split(",") if g.strip()]
         if not all(g.isdigit() for g in ids):
-            raise ValueError(f"--gpus {gpus!r}: expected GPU numbers like 0,1 (or cpu with --nproc)")
+            raise ValueError(
+                f"--gpus {gpus!r}: expected GPU numbers like 0,1 (or cpu with --nproc)"
+            )
         return [f"cuda:{g}" for g in ids] if len(ids) > 1 else None
     if nproc is not None and nproc > 1:
         return ["cpu"] * nproc
     return None
 
 
-def strip_flags(argv: Sequence[str], flags: tuple[str, ...] = ("--gpus", "--nproc", "--device")) -> list[str]:
+def strip_flags(
+    argv: Sequence[str], flags: tuple[str, ...] = ("--gpus", "--nproc", "--device")
+) -> list[str]:
     """``argv`` less ``flags`` and their values (``--flag v`` or ``--flag=v``): a command
     line for the processes :func:`spawn` starts."""
     out, skip = [], False

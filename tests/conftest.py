@@ -49,8 +49,11 @@ def _fp32_on_every_cpu() -> Iterator[None]:
     from crnn.precision import cpu_bf16_units
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(cpu_precision, "cpu_bf16_units", lambda cpuinfo=None: cpu_bf16_units(cpuinfo or ""))
+        mp.setattr(
+            cpu_precision, "cpu_bf16_units", lambda cpuinfo=None: cpu_bf16_units(cpuinfo or "")
+        )
         yield
+
 
 WORDS = [
     "cat",
@@ -141,8 +144,15 @@ def tiny_overrides(tmp_path: Path, word_lmdb: Path) -> list[str]:
     ]
 
 
-def train_on_corpus_words(tmp_path: Path, chars: str, charset: str, font_dir: Path,
-                          max_length: int, *extra: str, steps: int = 1000) -> dict[str, float]:  # fmt: skip
+def train_on_corpus_words(
+    tmp_path: Path,
+    chars: str,
+    charset: str,
+    font_dir: Path,
+    max_length: int,
+    *extra: str,
+    steps: int = 1000,
+) -> dict[str, float]:
     """Train a small CRNN on the CPU for ``steps`` steps on synthetic text from a corpus of
     3,000 random strings of 1-6 of ``chars`` (seed 0), pieces of at most ``max_length``,
     drawn with the fonts of ``font_dir`` only, effects and augmentation off; returns its
@@ -158,17 +168,43 @@ def train_on_corpus_words(tmp_path: Path, chars: str, charset: str, font_dir: Pa
     lines = ["".join(r.choice(chars) for _ in range(r.randint(1, 6))) for _ in range(3000)]
     corpus.write_text("\n".join(lines) + "\n", encoding="utf-8")
     overrides = [
-        "model.channels=[16,32,32,64,64,64,64]", "model.hidden=64",
-        f"data.charset={charset}", "data.synth.bundled_fonts=false",
-        f'data.synth.font_dirs=["{font_dir}"]', f'data.synth.corpus=["{corpus}"]',
-        *(f"data.synth.{k}=0" for k in ("p_word", "p_number", "p_date", "p_price", "p_code",
-                                        "p_random", "p_line", *EFFECT_PROBABILITIES)),
-        "data.synth.min_length=1", f"data.synth.max_length={max_length}", "data.synth.val_size=96",
-        "data.max_width=160", "data.augment.enabled=false", "data.num_workers=0",
-        "train.batch_size=32", f"train.max_steps={steps}", f"train.val_every={steps}", "train.lr=3e-3",
-        "train.warmup_steps=50", "train.log_images=0", f"train.output_dir={tmp_path / 'run'}",
-        "train.seed=1", "train.channels_last=true", "dist.strategy=none", *extra,
-    ]  # fmt: skip
+        "model.channels=[16,32,32,64,64,64,64]",
+        "model.hidden=64",
+        f"data.charset={charset}",
+        "data.synth.bundled_fonts=false",
+        f'data.synth.font_dirs=["{font_dir}"]',
+        f'data.synth.corpus=["{corpus}"]',
+        *(
+            f"data.synth.{k}=0"
+            for k in (
+                "p_word",
+                "p_number",
+                "p_date",
+                "p_price",
+                "p_code",
+                "p_random",
+                "p_line",
+                *EFFECT_PROBABILITIES,
+            )
+        ),
+        "data.synth.min_length=1",
+        f"data.synth.max_length={max_length}",
+        "data.synth.val_size=96",
+        "data.max_width=160",
+        "data.augment.enabled=false",
+        "data.num_workers=0",
+        "train.batch_size=32",
+        f"train.max_steps={steps}",
+        f"train.val_every={steps}",
+        "train.lr=3e-3",
+        "train.warmup_steps=50",
+        "train.log_images=0",
+        f"train.output_dir={tmp_path / 'run'}",
+        "train.seed=1",
+        "train.channels_last=true",
+        "dist.strategy=none",
+        *extra,
+    ]
     return Trainer(load_config(None, overrides), DistInfo()).fit().metrics
 
 
@@ -233,7 +269,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
     if torch.cuda.is_available() or os.environ.get("CRNN_GPU_DRY_RUN") == "1":
         return
-    skip = pytest.mark.skip(reason="needs a CUDA GPU (the gpu tier: pytest -m gpu on a GPU machine)")
+    skip = pytest.mark.skip(
+        reason="needs a CUDA GPU (the gpu tier: pytest -m gpu on a GPU machine)"
+    )
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)

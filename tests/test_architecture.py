@@ -68,10 +68,23 @@ def _closure(start: str, graph: dict[str, set[str]] = GRAPH) -> set[str]:
 
 @pytest.mark.parametrize(
     "module",
-    ["crnn.reading.recognizer", "crnn.evaluation", "crnn.export", "crnn.backends", "crnn.checkpoint",
-     "crnn.layout", "crnn.layout.lines", "crnn.layout.page", "crnn.cli.predict", "crnn.cli.eval",
-     "crnn.cli.export", "crnn.serve.app", "crnn.serve.batcher", "crnn.cli.serve"],
-)  # fmt: skip
+    [
+        "crnn.reading.recognizer",
+        "crnn.evaluation",
+        "crnn.export",
+        "crnn.backends",
+        "crnn.checkpoint",
+        "crnn.layout",
+        "crnn.layout.lines",
+        "crnn.layout.page",
+        "crnn.cli.predict",
+        "crnn.cli.eval",
+        "crnn.cli.export",
+        "crnn.serve.app",
+        "crnn.serve.batcher",
+        "crnn.cli.serve",
+    ],
+)
 def test_inference_side_never_imports_the_training_engine(module):
     engine = sorted(m for m in _closure(module) if m.startswith("crnn.engine"))
     assert not engine, f"{module} reaches the training engine through {engine}"
@@ -99,7 +112,9 @@ def test_the_page_reader_needs_neither_torch_nor_the_engine():
     with an ONNX model starts without PyTorch."""
     for name in ("crnn.layout.lines", "crnn.layout.page", "crnn.serve.app", "crnn.serve.batcher"):
         reach = {name, *_closure(name, EAGER)}
-        torchy = sorted(m for m in reach if any(d.split(".")[0] == "torch" for d in _imports(MODULES[m], True)))
+        torchy = sorted(
+            m for m in reach if any(d.split(".")[0] == "torch" for d in _imports(MODULES[m], True))
+        )
         assert not torchy, f"{name} imports torch through {torchy}"
 
 
@@ -122,20 +137,23 @@ def test_no_torch_or_onnx_dispatch_outside_the_backends():
             if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "isinstance":
                 text = ast.unparse(node.args[1])
                 assert not any(n in text for n in names[:2]), f"{name}: {ast.unparse(node)}"
-                if name in ("crnn.reading.recognizer", "crnn.evaluation") or name.startswith("crnn.cli"):
+                if name in ("crnn.reading.recognizer", "crnn.evaluation") or name.startswith(
+                    "crnn.cli"
+                ):
                     assert "nn.Module" not in text, f"{name}: {ast.unparse(node)}"
 
 
 def test_command_lines_stay_thin():
     """A CLI's main() parses, calls the library and returns an exit code. (Files are split
-    by concern, never to fit a line count: there is no cap on a module's length.)"""
+    by concern, never to fit a line count: there is no cap on a module's length.) Counted
+    in statements, which the formatter's line breaks do not change."""
     for name, path in MODULES.items():
         if not name.startswith("crnn.cli."):
             continue
         for node in ast.parse(path.read_text()).body:
             if isinstance(node, ast.FunctionDef) and node.name == "main":
-                n = node.end_lineno - node.lineno + 1
-                assert n < 60, f"{name}.main() is {n} lines; move the logic into the library"
+                n = sum(isinstance(x, ast.stmt) for x in ast.walk(node)) - 1
+                assert n < 50, f"{name}.main() has {n} statements; move the logic into the library"
 
 
 def test_the_detectors_read_side_never_imports_torch():
@@ -149,7 +167,9 @@ def test_the_detectors_read_side_never_imports_torch():
         "crnn.detect.evaluate, crnn.data.quads, crnn.reading.planner; "
         "print('torch' in sys.modules)"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True
+    )
     assert out.stdout.strip() == "False"
 
 
@@ -159,9 +179,13 @@ def test_every_path_the_docs_name_exists():
     docs = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
     pattern = re.compile(r"`((?:crnn|tools|benchmarks|configs|docs|tests)/[\w./-]+)`")
     missing = sorted(
-        {f"{d.name}: {m}" for d in docs for m in pattern.findall(d.read_text())
-         if not (ROOT / m).exists()}
-    )  # fmt: skip
+        {
+            f"{d.name}: {m}"
+            for d in docs
+            for m in pattern.findall(d.read_text())
+            if not (ROOT / m).exists()
+        }
+    )
     assert not missing, f"docs name files that do not exist: {missing}"
 
 
@@ -171,5 +195,9 @@ def test_docs_and_code_speak_of_the_project_never_of_its_issues():
     pattern = re.compile(r"\bissues? #?\d+\b|\bissue \d+'s\b", re.IGNORECASE)
     files = [ROOT / "README.md", *(ROOT / "docs").rglob("*.md")]
     files += [p for d in ("crnn", "tools", "benchmarks") for p in (ROOT / d).rglob("*.py")]
-    hits = [f"{p.relative_to(ROOT)}: {m.group(0)}" for p in files for m in pattern.finditer(p.read_text(encoding="utf-8"))]
+    hits = [
+        f"{p.relative_to(ROOT)}: {m.group(0)}"
+        for p in files
+        for m in pattern.finditer(p.read_text(encoding="utf-8"))
+    ]
     assert not hits, hits

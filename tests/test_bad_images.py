@@ -51,7 +51,11 @@ def bad_files(folder: Path) -> dict[str, str]:
     Image.open(SAMPLE).convert("RGB").save(buf, "JPEG")
     (folder / "truncated.jpg").write_bytes(buf.getvalue()[: len(buf.getvalue()) // 2])
     (folder / "notanimage.png").write_bytes(b"hello")
-    return {"bomb.png": "pixels", "truncated.jpg": "truncated.jpg", "notanimage.png": "notanimage.png"}
+    return {
+        "bomb.png": "pixels",
+        "truncated.jpg": "truncated.jpg",
+        "notanimage.png": "notanimage.png",
+    }
 
 
 def test_a_bomb_is_refused_before_its_pixels_are_decoded(tmp_path: Path) -> None:
@@ -77,8 +81,13 @@ def test_postscript_never_reaches_ghostscript(monkeypatch) -> None:
 
     called = []
     monkeypatch.setattr(EpsImagePlugin, "Ghostscript", lambda *a, **k: called.append(a))
-    eps = b"%!PS-Adobe-3.0 EPSF-3.0\n%%BoundingBox: 0 0 10 10\n0 0 moveto 10 10 lineto stroke\nshowpage\n%%EOF\n"
-    with pytest.raises(ImageDecodeError, match="convert other formats, PDF and PostScript included"):
+    eps = (
+        b"%!PS-Adobe-3.0 EPSF-3.0\n%%BoundingBox: 0 0 10 10\n"
+        b"0 0 moveto 10 10 lineto stroke\nshowpage\n%%EOF\n"
+    )
+    with pytest.raises(
+        ImageDecodeError, match="convert other formats, PDF and PostScript included"
+    ):
         load_image(eps)
     assert not called
 
@@ -120,11 +129,13 @@ def test_exif_orientation_is_applied_where_images_are_loaded(tmp_path: Path, cap
     assert Recognizer.bundled("word").predict([Image.open(path)])[0].text == "homeland"
     # create_lmdb stores the size as shown (bucketing sorts by it).
     (tmp_path / "gt.txt").write_text("phone.jpg\thomeland\n", encoding="utf-8")
-    rc, _, err = run_main(create_lmdb_cli.main, "--root", tmp_path, "--out", tmp_path / "db", capsys=capsys)
+    rc, _, err = run_main(
+        create_lmdb_cli.main, "--root", tmp_path, "--out", tmp_path / "db", capsys=capsys
+    )
     assert rc == 0, err
     from crnn.data.lmdb import LmdbReader
 
-    (w, h), = LmdbReader(tmp_path / "db").sizes()
+    ((w, h),) = LmdbReader(tmp_path / "db").sizes()
     assert w > h
 
 
@@ -137,16 +148,33 @@ def test_eval_create_lmdb_and_training_skip_bad_images_and_count_them(
     with open(data / "gt.txt", "a", encoding="utf-8") as f:
         for name in bad:
             f.write(f"images/{name}\tcat\n")
-    rc, _, err = run_main(create_lmdb_cli.main, "--root", data, "--out", tmp_path / "db", capsys=capsys)
+    rc, _, err = run_main(
+        create_lmdb_cli.main, "--root", data, "--out", tmp_path / "db", capsys=capsys
+    )
     assert rc == 1 and all(name in err for name in bad), err
     # No worker processes: forked beside ONNX Runtime's threads (the .onnx model, loaded in
     # this pytest process) they once hung for good.
-    rc, _, err = run_main(eval_cli.main, default_checkpoint(), data, "--workers", "0", capsys=capsys)
+    rc, _, err = run_main(
+        eval_cli.main, default_checkpoint(), data, "--workers", "0", capsys=capsys
+    )
     assert "Traceback" not in err and rc == 1
     assert "3 images could not be read" in err and all(name in err for name in bad), err
-    args = ["--train", str(data), "--val", str(word_folder), "--output-dir", str(tmp_path / "run"),
-            "--set", *TINY_MODEL, "data.num_workers=0", "train.batch_size=8", "train.max_steps=10",
-            "train.val_every=10", "train.log_every=5", "train.warmup_steps=1"]  # fmt: skip
+    args = [
+        "--train",
+        str(data),
+        "--val",
+        str(word_folder),
+        "--output-dir",
+        str(tmp_path / "run"),
+        "--set",
+        *TINY_MODEL,
+        "data.num_workers=0",
+        "train.batch_size=8",
+        "train.max_steps=10",
+        "train.val_every=10",
+        "train.log_every=5",
+        "train.warmup_steps=1",
+    ]
     rc, _, err = run_main(train_cli.main, *args, capsys=capsys)
     assert rc == 0, err
     assert "bomb.png" in err and "Traceback" not in err

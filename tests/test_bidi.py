@@ -53,8 +53,16 @@ def _line(rng: random.Random, alphabet: str, p_number: float) -> str:
     words = []
     for _ in range(rng.randint(1, 8)):
         if rng.random() < p_number:
-            words.append(rng.choice([str(rng.randint(0, 9999)), f"{rng.randint(0, 99)}.{rng.randint(0, 9)}",
-                                     f"{rng.randint(1, 99)}%", f"{rng.randint(1, 31)}/{rng.randint(1, 12)}"]))  # fmt: skip
+            words.append(
+                rng.choice(
+                    [
+                        str(rng.randint(0, 9999)),
+                        f"{rng.randint(0, 99)}.{rng.randint(0, 9)}",
+                        f"{rng.randint(1, 99)}%",
+                        f"{rng.randint(1, 31)}/{rng.randint(1, 12)}",
+                    ]
+                )
+            )
         else:
             words.append("".join(rng.choice(alphabet) for _ in range(rng.randint(2, 7))))
     return " ".join(words) + rng.choice(["", "", ".", ",", ":", "!", "?"])
@@ -110,7 +118,12 @@ def test_decoding_turns_what_the_model_read_into_logical_order(beam):
     pred = decode(logits, cs, beam_width=beam)[0]
     assert pred.text == text
     visual = "".join(cs.chars[i - 1] for i in ids)
-    by_char = dict(zip(visual, decode(logits, Charset(cs.chars, bidi=False), beam_width=beam)[0].char_confidences))
+    by_char = dict(
+        zip(
+            visual,
+            decode(logits, Charset(cs.chars, bidi=False), beam_width=beam)[0].char_confidences,
+        )
+    )
     assert pred.char_confidences == pytest.approx([by_char[c] for c in text])
 
 
@@ -122,7 +135,9 @@ def test_a_bracket_whose_mirror_is_not_in_the_charset_is_named():
         cs.encode("(שלום")
 
 
-def test_the_charset_tool_says_a_charset_reads_right_to_left_and_names_lone_brackets(tmp_path, capsys):
+def test_the_charset_tool_says_a_charset_reads_right_to_left_and_names_lone_brackets(
+    tmp_path, capsys
+):
     from ckpt_helpers import run_main
     from PIL import Image
 
@@ -132,7 +147,9 @@ def test_the_charset_tool_says_a_charset_reads_right_to_left_and_names_lone_brac
     for name in ("a.png", "b.png"):
         Image.new("L", (40, 16), 255).save(tmp_path / "data" / name)
     (tmp_path / "data" / "gt.txt").write_text("a.png\tשלום (12\nb.png\tעולם\n", encoding="utf-8")
-    rc, _, err = run_main(charset_cli.main, tmp_path / "data", "-o", tmp_path / "he.txt", capsys=capsys)
+    rc, _, err = run_main(
+        charset_cli.main, tmp_path / "data", "-o", tmp_path / "he.txt", capsys=capsys
+    )
     assert rc == 0 and "right-to-left characters" in err
     assert "brackets without their pair: '('" in err and "add ')'" in err
 
@@ -154,8 +171,18 @@ def _corr(a: np.ndarray, b: np.ndarray) -> float:
 
 
 @needs_raqm
-@pytest.mark.parametrize("text", ["שלום עולם", "שלום 123 עולם", "מחיר: 25% (הנחה)",
-                                  "עמוד 3, שורה 12.", "OCR שלום", "123 שלום", "Hello (שלום) 12"])  # fmt: skip
+@pytest.mark.parametrize(
+    "text",
+    [
+        "שלום עולם",
+        "שלום 123 עולם",
+        "מחיר: 25% (הנחה)",
+        "עמוד 3, שורה 12.",
+        "OCR שלום",
+        "123 שלום",
+        "Hello (שלום) 12",
+    ],
+)
 def test_visual_order_is_what_a_shaping_renderer_draws(text):
     """Hebrew needs no joining, so drawing the visual order glyph by glyph (Pillow's
     BASIC layout) gives the picture that RAQM (FriBiDi) draws from the logical text;
@@ -165,7 +192,10 @@ def test_visual_order_is_what_a_shaping_renderer_draws(text):
     raqm = ImageFont.truetype(str(DEJAVU), 32, layout_engine=ImageFont.Layout.RAQM)
     basic = ImageFont.truetype(str(DEJAVU), 32, layout_engine=ImageFont.Layout.BASIC)
     drawn = _ink(raqm, text)
-    as_visual, as_logical = _corr(drawn, _ink(basic, visual_order(text))), _corr(drawn, _ink(basic, text))
+    as_visual, as_logical = (
+        _corr(drawn, _ink(basic, visual_order(text))),
+        _corr(drawn, _ink(basic, text)),
+    )
     assert as_visual > 0.95 and as_visual > as_logical + 0.03, (as_visual, as_logical)
 
 
@@ -175,15 +205,30 @@ def _hebrew_generator(tmp_path: Path, bidi: bool | None = None):
 
     corpus = tmp_path / "he.txt"
     rng = random.Random(0)
-    corpus.write_text("\n".join(_line(rng, HEBREW, 0.2) for _ in range(200)) + "\n", encoding="utf-8")
-    cfg = SynthConfig(corpus=[str(corpus)], bundled_fonts=False, font_dirs=[str(DEJAVU.parent)],
-                      p_word=0, p_number=0, p_date=0, p_price=0, p_code=0, p_random=0, p_line=0,
-                      min_length=3, max_length=20)  # fmt: skip
+    corpus.write_text(
+        "\n".join(_line(rng, HEBREW, 0.2) for _ in range(200)) + "\n", encoding="utf-8"
+    )
+    cfg = SynthConfig(
+        corpus=[str(corpus)],
+        bundled_fonts=False,
+        font_dirs=[str(DEJAVU.parent)],
+        p_word=0,
+        p_number=0,
+        p_date=0,
+        p_price=0,
+        p_code=0,
+        p_random=0,
+        p_line=0,
+        min_length=3,
+        max_length=20,
+    )
     return SynthGenerator(Charset(HEBREW + " 0123456789.,:!?%/", bidi=bidi), cfg, seed=0, height=32)
 
 
 @needs_raqm
-def test_the_generator_draws_right_to_left_text_whole_and_labels_it_in_logical_order(tmp_path, caplog):
+def test_the_generator_draws_right_to_left_text_whole_and_labels_it_in_logical_order(
+    tmp_path, caplog
+):
     from crnn.data.synth import render as render_module
 
     with caplog.at_level(logging.WARNING):
@@ -215,7 +260,9 @@ def _train_hebrew(tmp_path: Path, bidi: str) -> dict[str, float]:
     from conftest import train_on_corpus_words
 
     chars = HEBREW[:10]
-    return train_on_corpus_words(tmp_path, chars, f"chars:{chars}", DEJAVU.parent, 5, f"data.bidi={bidi}", steps=500)
+    return train_on_corpus_words(
+        tmp_path, chars, f"chars:{chars}", DEJAVU.parent, 5, f"data.bidi={bidi}", steps=500
+    )
 
 
 @needs_raqm
@@ -239,13 +286,20 @@ def test_visual_order_agrees_with_python_bidi_on_100000_random_mixed_lines():
     get_display = pytest.importorskip("bidi").get_display
     from crnn.text.bidi import MIRROR
 
-    pools = ("אבגדהוזחטיכלמנסעפצקרשת", "ابتثجحخدذرزسشصضطظعغفقكلمنهوي", "abcdefghijXYZ",
-             "0123456789", " .,:;!?-+/%()[]\"'«»")  # fmt: skip
+    pools = (
+        "אבגדהוזחטיכלמנסעפצקרשת",
+        "ابتثجحخدذرزسشصضطظعغفقكلمنهوي",
+        "abcdefghijXYZ",
+        "0123456789",
+        " .,:;!?-+/%()[]\"'«»",
+    )
     r = random.Random(2026)
     canon = {c: min(c, m) for c, m in MIRROR.items()}
     differ = []
     for _ in range(100_000):
-        line = "".join(r.choice(r.choices(pools, (3, 2, 2, 2, 2))[0]) for _ in range(r.randint(1, 30)))
+        line = "".join(
+            r.choice(r.choices(pools, (3, 2, 2, 2, 2))[0]) for _ in range(r.randint(1, 30))
+        )
         ours, theirs = visual_order(line), get_display(line)
         if ours.translate(str.maketrans(canon)) != theirs.translate(str.maketrans(canon)):
             differ.append((line, ours, theirs))

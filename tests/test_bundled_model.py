@@ -37,7 +37,9 @@ def test_bundled_release_is_small_and_describes_itself():
 
 
 def test_bundled_model_reads_the_samples():
-    rec = inference.Recognizer.from_checkpoint(inference.bundled_models(".pt", "word")[-1], device="cpu")
+    rec = inference.Recognizer.from_checkpoint(
+        inference.bundled_models(".pt", "word")[-1], device="cpu"
+    )
     samples = _samples()
     preds = rec.predict([p for p, _ in samples])
     right = sum(pred.text == label for pred, (_, label) in zip(preds, samples))
@@ -50,11 +52,15 @@ def test_bundled_model_reads_the_samples():
     importlib.util.find_spec("onnxruntime") is None, reason="onnxruntime not installed"
 )
 def test_bundled_onnx_agrees_with_the_pytorch_release():
-    onnx = [p for p in inference.bundled_models(".onnx", "word") if not p.name.endswith(".int8.onnx")]
+    onnx = [
+        p for p in inference.bundled_models(".onnx", "word") if not p.name.endswith(".int8.onnx")
+    ]
     if not onnx:
         pytest.skip("no ONNX model bundled")
     images = [p for p, _ in _samples()]
-    torch_rec = inference.Recognizer.from_checkpoint(inference.bundled_models(".pt", "word")[-1], device="cpu")
+    torch_rec = inference.Recognizer.from_checkpoint(
+        inference.bundled_models(".pt", "word")[-1], device="cpu"
+    )
     onnx_rec = inference.Recognizer.from_checkpoint(onnx[-1])
     for a, b in zip(torch_rec.predict(images), onnx_rec.predict(images)):
         assert a.text == b.text
@@ -103,8 +109,9 @@ def test_bundled_line_model_reads_printed_lines_whole():
     assert all(" " not in p.text for p in word.predict([p for p, _ in rows]))
     onnx = inference.default_checkpoint(model="line")
     if onnx.suffix == ".onnx":  # the exported twin reads the same
-        assert [p.text for p in inference.Recognizer.from_checkpoint(onnx).predict(
-            [p for p, _ in rows])] == [p.text for p in preds]  # fmt: skip
+        assert [
+            p.text for p in inference.Recognizer.from_checkpoint(onnx).predict([p for p, _ in rows])
+        ] == [p.text for p in preds]
 
 
 @pytest.mark.skipif(not inference.bundled_models(".pt", "line"), reason="no line model bundled")
@@ -146,8 +153,9 @@ def test_bundled_chinese_model_reads_printed_lines_in_a_font_it_never_saw():
     assert max(edits) <= 1 and sum(edits) <= 2, [(p.text, t) for p, (_, t) in zip(preds, rows)]
     onnx = inference.default_checkpoint(model="zh")
     if onnx.suffix == ".onnx":
-        assert [p.text for p in inference.Recognizer.from_checkpoint(onnx).predict(
-            [p for p, _ in rows])] == [p.text for p in preds]  # fmt: skip
+        assert [
+            p.text for p in inference.Recognizer.from_checkpoint(onnx).predict([p for p, _ in rows])
+        ] == [p.text for p in preds]
 
 
 @pytest.mark.skipif(not inference.bundled_models(".pt", "zh"), reason="no Chinese model bundled")

@@ -39,16 +39,30 @@ def test_training_fits_a_temperature_that_release_export_and_backends_carry(
     from crnn.reading.recognizer import Recognizer
 
     run = tmp_path / "run"
-    rc, _, err = run_main(train_cli.main, "--train", word_lmdb, "--val", word_lmdb,
-                          "--output-dir", run, "--set", *TINY_MODEL, "data.num_workers=0",
-                          "train.batch_size=8", "train.max_steps=12", "train.val_every=6",
-                          "train.lr=3e-3", capsys=capsys)  # fmt: skip
+    rc, _, err = run_main(
+        train_cli.main,
+        "--train",
+        word_lmdb,
+        "--val",
+        word_lmdb,
+        "--output-dir",
+        run,
+        "--set",
+        *TINY_MODEL,
+        "data.num_workers=0",
+        "train.batch_size=8",
+        "train.max_steps=12",
+        "train.val_every=6",
+        "train.lr=3e-3",
+        capsys=capsys,
+    )
     assert rc == 0 and "confidence calibration of best.pt" in err
     cal = load_checkpoint(run / "best.pt")["calibration"]
     assert cal["temperature"] in GRID and cal["samples"] == 64
     assert cal["ece_after"] <= cal["ece_before"] + 1e-12
-    rc, out, _ = run_main(convert_checkpoint.main, "release", run / "best.pt", "-o",
-                          tmp_path / "m.pt", capsys=capsys)  # fmt: skip
+    rc, out, _ = run_main(
+        convert_checkpoint.main, "release", run / "best.pt", "-o", tmp_path / "m.pt", capsys=capsys
+    )
     release = out.strip()
     assert load_checkpoint(release)["calibration"] == cal
     rc, _, _ = run_main(export_cli.main, release, "-o", tmp_path / "m.onnx", capsys=capsys)

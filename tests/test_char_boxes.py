@@ -22,16 +22,22 @@ SERIF = bundled_font_dir() / "liberation" / "LiberationSerif-Regular.ttf"
 SANS = bundled_font_dir() / "liberation" / "LiberationSans-Regular.ttf"
 CJK = label_font_dir() / "crnn-ocr-LabelCJK-Regular.otf"
 WORDS = "reading page finding lines numbers and the of text model confidence 42 3.14 box".split()
-HANZI = "今天天气很好我们去公园散步北京市海淀区中关村大街号价格元优惠的一是在不了有和人这中大为上个国"
+HANZI = (
+    "今天天气很好我们去公园散步北京市海淀区中关村大街号价格元优惠的一是在不了有和人这中大为上个国"
+)
 
 
-def drawn_line(text: str, font: ImageFont.FreeTypeFont, at: tuple[int, int] = (15, 0)) -> tuple[Image.Image, list]:
+def drawn_line(
+    text: str, font: ImageFont.FreeTypeFont, at: tuple[int, int] = (15, 0)
+) -> tuple[Image.Image, list]:
     """``text`` drawn in black on white, and each character's ink box ``(x0, y0, x1, y1)``."""
     w, h = int(font.getlength(text)) + 2 * at[0], int(font.size * 1.5)
     img = Image.new("L", (w, h), 255)
     d = ImageDraw.Draw(img)
     y = at[1] + font.size * 0.2
-    boxes = [d.textbbox((at[0] + font.getlength(text[:k]), y), c, font=font) for k, c in enumerate(text)]
+    boxes = [
+        d.textbbox((at[0] + font.getlength(text[:k]), y), c, font=font) for k, c in enumerate(text)
+    ]
     d.text((at[0], y), text, font=font, fill=0)
     return img, boxes
 
@@ -56,7 +62,10 @@ def test_character_boxes_are_centred_on_their_characters(kind) -> None:
     ok = n = exact = 0
     for _ in range(24):
         if kind == "zh":
-            text, font = "".join(rng.choice(HANZI) for _ in range(rng.randint(5, 12))), ImageFont.truetype(str(CJK), rng.choice([28, 40]))
+            text, font = (
+                "".join(rng.choice(HANZI) for _ in range(rng.randint(5, 12))),
+                ImageFont.truetype(str(CJK), rng.choice([28, 40])),
+            )
         else:
             text = " ".join(rng.choice(WORDS) for _ in range(rng.randint(2, 4)))
             font = ImageFont.truetype(str(rng.choice([SERIF, SANS])), rng.choice([28, 40, 56]))
@@ -89,7 +98,11 @@ def test_boxes_of_a_tilted_page_follow_the_tilt() -> None:
     back onto the tilted page, where the drawn characters' centres are (turned the same way)."""
     rec = Recognizer.bundled("line")
     font = ImageFont.truetype(str(SERIF), 30)
-    lines = ["Reading a page is finding its", "lines first, then reading each", "one at its own width, in order."]
+    lines = [
+        "Reading a page is finding its",
+        "lines first, then reading each",
+        "one at its own width, in order.",
+    ]
     img = Image.new("L", (900, 330), 250)
     d = ImageDraw.Draw(img)
     centres = []
@@ -101,12 +114,20 @@ def test_boxes_of_a_tilted_page_follow_the_tilt() -> None:
         d.text((60, y), t, font=font, fill=20)
     tilted = img.rotate(3.0, Image.BICUBIC, fillcolor=250)  # counter-clockwise about the centre
     a, (cx, cy) = math.radians(3.0), (450, 165)
-    moved = [(cx + (x - cx) * math.cos(a) + (y - cy) * math.sin(a), cy - (x - cx) * math.sin(a) + (y - cy) * math.cos(a), c)
-             for x, y, c in centres]  # fmt: skip
+    moved = [
+        (
+            cx + (x - cx) * math.cos(a) + (y - cy) * math.sin(a),
+            cy - (x - cx) * math.sin(a) + (y - cy) * math.cos(a),
+            c,
+        )
+        for x, y, c in centres
+    ]
     page = rec.read_page(tilted, layout="page")
     assert [ln.text for ln in page.lines] == lines
     boxes = [b for ln in page.lines for b in ln.char_boxes]
-    inside = sum(b[0] <= x <= b[2] and b[1] <= y <= b[3] for b, (x, y, c) in zip(boxes, moved) if c != " ")
+    inside = sum(
+        b[0] <= x <= b[2] and b[1] <= y <= b[3] for b, (x, y, c) in zip(boxes, moved) if c != " "
+    )
     assert inside >= 0.95 * sum(c != " " for _, _, c in moved), inside
 
 

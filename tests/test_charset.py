@@ -54,7 +54,6 @@ def test_bad_specs_are_explained():
         Charset.from_spec("alnum63")
 
 
-
 def test_a_character_listed_twice_keeps_both_classes_with_a_warning(caplog):
     """Imported alphabets keep their shape (chineseocr's lists '|' twice): both classes
     read as the character, labels use the first, and the log says so once."""
@@ -79,21 +78,35 @@ def test_a_charset_built_from_the_labels_skips_none_of_them(word_lmdb, tmp_path,
     from crnn.model import CRNN
 
     out = tmp_path / "mine.txt"
-    rc, _, err = run_main(charset_cli.main, word_lmdb, "-o", out, "--counts", tmp_path / "c.tsv",
-                          capsys=capsys)  # fmt: skip
+    rc, _, err = run_main(
+        charset_cli.main, word_lmdb, "-o", out, "--counts", tmp_path / "c.tsv", capsys=capsys
+    )
     assert rc == 0 and "64 labels" in err
     cs = Charset.from_spec(str(out))
     labels = open_sources([word_lmdb])[0].labels()
     assert set(cs.chars) == set("".join(labels))
-    ds = RecognitionDataset(open_sources([word_lmdb]), cs, ImageSpec(), CRNN(cs.num_classes).output_length)
+    ds = RecognitionDataset(
+        open_sources([word_lmdb]), cs, ImageSpec(), CRNN(cs.num_classes).output_length
+    )
     assert len(ds) == 64 and not ds.skipped  # zero unknown-character skips
     counts = dict(line.split("\t") for line in (tmp_path / "c.tsv").read_text().splitlines())
     assert sum(int(n) for n in counts.values()) == sum(len(t) for t in labels)
     # --min-count leaves out rare characters and names the labels training would skip.
     rare = min(counts, key=lambda c: int(counts[c]))
-    rc, _, err = run_main(charset_cli.main, word_lmdb, "-o", tmp_path / "common.txt",
-                          "--min-count", str(int(counts[rare]) + 1), capsys=capsys)  # fmt: skip
-    assert rc == 0 and "left out" in err and rare not in Charset.from_spec(str(tmp_path / "common.txt")).chars
+    rc, _, err = run_main(
+        charset_cli.main,
+        word_lmdb,
+        "-o",
+        tmp_path / "common.txt",
+        "--min-count",
+        str(int(counts[rare]) + 1),
+        capsys=capsys,
+    )
+    assert (
+        rc == 0
+        and "left out" in err
+        and rare not in Charset.from_spec(str(tmp_path / "common.txt")).chars
+    )
     rc, _, err = run_main(charset_cli.main, word_lmdb, "-o", out, capsys=capsys)
     assert rc == 2 and "exists" in err
 

@@ -271,8 +271,9 @@ def test_average_is_the_weighted_mean_and_refuses_another_model(tmp_path, capsys
         want = 0.75 * v + 0.25 * sb[k].float() if v.is_floating_point() else v
         torch.testing.assert_close(avg["model"][k], want, rtol=0, atol=1e-6, msg=k)
     assert [(x["source"], x["step"], x["share"]) for x in avg["release"]["averaged"]] == [
-        ("a.pt", 700, 0.75), (rel_b.name, 900, 0.25)
-    ]  # fmt: skip
+        ("a.pt", 700, 0.75),
+        (rel_b.name, 900, 0.25),
+    ]
     assert avg["release"]["step"] == 900
     wide = CRNN(37, channels=TINY["channels"], hidden=24)
     other = atomic_save(native_checkpoint(wide, cs), tmp_path / "wide.pt")
@@ -280,8 +281,9 @@ def test_average_is_the_weighted_mean_and_refuses_another_model(tmp_path, capsys
     for bad, said in ((other, "different architecture"), (backwards, "different alphabet")):
         rc, _, err = run_main(main, "average", src_a, bad, "-o", tmp_path / "x.pt", capsys=capsys)
         assert rc == 2 and said in err and bad.name in err, err
-    rc, _, err = run_main(main, "average", src_a, rel_b, "--shares", "1", "-o",
-                          tmp_path / "x.pt", capsys=capsys)  # fmt: skip
+    rc, _, err = run_main(
+        main, "average", src_a, rel_b, "--shares", "1", "-o", tmp_path / "x.pt", capsys=capsys
+    )
     assert rc == 2 and "gives 1 parts for 2 files" in err
     rc, _, err = run_main(main, "average", tmp_path, "-o", tmp_path / "x.pt", capsys=capsys)
     assert rc == 2 and "without kept steps" in err and "train.keep_every" in err
@@ -350,15 +352,27 @@ class _ClovaFeatures(nn.Module):
         super().__init__()
         conv, relu, pool = nn.Conv2d, nn.ReLU, nn.MaxPool2d
         self.ConvNet = nn.Sequential(
-            conv(1, 64, 3, 1, 1), relu(True), pool(2, 2),  # 0 1 2
-            conv(64, 128, 3, 1, 1), relu(True), pool(2, 2),  # 3 4 5
-            conv(128, 256, 3, 1, 1), relu(True),  # 6 7
-            conv(256, 256, 3, 1, 1), relu(True), pool((2, 1), (2, 1)),  # 8 9 10
-            conv(256, 512, 3, 1, 1, bias=False), nn.BatchNorm2d(512), relu(True),  # 11 12 13
-            conv(512, 512, 3, 1, 1, bias=False), nn.BatchNorm2d(512), relu(True),  # 14 15 16
+            conv(1, 64, 3, 1, 1),
+            relu(True),
+            pool(2, 2),  # 0 1 2
+            conv(64, 128, 3, 1, 1),
+            relu(True),
+            pool(2, 2),  # 3 4 5
+            conv(128, 256, 3, 1, 1),
+            relu(True),  # 6 7
+            conv(256, 256, 3, 1, 1),
+            relu(True),
+            pool((2, 1), (2, 1)),  # 8 9 10
+            conv(256, 512, 3, 1, 1, bias=False),
+            nn.BatchNorm2d(512),
+            relu(True),  # 11 12 13
+            conv(512, 512, 3, 1, 1, bias=False),
+            nn.BatchNorm2d(512),
+            relu(True),  # 14 15 16
             pool((2, 1), (2, 1)),  # 17
-            conv(512, 512, 2, 1, 0), relu(True),  # 18 19
-        )  # fmt: skip
+            conv(512, 512, 2, 1, 0),
+            relu(True),  # 18 19
+        )
 
 
 class _ClovaNoneVGGBiLSTMCTC(nn.Module):

@@ -84,8 +84,14 @@ def test_sierkinhane_checkpoints_give_the_original_codes_log_probabilities(tmp_p
     sd, images, want = _fixture("sierkinhane")
     src = tmp_path / "checkpoint_9_acc_0.9700.pth"
     # As its train.py saves: the weights under state_dict, with the epoch and best accuracy.
-    torch.save({"state_dict": {k: torch.from_numpy(v) for k, v in sd.items()}, "epoch": 10,
-                "best_acc": 0.97}, src)  # fmt: skip
+    torch.save(
+        {
+            "state_dict": {k: torch.from_numpy(v) for k, v in sd.items()},
+            "epoch": 10,
+            "best_acc": 0.97,
+        },
+        src,
+    )
     alpha = tmp_path / "alphabets.py"
     alpha.write_text(f'alphabet = """{ALPHABET[:10]}\\\n{ALPHABET[10:]}"""\n', encoding="utf-8")
     ckpt = _import(tmp_path, capsys, src, "--charset", alpha)  # layout detected
@@ -145,7 +151,6 @@ def test_our_own_5530_class_chineseocr_checkpoint_with_module_keys_and_a_doubled
     assert charset.decode(second) == "||" and charset.encode("|") == [second[0]]
 
 
-
 def _as_chineseocr(model: CRNN) -> dict[str, torch.Tensor]:
     """Our CRNN's weights under chineseocr's names, saved from DataParallel."""
     rename = {"bn": "batchnorm", "lstm": "rnn", "proj": "embedding"}
@@ -183,18 +188,31 @@ def test_fine_tuning_an_imported_chineseocr_model_as_the_readme_says(tmp_path, c
         Image.fromarray(rng.integers(0, 256, (32, 160), dtype=np.uint8)).save(lines / f"{i}.png")
         rows.append(f"{i}.png\t{''.join(rng.choice(list(ALPHABET), 5))}")
     (lines / "gt.txt").write_text("\n".join(rows) + "\n", encoding="utf-8")
-    cfg = load_config(None, [
-        f'data.train=["{lines}"]', f'data.val=["{lines}"]', f"data.charset={keys}",
-        "data.max_width=280", f"train.init_from={tmp_path / 'imported.pt'}", "train.lr=1e-4",
-        "data.num_workers=0", "train.batch_size=4", "train.max_steps=1", "train.val_every=1",
-        "train.log_images=0", f"train.output_dir={tmp_path / 'run'}",
-    ])  # fmt: skip
+    cfg = load_config(
+        None,
+        [
+            f'data.train=["{lines}"]',
+            f'data.val=["{lines}"]',
+            f"data.charset={keys}",
+            "data.max_width=280",
+            f"train.init_from={tmp_path / 'imported.pt'}",
+            "train.lr=1e-4",
+            "data.num_workers=0",
+            "train.batch_size=4",
+            "train.max_steps=1",
+            "train.val_every=1",
+            "train.log_images=0",
+            f"train.output_dir={tmp_path / 'run'}",
+        ],
+    )
     t = Trainer(cfg, DistInfo())
     for k, v in ref.state_dict().items():
         assert torch.equal(t.model.state_dict()[k], v), k
     result = t.fit()
     assert result.step == 1 and (tmp_path / "run" / "best.pt").is_file()
-    assert not torch.equal(t.model.state_dict()["cnn.conv0.weight"], ref.state_dict()["cnn.conv0.weight"])
+    assert not torch.equal(
+        t.model.state_dict()["cnn.conv0.weight"], ref.state_dict()["cnn.conv0.weight"]
+    )
 
 
 # ---- alphabet files ---------------------------------------------------------------------
@@ -230,7 +248,9 @@ def test_char_std_in_gbk_with_its_placeholder_line(tmp_path, caplog):
 def test_a_bad_charset_file_names_the_line_and_the_fix(tmp_path):
     p = tmp_path / "chars.txt"
     p.write_text("a\nb\ncd\ne\n", encoding="utf-8")
-    with pytest.raises(CharsetFileError, match=r"chars.txt:3: expected one character per line, got 'cd'"):
+    with pytest.raises(
+        CharsetFileError, match=r"chars.txt:3: expected one character per line, got 'cd'"
+    ):
         Charset.from_spec(str(p))
     p.write_bytes(b"a\n\xff\xfe\xfd\n")
     with pytest.raises(CharsetFileError, match=r"chars.txt:2: not UTF-8 .* no East Asian encoding"):
@@ -253,7 +273,9 @@ def test_paddleocr_dictionary_with_its_space_class(tmp_path):
         ("cp949", "".join(chr(0xAC00 + 37 * i) for i in range(60)), "cp949"),
     ],
 )
-def test_alphabets_in_big5_shift_jis_and_euc_kr_are_read_as_written(tmp_path, encoding, text, named):
+def test_alphabets_in_big5_shift_jis_and_euc_kr_are_read_as_written(
+    tmp_path, encoding, text, named
+):
     # All three decode as GB18030 too, into wrong characters: that reading must lose.
     p = tmp_path / "alphabet.txt"
     p.write_bytes("\n".join(text).encode(encoding))

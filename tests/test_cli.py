@@ -13,10 +13,23 @@ from crnn.data.lmdb import LmdbReader
 def trained_run(tmp_path_factory, word_lmdb):
     out = tmp_path_factory.mktemp("cli") / "run"
     r = run_tool(
-        "train", "--gpus", "cpu", "--train", str(word_lmdb), "--val", str(word_lmdb), "--output-dir", str(out),
-        "--set", *TINY_MODEL, "train.max_steps=4", "train.val_every=2", "train.batch_size=8",
-        "data.num_workers=0", "train.log_every=2",
-    )  # fmt: skip
+        "train",
+        "--gpus",
+        "cpu",
+        "--train",
+        str(word_lmdb),
+        "--val",
+        str(word_lmdb),
+        "--output-dir",
+        str(out),
+        "--set",
+        *TINY_MODEL,
+        "train.max_steps=4",
+        "train.val_every=2",
+        "train.batch_size=8",
+        "data.num_workers=0",
+        "train.log_every=2",
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     assert "run directory" in r.stderr and "tensorboard --logdir" in r.stderr
     assert "saved" in (out / "train.log").read_text()
@@ -166,10 +179,23 @@ def test_train_in_chunks_with_until_step(tmp_path, word_lmdb):
     out = tmp_path / "chunks"
     common = ["--gpus", "cpu"]
     r = run_tool(
-        "train", *common, "--train", str(word_lmdb), "--val", str(word_lmdb), "--output-dir", str(out),
-        "--until-step", "2", "--set", *TINY_MODEL, "train.max_steps=4", "train.val_every=10",
-        "train.batch_size=8", "data.num_workers=0",
-    )  # fmt: skip
+        "train",
+        *common,
+        "--train",
+        str(word_lmdb),
+        "--val",
+        str(word_lmdb),
+        "--output-dir",
+        str(out),
+        "--until-step",
+        "2",
+        "--set",
+        *TINY_MODEL,
+        "train.max_steps=4",
+        "train.val_every=10",
+        "train.batch_size=8",
+        "data.num_workers=0",
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     assert "stopping at step 2 as asked" in r.stderr
     ckpt = load_checkpoint(out / "last.pt")
@@ -188,10 +214,22 @@ def test_train_dry_run_reports_the_run_and_writes_nothing(word_lmdb, tmp_path, c
 
     out = tmp_path / "run"
     rc, text, _ = run_main(
-        train_cli.main, "--dry-run", "--train", word_lmdb, "--val", word_lmdb, "--output-dir",
-        out, "--set", *TINY_MODEL, "data.num_workers=0", "train.batch_size=8",
-        "train.max_steps=40", "data.charset=chars:abcdefghijklmnopqrstu", capsys=capsys,
-    )  # fmt: skip
+        train_cli.main,
+        "--dry-run",
+        "--train",
+        word_lmdb,
+        "--val",
+        word_lmdb,
+        "--output-dir",
+        out,
+        "--set",
+        *TINY_MODEL,
+        "data.num_workers=0",
+        "train.batch_size=8",
+        "train.max_steps=40",
+        "data.charset=chars:abcdefghijklmnopqrstu",
+        capsys=capsys,
+    )
     assert rc == 0
     assert "words: " in text and "samples kept, skipped:" in text and "unknown_chars" in text
     assert "8 per optimizer step = 8 per device x 1 accumulation" in text
@@ -213,13 +251,37 @@ def test_eval_modes_decoding_options_and_error_report(word_lmdb, tmp_path, capsy
     from crnn.cli import train as train_cli
 
     run_dir = tmp_path / "run"
-    rc, _, _ = run_main(train_cli.main, "--train", word_lmdb, "--val", word_lmdb, "--output-dir",
-                        run_dir, "--set", *TINY_MODEL, "data.num_workers=0", "train.batch_size=8",
-                        "train.max_steps=4", capsys=capsys)  # fmt: skip
+    rc, _, _ = run_main(
+        train_cli.main,
+        "--train",
+        word_lmdb,
+        "--val",
+        word_lmdb,
+        "--output-dir",
+        run_dir,
+        "--set",
+        *TINY_MODEL,
+        "data.num_workers=0",
+        "train.batch_size=8",
+        "train.max_steps=4",
+        capsys=capsys,
+    )
     assert rc == 0
     out = tmp_path / "errors"
-    rc, text, _ = run_main(eval_cli.main, run_dir, word_lmdb, "--mode", "exact", "--errors", out,
-                           "--json", tmp_path / "r.json", "--workers", "0", capsys=capsys)  # fmt: skip
+    rc, text, _ = run_main(
+        eval_cli.main,
+        run_dir,
+        word_lmdb,
+        "--mode",
+        "exact",
+        "--errors",
+        out,
+        "--json",
+        tmp_path / "r.json",
+        "--workers",
+        "0",
+        capsys=capsys,
+    )
     assert rc == 0 and "acc: case-sensitive, punctuation and symbols kept (--mode exact)" in text
     row = json_.loads((tmp_path / "r.json").read_text())[0]
     assert row["mode"] == "exact" and 0 <= row["exact_accuracy"] <= row["caseless_accuracy"] <= 1
@@ -233,12 +295,25 @@ def test_eval_modes_decoding_options_and_error_report(word_lmdb, tmp_path, capsy
     assert Image.open(out / "words" / "worst_errors.png").size[0] > 100
     lex = tmp_path / "words.txt"
     lex.write_text("\n".join(WORDS))
-    rc, text, _ = run_main(eval_cli.main, run_dir, word_lmdb, "--lexicon", lex, "--max-edits", "9",
-                           "--json", tmp_path / "l.json", "--workers", "0", capsys=capsys)  # fmt: skip
+    rc, text, _ = run_main(
+        eval_cli.main,
+        run_dir,
+        word_lmdb,
+        "--lexicon",
+        lex,
+        "--max-edits",
+        "9",
+        "--json",
+        tmp_path / "l.json",
+        "--workers",
+        "0",
+        capsys=capsys,
+    )
     snapped = json_.loads((tmp_path / "l.json").read_text())[0]
     assert rc == 0 and snapped["accuracy"] > row["accuracy"]  # a lexicon of the answers helps
-    rc, _, _ = run_main(eval_cli.main, run_dir, word_lmdb, "--beam", "4", "--workers", "0",
-                        capsys=capsys)  # fmt: skip
+    rc, _, _ = run_main(
+        eval_cli.main, run_dir, word_lmdb, "--beam", "4", "--workers", "0", capsys=capsys
+    )
     assert rc == 0
 
 
@@ -251,10 +326,24 @@ def test_keep_every_keeps_each_steps_weights_for_predict_and_average(tmp_path, w
 
     out = tmp_path / "run"
     r = run_tool(
-        "train", "--gpus", "cpu", "--train", str(word_lmdb), "--val", str(word_lmdb),
-        "--output-dir", str(out), "--set", *TINY_MODEL, "train.max_steps=4", "train.val_every=3",
-        "train.batch_size=8", "data.num_workers=0", "train.keep_every=2", "train.ema_decay=0.5",
-    )  # fmt: skip
+        "train",
+        "--gpus",
+        "cpu",
+        "--train",
+        str(word_lmdb),
+        "--val",
+        str(word_lmdb),
+        "--output-dir",
+        str(out),
+        "--set",
+        *TINY_MODEL,
+        "train.max_steps=4",
+        "train.val_every=3",
+        "train.batch_size=8",
+        "data.num_workers=0",
+        "train.keep_every=2",
+        "train.ema_decay=0.5",
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     kept = sorted(p.name for p in (out / "steps").iterdir())
     assert kept == ["step-00000002.pt", "step-00000004.pt"], kept
@@ -320,7 +409,9 @@ def test_a_command_whose_extra_is_missing_says_what_to_install(monkeypatch, caps
     with a traceback; --version still answers."""
     from crnn.cli import entry
 
-    monkeypatch.setattr(entry, "missing", lambda modules: [m for m in modules if m in ("torch", "lmdb")])
+    monkeypatch.setattr(
+        entry, "missing", lambda modules: [m for m in modules if m in ("torch", "lmdb")]
+    )
     assert entry.train([]) == 2
     err = capsys.readouterr().err
     assert "crnn-train needs torch, lmdb" in err and "pip install 'crnn-ocr[train]'" in err

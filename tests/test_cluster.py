@@ -37,15 +37,28 @@ def test_slurm_host_lists_and_variables():
     # Several bracket groups in one name multiply out, as `scontrol show hostnames` does.
     assert first_host("rack[1-2]-node[01-04]") == "rack1-node01"
     assert list(expand_hostlist("rack[1-2]-node[01-02],login")) == [
-        "rack1-node01", "rack1-node02", "rack2-node01", "rack2-node02", "login"]
+        "rack1-node01",
+        "rack1-node02",
+        "rack2-node01",
+        "rack2-node02",
+        "login",
+    ]
     assert list(expand_hostlist("gpu[03-05,9],cpu1")) == ["gpu03", "gpu04", "gpu05", "gpu9", "cpu1"]
     assert list(expand_hostlist("n[8-10]")) == ["n8", "n9", "n10"]
-    step = {"SLURM_STEP_NUM_TASKS": "4", "SLURM_PROCID": "3", "SLURM_LOCALID": "1",
-            "SLURM_STEP_NODELIST": "gpu[12-13]", "SLURM_JOB_ID": "4242424"}  # fmt: skip
+    step = {
+        "SLURM_STEP_NUM_TASKS": "4",
+        "SLURM_PROCID": "3",
+        "SLURM_LOCALID": "1",
+        "SLURM_STEP_NODELIST": "gpu[12-13]",
+        "SLURM_JOB_ID": "4242424",
+    }
     assert slurm_env(step) == {
-        "RANK": "3", "LOCAL_RANK": "1", "WORLD_SIZE": "4", "MASTER_ADDR": "gpu12",
+        "RANK": "3",
+        "LOCAL_RANK": "1",
+        "WORLD_SIZE": "4",
+        "MASTER_ADDR": "gpu12",
         "MASTER_PORT": str(15000 + 2424),
-    }  # fmt: skip
+    }
     # A batch script (no srun step) or a one-task step is one process, not a rank.
     assert slurm_env({k: v for k, v in step.items() if k != "SLURM_STEP_NUM_TASKS"}) == {}
     assert slurm_env({**step, "SLURM_STEP_NUM_TASKS": "1"}) == {}
@@ -60,16 +73,33 @@ def test_srun_tasks_join_one_run_instead_of_writing_one_directory_twice(word_lmd
     port = 15000 + int(str(os.getpid())[-4:])
     procs, logs = [], []
     for task in range(2):
-        env = {**ENV, "SLURM_STEP_NUM_TASKS": "2", "SLURM_PROCID": str(task),
-               "SLURM_LOCALID": str(task), "SLURM_STEP_NODELIST": "localhost",
-               "SLURM_JOB_ID": str(port - 15000), "OMP_NUM_THREADS": "1"}  # fmt: skip
+        env = {
+            **ENV,
+            "SLURM_STEP_NUM_TASKS": "2",
+            "SLURM_PROCID": str(task),
+            "SLURM_LOCALID": str(task),
+            "SLURM_STEP_NODELIST": "localhost",
+            "SLURM_JOB_ID": str(port - 15000),
+            "OMP_NUM_THREADS": "1",
+        }
         logs.append(tmp_path / f"task{task}.log")
         with open(logs[-1], "w") as log:
-            procs.append(subprocess.Popen(
-                [sys.executable, str(ROOT / "tools" / "train.py"), "--gpus", "cpu", "--set",
-                 *base_overrides(word_lmdb, out, "train.max_steps=4")],
-                env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
-            ))  # fmt: skip
+            procs.append(
+                subprocess.Popen(
+                    [
+                        sys.executable,
+                        str(ROOT / "tools" / "train.py"),
+                        "--gpus",
+                        "cpu",
+                        "--set",
+                        *base_overrides(word_lmdb, out, "train.max_steps=4"),
+                    ],
+                    env=env,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    cwd=ROOT,
+                )
+            )
     for p in procs:
         p.wait(timeout=240)
     texts = [p.read_text() for p in logs]
@@ -85,9 +115,9 @@ def test_srun_tasks_join_one_run_instead_of_writing_one_directory_twice(word_lmd
 def test_a_second_run_into_a_busy_directory_is_refused_and_a_stale_lock_taken(tmp_path):
     other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
-        (tmp_path / LOCK_NAME).write_text(json.dumps(
-            {"host": os.uname().nodename, "pid": other.pid, "started": time.time()}
-        ))  # fmt: skip
+        (tmp_path / LOCK_NAME).write_text(
+            json.dumps({"host": os.uname().nodename, "pid": other.pid, "started": time.time()})
+        )
         with pytest.raises(RunDirectoryBusy, match=rf"another training run \(pid {other.pid} on"):
             RunLock(tmp_path).acquire()
     finally:
@@ -115,11 +145,12 @@ def test_training_into_a_directory_another_run_holds_exits_2(word_lmdb, tmp_path
     out.mkdir()
     other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
-        (out / LOCK_NAME).write_text(json.dumps(
-            {"host": os.uname().nodename, "pid": other.pid, "started": time.time()}
-        ))  # fmt: skip
-        rc, _, err = run_main(train_cli.main, "--set", *base_overrides(word_lmdb, out),
-                              capsys=capsys)  # fmt: skip
+        (out / LOCK_NAME).write_text(
+            json.dumps({"host": os.uname().nodename, "pid": other.pid, "started": time.time()})
+        )
+        rc, _, err = run_main(
+            train_cli.main, "--set", *base_overrides(word_lmdb, out), capsys=capsys
+        )
     finally:
         other.kill()
         other.wait()
@@ -144,20 +175,29 @@ def test_two_ranks_on_one_gpu_get_a_clear_message_not_nccls(monkeypatch):
     def nccl_init(**kw):  # what NCCL says when two ranks share a GPU
         raise dist.DistBackendError(
             "NCCL error in: ProcessGroupNCCL.cpp:1970, invalid usage, NCCL version 2.21.5\n"
-            "ncclInvalidUsage: ... Duplicate GPU detected : rank 1 and rank 0 both on CUDA device 1000"
+            "ncclInvalidUsage: ... Duplicate GPU detected : rank 1 and rank 0 both on CUDA "
+            "device 1000"
         )
 
     monkeypatch.setattr(dist, "init_process_group", nccl_init)
-    with pytest.raises(RuntimeError, match=r"ranks 0 and 1 of this machine were given the same GPU"):
+    with pytest.raises(
+        RuntimeError, match=r"ranks 0 and 1 of this machine were given the same GPU"
+    ):
         init_distributed([torch.device("cuda", 0)])
 
 
-def test_an_error_while_a_rank_sets_up_is_recorded_for_the_launcher(word_lmdb, tmp_path, monkeypatch):
+def test_an_error_while_a_rank_sets_up_is_recorded_for_the_launcher(
+    word_lmdb, tmp_path, monkeypatch
+):
     """No GPU for local rank 1 (two listed, one visible): the launcher's report names the
     error instead of "exited with code 1 (no exception recorded)"."""
     err = tmp_path / "error.json"
-    for k, v in {"RANK": "1", "LOCAL_RANK": "1", "WORLD_SIZE": "2",
-                 "TORCHELASTIC_ERROR_FILE": str(err)}.items():  # fmt: skip
+    for k, v in {
+        "RANK": "1",
+        "LOCAL_RANK": "1",
+        "WORLD_SIZE": "2",
+        "TORCHELASTIC_ERROR_FILE": str(err),
+    }.items():
         monkeypatch.setenv(k, v)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
     cfg = load_config(None, base_overrides(word_lmdb, tmp_path / "r"))
@@ -183,7 +223,9 @@ def test_the_dry_run_describes_the_run_that_will_start(word_lmdb, tmp_path, caps
     rc, out, err = run_main(train_cli.main, "--gpus", "cpu", "--nproc", "2", *args, capsys=capsys)
     assert rc == 0, err
     assert "cpu, 2 DDP processes (gloo)" in out
-    assert re.search(r"batch\s+16 per optimizer step = 8 per device x 1 accumulation x 2 processes", out)
+    assert re.search(
+        r"batch\s+16 per optimizer step = 8 per device x 1 accumulation x 2 processes", out
+    )
     rc, out, err = run_main(train_cli.main, "--strategy", "dp", *args, capsys=capsys)
     assert rc == 2 and "needs CUDA GPUs" in err and "Traceback" not in err
     # With GPUs, DataParallel's dry run gets its device list (it crashed without one).
@@ -216,9 +258,15 @@ def test_a_bad_charset_file_is_one_message_before_any_rank_starts(word_lmdb, tmp
     bad = tmp_path / "char_std.txt"
     bad.write_text("blank\n" + "\n".join("abcdefghijklmnopqrst") + "\nuv\nw\n", encoding="utf-8")
     rc, _, err = run_main(
-        train_cli.main, "--gpus", "cpu", "--nproc", "2", "--set",
-        *base_overrides(word_lmdb, tmp_path / "r", f"data.charset={bad}"), capsys=capsys,
-    )  # fmt: skip
+        train_cli.main,
+        "--gpus",
+        "cpu",
+        "--nproc",
+        "2",
+        "--set",
+        *base_overrides(word_lmdb, tmp_path / "r", f"data.charset={bad}"),
+        capsys=capsys,
+    )
     assert rc == 2 and "Traceback" not in err
     assert err.count("char_std.txt:22: expected one character per line, got 'uv'") == 1
     assert "starting 2 processes" not in err

@@ -33,11 +33,14 @@ def test_units_come_from_the_cpus_flags() -> None:
     assert cpu_bf16_units(AVX2) == [] and cpu_bf16_units(BF16) == ["amx_bf16", "avx512_bf16"]
 
 
-@pytest.mark.parametrize(("cpuinfo", "costs", "want"), [
-    (AVX2, {"none": 1.0, "bf16": 0.1}, "none"),   # emulated: not even timed
-    (BF16, {"none": 1.0, "bf16": 0.6}, "bf16"),   # 1.6x: kept
-    (BF16, {"none": 1.0, "bf16": 0.95}, "none"),  # within the noise: fp32
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("cpuinfo", "costs", "want"),
+    [
+        (AVX2, {"none": 1.0, "bf16": 0.1}, "none"),  # emulated: not even timed
+        (BF16, {"none": 1.0, "bf16": 0.6}, "bf16"),  # 1.6x: kept
+        (BF16, {"none": 1.0, "bf16": 0.95}, "none"),  # within the noise: fp32
+    ],
+)
 def test_auto_keeps_bf16_only_where_the_cpu_has_units_and_it_is_faster(
     monkeypatch, cpuinfo: str, costs: dict[str, float], want: str
 ) -> None:
@@ -55,12 +58,17 @@ def test_bf16_on_the_cpu_autocasts_the_cnn_and_training_runs(tiny_overrides, cap
     with autocast_for(CPU, "none"):
         assert torch.nn.Linear(4, 4)(torch.ones(1, 4)).dtype == torch.float32
     with caplog.at_level(logging.INFO, logger="crnn"):
-        t = Trainer(load_config(None, [*tiny_overrides, "train.cpu_bf16=true", "train.max_steps=2"]), DistInfo())
+        t = Trainer(
+            load_config(None, [*tiny_overrides, "train.cpu_bf16=true", "train.max_steps=2"]),
+            DistInfo(),
+        )
     assert t.amp == "bf16" and t.train_module.amp == "bf16"
     before = {k: v.clone() for k, v in t.model.state_dict().items()}
     t.fit()
     assert any(not torch.equal(before[k], v) for k, v in t.model.state_dict().items())
-    assert all(torch.isfinite(v).all() for v in t.model.state_dict().values() if v.is_floating_point())
+    assert all(
+        torch.isfinite(v).all() for v in t.model.state_dict().values() if v.is_floating_point()
+    )
 
 
 def test_the_probe_leaves_the_run_as_it_found_it(tiny_overrides) -> None:

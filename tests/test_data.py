@@ -247,7 +247,9 @@ def test_mixed_sampler_buckets_by_width_and_keeps_the_mix_ranks_and_resume():
     # The same samples as without bucketing, window by window, in the same mix per batch.
     for w in range(3):
         win = slice(10 * w, 10 * w + 10)
-        assert sorted(x for b in batches[win] for x in b) == sorted(x for b in unsorted[win] for x in b)
+        assert sorted(x for b in batches[win] for x in b) == sorted(
+            x for b in unsorted[win] for x in b
+        )
     for b in batches:
         assert sum(p == 0 for p, _, _ in b) == 12 and sum(p == 1 for p, _, _ in b) == 4
         assert [width(x) for x in b] == sorted(width(x) for x in b)
@@ -258,7 +260,9 @@ def test_mixed_sampler_buckets_by_width_and_keeps_the_mix_ranks_and_resume():
     assert maxima != sorted(maxima)
     # Ranks split each global batch; resuming mid-window is exact.
     ranks = [
-        MixedBatchSampler([None, 30], [0.75, 0.25], 16, width_hints=hints, world_size=2, rank=r, **kw)
+        MixedBatchSampler(
+            [None, 30], [0.75, 0.25], 16, width_hints=hints, world_size=2, rank=r, **kw
+        )
         for r in (0, 1)
     ]
     r0, r1 = (iter(r) for r in ranks)
@@ -284,8 +288,14 @@ def test_drawn_windows_are_sorted_by_width_keep_each_batchs_mix_and_resume_exact
         if k == 7:
             return {"error": "x.png: unreadable", "part": part}
         w = int(rng.integers(16, 384))
-        return {"image": torch.zeros(1, 32, w, dtype=torch.uint8), "target": [1], "label": "a",
-                "raw_label": "a", "source": f"s#{k}", "part": part}  # fmt: skip
+        return {
+            "image": torch.zeros(1, 32, w, dtype=torch.uint8),
+            "target": [1],
+            "label": "a",
+            "raw_label": "a",
+            "source": f"s#{k}",
+            "part": part,
+        }
 
     drawn = [[item(8 * b + i) for i in range(8)] for b in range(40)]  # 4 windows of 10
 
@@ -297,7 +307,9 @@ def test_drawn_windows_are_sorted_by_width_keep_each_batchs_mix_and_resume_exact
 
     sorted_ = sort_by_width(drawn[:10], np.random.default_rng(0))
     key = lambda b: sorted(x.get("source", "err") for x in b)  # noqa: E731
-    assert sorted(x for b in sorted_ for x in key(b)) == sorted(x for b in drawn[:10] for x in key(b))
+    assert sorted(x for b in sorted_ for x in key(b)) == sorted(
+        x for b in drawn[:10] for x in key(b)
+    )
     mix = lambda bs: sorted(sum(x["part"] == 1 for x in b) for b in bs)  # noqa: E731
     assert mix(sorted_) == mix(drawn[:10]) and all(len(b) == 8 for b in sorted_)
     assert pad_share(drawn[:10]) > 0.4 and pad_share(sorted_) < 0.25

@@ -232,9 +232,23 @@ def test_sigterm_to_the_process_group_saves_the_detector_and_stops(det_overrides
     import time
 
     root = Path(__file__).resolve().parents[1]
-    sets = [o for o in det_overrides if not o.startswith(("train.output_dir", "data.num_workers", "train.max_steps"))]
-    cmd = [sys.executable, "-m", "crnn.cli.train", "--output-dir", str(tmp_path / "run"), "--set", *sets,
-           "data.num_workers=1", "train.max_steps=100000", "train.val_every=100000"]  # fmt: skip
+    sets = [
+        o
+        for o in det_overrides
+        if not o.startswith(("train.output_dir", "data.num_workers", "train.max_steps"))
+    ]
+    cmd = [
+        sys.executable,
+        "-m",
+        "crnn.cli.train",
+        "--output-dir",
+        str(tmp_path / "run"),
+        "--set",
+        *sets,
+        "data.num_workers=1",
+        "train.max_steps=100000",
+        "train.val_every=100000",
+    ]
     env = {**os.environ, "PYTHONPATH": str(root), "OMP_NUM_THREADS": "1"}
     proc = subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE, text=True, start_new_session=True)
     seen = ""

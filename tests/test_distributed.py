@@ -82,7 +82,9 @@ def launch_ok(
         procs = []
         for (cmd, env), log_path in zip(commands((port or free_port)()), logs):
             with open(log_path, "w") as log:
-                procs.append(subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT))
+                procs.append(
+                    subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+                )
         codes, texts = wait_all(procs, logs)
         taken = any("address already in use" in t.lower() for t in texts)
         if codes == [0] * len(procs) or not taken or attempt == tries - 1:
@@ -279,10 +281,17 @@ def test_failure_message_puts_the_cause_before_its_echoes(tmp_path):
 
     def error_file(name: str, message: str, t: float, peer: str) -> str:
         path = tmp_path / name
-        path.write_text(json.dumps({
-            "message": {"message": message, "extraInfo": {"py_callstack": "", "timestamp": str(int(t))}},
-            "crnn": {"time": t, "peer": peer},
-        }))  # fmt: skip
+        path.write_text(
+            json.dumps(
+                {
+                    "message": {
+                        "message": message,
+                        "extraInfo": {"py_callstack": "", "timestamp": str(int(t))},
+                    },
+                    "crnn": {"time": t, "peer": peer},
+                }
+            )
+        )
         return str(path)
 
     # Rank 0 recorded its error first, but it is only the echo of rank 3's death.
@@ -306,7 +315,9 @@ def test_failure_message_puts_the_cause_before_its_echoes(tmp_path):
         in describe_failures({1: raised, 0: echo}).split(". Then")[0]
     )
     # The survivor timed out: the rank the launcher then killed had hung.
-    waited = ProcessFailure(0, 104, 1, error_file("r2", "RuntimeError: Timed out waiting 5000ms", 9.0, "timeout"))  # fmt: skip
+    waited = ProcessFailure(
+        0, 104, 1, error_file("r2", "RuntimeError: Timed out waiting 5000ms", 9.0, "timeout")
+    )
     hung = ProcessFailure(1, 105, -9, "<N/A>")
     msg = describe_failures({0: waited, 1: hung})
     assert msg.startswith(
@@ -328,10 +339,17 @@ def test_the_first_failure_is_the_cause_and_the_launchers_stops_are_echoes(tmp_p
 
     def recorded(local, pid, code, message, t, peer=""):
         path = tmp_path / f"r{pid}"
-        path.write_text(json.dumps({
-            "message": {"message": message, "extraInfo": {"py_callstack": "", "timestamp": str(int(t))}},
-            "crnn": {"time": t, "peer": peer},
-        }))  # fmt: skip
+        path.write_text(
+            json.dumps(
+                {
+                    "message": {
+                        "message": message,
+                        "extraInfo": {"py_callstack": "", "timestamp": str(int(t))},
+                    },
+                    "crnn": {"time": t, "peer": peer},
+                }
+            )
+        )
         return ProcessFailure(local, pid, code, str(path))
 
     msg = describe_failures({1: killed(1, 11, -9, 100.0), 0: killed(0, 10, -9, 130.0)}, nproc=2)
@@ -339,14 +357,22 @@ def test_the_first_failure_is_the_cause_and_the_launchers_stops_are_echoes(tmp_p
     assert "rank 1 (local rank 1, pid 11) was killed by signal SIGKILL" in cause
     assert "rank 0" not in cause
     assert "rank 0 (local rank 0, pid 10) was stopped by the launcher (SIGKILL), having not" in echo
-    worker = recorded(0, 20, 1, "RuntimeError: DataLoader worker (pid 33) is killed by "
-                      "signal: Terminated.", 101.0)  # fmt: skip
+    worker = recorded(
+        0, 20, 1, "RuntimeError: DataLoader worker (pid 33) is killed by signal: Terminated.", 101.0
+    )
     msg = describe_failures({1: killed(1, 21, -9, 100.0), 0: worker})
     cause, _, echo = msg.partition("Then, as a consequence")
     assert "rank 1" in cause and "rank 0" not in cause
     assert "its data workers got the stop first" in echo
-    ended = recorded(0, 30, 130, "stopped by the launcher while blocked for 3 s waiting for a "
-                     "rank of this machine that had exited (pid 31)", 101.0, "stopped")  # fmt: skip
+    ended = recorded(
+        0,
+        30,
+        130,
+        "stopped by the launcher while blocked for 3 s waiting for a "
+        "rank of this machine that had exited (pid 31)",
+        101.0,
+        "stopped",
+    )
     msg = describe_failures({1: killed(1, 31, -9, 100.0), 0: ended})
     assert msg.index("rank 1 (local rank 1, pid 31) was killed") < msg.index("consequence: rank 0")
     assert "rank 0 (local rank 0, pid 30) stopped by the launcher while blocked" in msg
@@ -368,11 +394,17 @@ def test_nccl_failures_name_the_rank_that_hung_or_crashed_not_the_survivors():
 
     with tempfile.TemporaryDirectory() as d:
         err = Path(d) / "r1"
-        err.write_text(json.dumps({
-            "message": {"message": "RuntimeError: CUDA error: an illegal memory access",
-                        "extraInfo": {"py_callstack": "", "timestamp": "10"}},
-            "crnn": {"time": 10.0, "peer": ""},
-        }))  # fmt: skip
+        err.write_text(
+            json.dumps(
+                {
+                    "message": {
+                        "message": "RuntimeError: CUDA error: an illegal memory access",
+                        "extraInfo": {"py_callstack": "", "timestamp": "10"},
+                    },
+                    "crnn": {"time": 10.0, "peer": ""},
+                }
+            )
+        )
         crashed = ProcessFailure(1, 201, 1, str(err))
         killed = ProcessFailure(0, 200, -9, "<N/A>")  # SIGKILLed after the grace
         msg = describe_failures({0: killed, 1: crashed}, nproc=2)
@@ -395,8 +427,9 @@ def test_nccl_failures_name_the_rank_that_hung_or_crashed_not_the_survivors():
     assert "consequence: rank 0 (local rank 0, pid 300) timed out waiting for a peer" in msg
     # The same abort without the watchdog's words is a crash of its own.
     msg = describe_failures({0: aborted}, nproc=2, logs={0: "terminate called after..."})
-    assert msg.startswith("distributed training failed: rank 0 (local rank 0, pid 300) was "
-                          "killed by signal SIGABRT")  # fmt: skip
+    assert msg.startswith(
+        "distributed training failed: rank 0 (local rank 0, pid 300) was killed by signal SIGABRT"
+    )
     cause, _, echo = msg.partition("Then, as a consequence")
     assert "rank 1" not in cause and "rank 1 (local rank 1) was stopped by the launcher" in echo
 
@@ -429,8 +462,23 @@ def ddp_run(word_lmdb, tmp_path_factory):
     (tmp / "spec.json").write_text(json.dumps(spec))
     logs = [tmp / f"rank{rank}.log" for rank in range(2)]
     worker = [sys.executable, str(ROOT / "tests" / "ddp_worker.py"), str(tmp / "spec.json")]
-    texts = launch_ok(lambda port: [(worker, {**ENV, "RANK": str(rank), "LOCAL_RANK": str(rank),
-        "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}) for rank in range(2)], logs)  # fmt: skip
+    texts = launch_ok(
+        lambda port: [
+            (
+                worker,
+                {
+                    **ENV,
+                    "RANK": str(rank),
+                    "LOCAL_RANK": str(rank),
+                    "WORLD_SIZE": "2",
+                    "MASTER_ADDR": "127.0.0.1",
+                    "MASTER_PORT": str(port),
+                },
+            )
+            for rank in range(2)
+        ],
+        logs,
+    )
     results = [torch.load(f"{spec['result']}-rank{r}.pt", weights_only=False) for r in range(2)]
     return {"tmp": tmp, "logs": texts, "results": results, "lmdb": word_lmdb}
 
@@ -450,8 +498,10 @@ def test_ddp_equals_one_process_and_resumes_from_one_process(ddp_run):
     expected = {n: p.detach() for n, p in ref.model.named_parameters()}
     assert_same_tensors(r0["params"], expected, rtol=1e-5, atol=1e-6)
     assert_same_tensors(r1["params"], r0["params"], rtol=0, atol=0)  # replicas never diverge
-    assert not torch.allclose(r0["params"]["rnn.1.proj.weight"], one_process(
-        base_overrides(lmdb, tmp / "init")).model.rnn[1].proj.weight)  # fmt: skip
+    assert not torch.allclose(
+        r0["params"]["rnn.1.proj.weight"],
+        one_process(base_overrides(lmdb, tmp / "init")).model.rnn[1].proj.weight,
+    )
     ckpt = load_checkpoint(tmp / "ddp" / "last.pt")
     assert ckpt["step"] == PHASE1_STEPS and (ckpt["epoch"], ckpt["step_in_epoch"]) == (2, 3)
     assert not any(k.startswith(("module.", "_orig_mod.")) for k in ckpt["model"])
@@ -529,8 +579,11 @@ def test_a_failing_rank_ends_the_run_with_a_message_naming_it(kind, word_lmdb, t
     r = subprocess.run(
         train_cmd(*cli_args(word_lmdb, out, "train.max_steps=1000", "train.save_every=2")),
         env={**ENV, "CRNN_FAULT_INJECT": f"1:4:{kind}"},
-        capture_output=True, text=True, timeout=180, cwd=ROOT,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=ROOT,
+    )
     wall = time.monotonic() - t0
     assert r.returncode == 1, r.stderr[-3000:]
     error = re.findall(r"distributed training failed: .*", r.stderr)
@@ -538,7 +591,8 @@ def test_a_failing_rank_ends_the_run_with_a_message_naming_it(kind, word_lmdb, t
     cause = error[0].split("distributed training failed: ")[1].split(". Then")[0]
     if kind == "raise":
         assert re.match(
-            r"rank 1 \(local rank 1, pid \d+\) raised RuntimeError: injected fault \(CRNN_FAULT_INJECT\) on rank 1 at step 4",
+            r"rank 1 \(local rank 1, pid \d+\) raised RuntimeError: "
+            r"injected fault \(CRNN_FAULT_INJECT\) on rank 1 at step 4",
             cause,
         ), error[0]
     else:
@@ -571,8 +625,12 @@ def test_ctrl_c_stops_every_rank_saves_once_and_resumes_in_one_process(word_lmdb
     with open(log_path, "w") as log:
         proc = subprocess.Popen(
             train_cmd(*cli_args(word_lmdb, out, "train.max_steps=100000")),
-            env=ENV, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, start_new_session=True,
-        )  # fmt: skip
+            env=ENV,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
+            start_new_session=True,
+        )
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and proc.poll() is None:
@@ -607,9 +665,11 @@ def test_ctrl_c_stops_every_rank_saves_once_and_resumes_in_one_process(word_lmdb
     straight = one_process(base_overrides(word_lmdb, tmp_path / "straight", *more))
     straight.fit()
     assert_same_tensors(
-        dict(resumed.model.named_parameters()), dict(straight.model.named_parameters()),
-        rtol=1e-4, atol=1e-5,
-    )  # fmt: skip
+        dict(resumed.model.named_parameters()),
+        dict(straight.model.named_parameters()),
+        rtol=1e-4,
+        atol=1e-5,
+    )
 
 
 @pytest.mark.slow
@@ -629,14 +689,38 @@ def test_two_nodes_on_loopback_with_torchrun(word_lmdb, tmp_path):
     )
 
     def nodes(port: int) -> list[tuple[list[str], dict[str, str]]]:
-        return [([
-            sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--node-rank", str(node),
-            "--nproc-per-node", "1", "--rdzv-backend", "c10d", "--rdzv-id", "crnn-test",
-            "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-conf", "is_host=false",
-            "--local-addr", "127.0.0.1",
-            str(ROOT / "tools" / "train.py"), "--gpus", "cpu", "--set",
-            *base_overrides(word_lmdb, tmp_path / f"out{node}", "train.max_steps=4"),
-        ], ENV) for node in range(2)]  # fmt: skip
+        return [
+            (
+                [
+                    sys.executable,
+                    "-m",
+                    "torch.distributed.run",
+                    "--nnodes",
+                    "2",
+                    "--node-rank",
+                    str(node),
+                    "--nproc-per-node",
+                    "1",
+                    "--rdzv-backend",
+                    "c10d",
+                    "--rdzv-id",
+                    "crnn-test",
+                    "--rdzv-endpoint",
+                    f"127.0.0.1:{port}",
+                    "--rdzv-conf",
+                    "is_host=false",
+                    "--local-addr",
+                    "127.0.0.1",
+                    str(ROOT / "tools" / "train.py"),
+                    "--gpus",
+                    "cpu",
+                    "--set",
+                    *base_overrides(word_lmdb, tmp_path / f"out{node}", "train.max_steps=4"),
+                ],
+                ENV,
+            )
+            for node in range(2)
+        ]
 
     texts = launch_ok(nodes, logs, tries=1, port=lambda: store.port)
     main = [i for i, t in enumerate(texts) if "run directory" in t]
@@ -655,16 +739,22 @@ def test_bench_parallel_measures_the_trainer_step(tmp_path):
     from benchmarks.parallel import BenchSpec, format_table, rows_to_json, run_benchmark
 
     spec = BenchSpec(
-        batch_size=8, width=64, steps=1, repeats=1, warmup=1, overrides=TINY_MODEL,
-        strategies=["single", "dp"], accum_steps=[1, 2],
-    )  # fmt: skip
+        batch_size=8,
+        width=64,
+        steps=1,
+        repeats=1,
+        warmup=1,
+        overrides=TINY_MODEL,
+        strategies=["single", "dp"],
+        accum_steps=[1, 2],
+    )
     rows = run_benchmark(spec, tmp_path)
     assert [(r.strategy, r.grad_checkpoint, r.accum_steps, r.micro_batch) for r in rows] == [
         ("single", False, 1, 8),
         ("single", False, 2, 4),
         ("single", True, 1, 8),
         ("single", True, 2, 4),
-    ]  # fmt: skip  (dp needs CUDA: skipped)
+    ]  # dp needs CUDA: skipped
     assert all(r.images_per_s > 0 and r.peak_allocated_mib == {} for r in rows)
     table = format_table(rows)
     assert table.count("\n") == 5 and "| single | cpu | on | 2 | 8 (4) |" in table
@@ -719,18 +809,23 @@ def test_bf16_falls_back_to_fp16_with_a_message_on_gpus_without_bfloat16(monkeyp
 
 @pytest.mark.parametrize("capability, native", [((7, 0), False), ((7, 5), False), ((8, 0), True)])
 @pytest.mark.parametrize("has_flag", [True, False])
-def test_bf16_emulated_on_volta_and_turing_falls_back_to_fp16(monkeypatch, capability, native, has_flag):
+def test_bf16_emulated_on_volta_and_turing_falls_back_to_fp16(
+    monkeypatch, capability, native, has_flag
+):
     """torch.cuda.is_bf16_supported() says yes on a V100 (7.0) or T4 (7.5), where bf16
     is only emulated; the fallback must still happen there, with the emulation flag
     (newer PyTorch) and by the compute capability (PyTorch without it)."""
     from crnn.precision import resolve_amp
 
     if has_flag:
+
         def supported(including_emulation: bool = True) -> bool:  # as PyTorch defines it
             return native or including_emulation
     else:
+
         def supported() -> bool:  # older PyTorch: emulation counts
             return True
+
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", supported)
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: capability)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: f"GPU {capability}")
@@ -745,7 +840,9 @@ def _chinese_lmdb(root: Path) -> Path:
 
     fixtures = ROOT / "tests" / "fixtures"
     chars = (fixtures / "cjk200_chars.txt").read_text(encoding="utf-8").split()
-    font = ImageFont.truetype(str(fixtures / "fonts" / "cjk" / "droid_sans_fallback_cjk200.ttf"), 28)
+    font = ImageFont.truetype(
+        str(fixtures / "fonts" / "cjk" / "droid_sans_fallback_cjk200.ttf"), 28
+    )
     rng = random.Random(0)
     with LmdbWriter(root) as w:
         for _ in range(32):
@@ -767,8 +864,12 @@ def test_ddp_with_the_5530_class_chinese_charset_equals_one_process(tmp_path):
     zh = ["data.charset=zh5529", "data.max_width=256", "train.max_steps=4"]
     r = subprocess.run(
         train_cmd(*cli_args(lmdb, tmp_path / "ddp", *zh)),
-        env=ENV, capture_output=True, text=True, timeout=300, cwd=ROOT,
-    )  # fmt: skip
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     assert "skipped" not in r.stderr  # every label is in the charset
     ddp = load_checkpoint(tmp_path / "ddp" / "last.pt")

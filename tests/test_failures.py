@@ -22,10 +22,20 @@ from crnn.reading.recognizer import default_checkpoint
 
 def train_args(lmdb: Path, out: Path, *extra: str) -> list[str]:
     return [
-        "--train", str(lmdb), "--val", str(lmdb), "--output-dir", str(out), "--set", *TINY_MODEL,
-        "data.num_workers=0", "train.batch_size=8", "train.log_every=1", "train.warmup_steps=1",
+        "--train",
+        str(lmdb),
+        "--val",
+        str(lmdb),
+        "--output-dir",
+        str(out),
+        "--set",
+        *TINY_MODEL,
+        "data.num_workers=0",
+        "train.batch_size=8",
+        "train.log_every=1",
+        "train.warmup_steps=1",
         *extra,
-    ]  # fmt: skip
+    ]
 
 
 def test_a_truncated_lmdb_is_named_not_a_bus_error(word_lmdb, tmp_path, capsys):
@@ -46,14 +56,23 @@ def test_a_gt_file_in_another_encoding_is_reported_by_line_never_corrupted(tmp_p
     gt = root / "gt.txt"
     lines = gt.read_bytes().splitlines()
     gt.write_bytes(lines[0] + b"\n" + lines[1].split(b"\t")[0] + b"\tcaf\xe9\n")  # latin-1
-    rc, _, err = run_main(create_lmdb_cli.main, "--root", root, "--out", tmp_path / "a",
-                          capsys=capsys)  # fmt: skip
+    rc, _, err = run_main(
+        create_lmdb_cli.main, "--root", root, "--out", tmp_path / "a", capsys=capsys
+    )
     assert rc == 1 and "gt.txt:2: not valid utf-8 (byte 0xe9" in err and "--encoding" in err
     from crnn.data.lmdb import LmdbReader
 
     assert [LmdbReader(tmp_path / "a").label(i) for i in range(1)] == ["hello"]
-    rc, _, _ = run_main(create_lmdb_cli.main, "--root", root, "--out", tmp_path / "b",
-                        "--encoding", "latin-1", capsys=capsys)  # fmt: skip
+    rc, _, _ = run_main(
+        create_lmdb_cli.main,
+        "--root",
+        root,
+        "--out",
+        tmp_path / "b",
+        "--encoding",
+        "latin-1",
+        capsys=capsys,
+    )
     assert rc == 0
     assert LmdbReader(tmp_path / "b").label(1) == "café"
 
@@ -62,15 +81,18 @@ def test_a_full_disk_during_a_save_says_so_keeps_last_pt_and_exits_1(
     word_lmdb, tmp_path, capsys, monkeypatch
 ):
     out = tmp_path / "run"
-    args = train_args(word_lmdb, out, "train.max_steps=4", "train.save_every=2",
-                      "train.val_every=100")  # fmt: skip
+    args = train_args(
+        word_lmdb, out, "train.max_steps=4", "train.save_every=2", "train.val_every=100"
+    )
     real_save, saves = torch.save, []
 
     def save(obj, f, *a, **k):
         saves.append(1)
         if len(saves) >= 2:  # the second checkpoint does not fit
             # What torch's zip writer raises when the disk fills up.
-            raise RuntimeError("[enforce fail at inline_container.cc:603] . unexpected pos 4610112 vs 4610004")
+            raise RuntimeError(
+                "[enforce fail at inline_container.cc:603] . unexpected pos 4610112 vs 4610004"
+            )
         return real_save(obj, f, *a, **k)
 
     monkeypatch.setattr(torch, "save", save)
@@ -91,15 +113,25 @@ def test_a_training_set_without_a_readable_image_stops_at_once(tmp_path, capsys)
         (bad / "images" / f"{i}.png").write_text("not an image")
     (bad / "gt.txt").write_text("".join(f"images/{i}.png\tword\n" for i in range(10)))
     for batch in ("1", "64"):
-        rc, _, err = run_main(train_cli.main, *train_args(bad, tmp_path / f"r{batch}"),
-                              "--set", f"train.batch_size={batch}", capsys=capsys)  # fmt: skip
+        rc, _, err = run_main(
+            train_cli.main,
+            *train_args(bad, tmp_path / f"r{batch}"),
+            "--set",
+            f"train.batch_size={batch}",
+            capsys=capsys,
+        )
         assert rc == 2 and "none of the 10 images tried could be read" in err, err[-1500:]
         assert not (tmp_path / f"r{batch}" / "last.pt").exists()
 
 
 def test_too_few_samples_for_one_batch_is_a_message_not_a_traceback(word_lmdb, tmp_path, capsys):
-    rc, _, err = run_main(train_cli.main, *train_args(word_lmdb, tmp_path / "r"), "--set",
-                          "train.batch_size=128", capsys=capsys)  # fmt: skip
+    rc, _, err = run_main(
+        train_cli.main,
+        *train_args(word_lmdb, tmp_path / "r"),
+        "--set",
+        "train.batch_size=128",
+        capsys=capsys,
+    )
     assert rc == 2 and "64 usable samples, fewer than one global batch" in err
     assert "Traceback" not in err
 
@@ -128,15 +160,30 @@ def test_resuming_with_another_batch_size_warns_that_the_data_order_changes(
     word_lmdb, tmp_path, capsys
 ):
     out = tmp_path / "run"
-    rc, _, _ = run_main(train_cli.main, *train_args(word_lmdb, out, "train.max_steps=2"),
-                        capsys=capsys)  # fmt: skip
+    rc, _, _ = run_main(
+        train_cli.main, *train_args(word_lmdb, out, "train.max_steps=2"), capsys=capsys
+    )
     assert rc == 0
-    rc, _, err = run_main(train_cli.main, "--resume", out, "--set", "train.max_steps=3",
-                          "train.batch_size=16", capsys=capsys)  # fmt: skip
+    rc, _, err = run_main(
+        train_cli.main,
+        "--resume",
+        out,
+        "--set",
+        "train.max_steps=3",
+        "train.batch_size=16",
+        capsys=capsys,
+    )
     assert rc == 0
     assert "train.batch_size changed from 8 to 16 on resume" in err
-    rc, _, err = run_main(train_cli.main, "--resume", out, "--set", "train.max_steps=4",
-                          "train.batch_size=16", capsys=capsys)  # fmt: skip
+    rc, _, err = run_main(
+        train_cli.main,
+        "--resume",
+        out,
+        "--set",
+        "train.max_steps=4",
+        "train.batch_size=16",
+        capsys=capsys,
+    )
     assert "changed from" not in err  # the saved settings now match
 
 

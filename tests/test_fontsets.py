@@ -28,7 +28,10 @@ def test_set(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     (root / "truetype" / "x").mkdir(parents=True)
     shutil.copy(DEJAVU / "DejaVuSans.ttf", root / "truetype" / "x" / "SansA.ttf")
     coll = TTCollection()
-    coll.fonts = [TTFont(str(DEJAVU / "DejaVuSans.ttf")), TTFont(str(DEJAVU / "DejaVuSansMono-Bold.ttf"))]
+    coll.fonts = [
+        TTFont(str(DEJAVU / "DejaVuSans.ttf")),
+        TTFont(str(DEJAVU / "DejaVuSansMono-Bold.ttf")),
+    ]
     coll.save(str(root / "Pair.ttc"))
     faces = (
         SetFace("SansA.ttf", "fonts-a", "hei"),
@@ -80,7 +83,9 @@ def test_a_set_with_no_face_installed_is_one_line_naming_the_install_command(
         configured_fonts(SynthConfig(font_sets=["t"]))
     msg = str(e.value)
     assert "\n" not in msg
-    assert "crnn-fonts --install t" in msg and "apt-get install -y fonts-a fonts-pair fonts-kai" in msg
+    assert (
+        "crnn-fonts --install t" in msg and "apt-get install -y fonts-a fonts-pair fonts-kai" in msg
+    )
 
 
 def test_train_without_the_fonts_exits_2_with_that_line_and_no_traceback(
@@ -98,14 +103,24 @@ def test_train_without_the_fonts_exits_2_with_that_line_and_no_traceback(
 
 
 def test_the_zh_set_lists_only_allowed_packages() -> None:
-    allowed = {"fonts-noto-cjk", "fonts-noto-cjk-extra", "fonts-wqy-zenhei", "fonts-wqy-microhei",
-               "fonts-lxgw-wenkai", "fonts-droid-fallback", "fonts-babelstone-han", "fonts-hanazono"}  # fmt: skip
+    allowed = {
+        "fonts-noto-cjk",
+        "fonts-noto-cjk-extra",
+        "fonts-wqy-zenhei",
+        "fonts-wqy-microhei",
+        "fonts-lxgw-wenkai",
+        "fonts-droid-fallback",
+        "fonts-babelstone-han",
+        "fonts-hanazono",
+    }
     faces = fontsets.FONT_SETS["zh"]
     assert {f.package for f in faces} == allowed
     assert {f.style for f in faces} == {"hei", "song", "kai", "mincho"}
 
 
-def test_crnn_fonts_lists_found_and_missing_and_exits_1(test_set: Path, capsys: pytest.CaptureFixture) -> None:
+def test_crnn_fonts_lists_found_and_missing_and_exits_1(
+    test_set: Path, capsys: pytest.CaptureFixture
+) -> None:
     assert fonts_main(["t"]) == 1
     out = capsys.readouterr().out
     assert "2 of 3 faces installed" in out and "missing  kai" in out and "fonts-kai" in out

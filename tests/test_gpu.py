@@ -66,7 +66,9 @@ def step_grads(t: Trainer, freeze_bn: bool = False) -> dict[str, torch.Tensor]:
     seen: dict[str, torch.Tensor] = {}
 
     def record(*_: Any) -> None:
-        seen.update({n: p.grad.detach().float().cpu().clone() for n, p in t.model.named_parameters()})
+        seen.update(
+            {n: p.grad.detach().float().cpu().clone() for n, p in t.model.named_parameters()}
+        )
 
     hook = t.optimizer.register_step_pre_hook(record)
     t.train_module.train()
@@ -180,10 +182,16 @@ def test_two_gloo_ranks_sharing_the_gpu_equal_one_process(word_lmdb, tmp_path, d
 
     # fp32: under bf16 each half-batch rounds differently (the DataParallel test's 1e-2)
     cfg = overrides(word_lmdb, tmp_path / "ddp", "train.max_steps=4", "train.amp=none")
-    spec = {"device": str(dev), "init": f"tcp://127.0.0.1:{free_port()}", "overrides": cfg,
-            "out": str(tmp_path / "params")}  # fmt: skip
+    spec = {
+        "device": str(dev),
+        "init": f"tcp://127.0.0.1:{free_port()}",
+        "overrides": cfg,
+        "out": str(tmp_path / "params"),
+    }
     mp.spawn(_gloo_rank, args=(spec,), nprocs=2, join=True)
-    one = step_grads(trainer(word_lmdb, tmp_path / "one", dev, "train.max_steps=4", "train.amp=none"), True)
+    one = step_grads(
+        trainer(word_lmdb, tmp_path / "one", dev, "train.max_steps=4", "train.amp=none"), True
+    )
     for r in range(2):  # DDP's all-reduced gradients: the same on both ranks
         assert_close_grads(torch.load(f"{spec['out']}-rank{r}.pt"), one, 1e-3)
 
@@ -213,7 +221,9 @@ def test_channels_last_and_checkpointing_with_accumulation_match_the_plain_step(
         assert_close_grads(step_grads(t, True), ref, 1e-3)
 
 
-def test_compile_recompiles_a_bounded_number_of_times_over_bucketed_widths(word_lmdb, tmp_path, dev):
+def test_compile_recompiles_a_bounded_number_of_times_over_bucketed_widths(
+    word_lmdb, tmp_path, dev
+):
     cuda_only(dev, "torch.compile with inductor")
     import torch._dynamo
 
@@ -286,12 +296,13 @@ def test_eval_on_the_second_gpu_opens_no_context_on_the_first(word_lmdb, tmp_pat
     code = f"""
 import os, subprocess, torch
 from crnn.backends.torch import TorchBackend as T
-b = T.from_checkpoint({str(out / 'last.pt')!r}, device='cuda:1')
+b = T.from_checkpoint({str(out / "last.pt")!r}, device='cuda:1')
 b(torch.zeros(1, 1, 32, 64, dtype=torch.uint8)); torch.cuda.synchronize(1)
 uuid = {{i: 'GPU-' + str(torch.cuda.get_device_properties(i).uuid) for i in (0, 1)}}
 apps = subprocess.run(['nvidia-smi', '--query-compute-apps=pid,gpu_uuid',
                        '--format=csv,noheader'], capture_output=True, text=True).stdout
-mine = [a.split(',')[1].strip() for a in apps.splitlines() if a.split(',')[0].strip() == str(os.getpid())]
+rows = [a.split(',') for a in apps.splitlines()]
+mine = [r[1].strip() for r in rows if r[0].strip() == str(os.getpid())]
 print(uuid[0] in mine, uuid[1] in mine)
 """
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
@@ -326,7 +337,9 @@ def test_a_training_step_waits_for_the_gpu_only_in_ctc_and_the_nan_guard(word_lm
 
     in_ctc = len(waits(bare_ctc))
     sites = waits(lambda: t.train_step(iter([b])))
-    assert len(sites) <= in_ctc + 1, f"{len(sites)} waits, {in_ctc} of them CTC's:\n" + "\n".join(sites)
+    assert len(sites) <= in_ctc + 1, f"{len(sites)} waits, {in_ctc} of them CTC's:\n" + "\n".join(
+        sites
+    )
 
 
 def waits(fn: Any) -> list[str]:
@@ -339,7 +352,9 @@ def waits(fn: Any) -> list[str]:
     def note(message: Any, *_: Any, **__: Any) -> None:
         if "synchroniz" in str(message).lower():
             frames = [f for f in traceback.extract_stack()[:-1] if "/crnn/" in f.filename]
-            sites.append(" <- ".join(f"{Path(f.filename).name}:{f.lineno}" for f in frames[::-1][:3]))
+            sites.append(
+                " <- ".join(f"{Path(f.filename).name}:{f.lineno}" for f in frames[::-1][:3])
+            )
 
     torch.cuda.synchronize()
     torch.cuda.set_sync_debug_mode("warn")
@@ -364,7 +379,6 @@ def test_backend_on_the_gpu_uses_autocast_without_changing_texts(word_lmdb, tmp_
     assert (fp32.argmax(-1) == bf16.argmax(-1)).float().mean() > 0.95
 
 
-
 def test_the_detector_trains_on_the_gpu_in_bf16_and_reads_as_on_the_cpu(dev, tmp_path) -> None:
     """task: detect on CUDA: autocast bf16 steps stay finite and move the weights; the
     trained model's map on the GPU matches the CPU's within bf16's precision."""
@@ -374,11 +388,21 @@ def test_the_detector_trains_on_the_gpu_in_bf16_and_reads_as_on_the_cpu(dev, tmp
     from crnn.engine.det_trainer import DetTrainer
 
     data = write_scenes(tmp_path / "scenes")
-    cfg = apply_overrides(config_from_dict({}), [
-        "task=detect", *TINY_DET, f'det.train=["{data}"]', f'det.val=["{data}"]', "data.num_workers=0",
-        "train.batch_size=4", "train.max_steps=4", "train.val_every=4", "train.amp=bf16",
-        f"train.output_dir={tmp_path / 'run'}",
-    ])  # fmt: skip
+    cfg = apply_overrides(
+        config_from_dict({}),
+        [
+            "task=detect",
+            *TINY_DET,
+            f'det.train=["{data}"]',
+            f'det.val=["{data}"]',
+            "data.num_workers=0",
+            "train.batch_size=4",
+            "train.max_steps=4",
+            "train.val_every=4",
+            "train.amp=bf16",
+            f"train.output_dir={tmp_path / 'run'}",
+        ],
+    )
     t = DetTrainer(cfg, DistInfo(0, 0, 1, dev))
     before = t.model.prob_head.body[0][0].weight.detach().clone()
     result = t.fit()

@@ -18,9 +18,12 @@ def _stage(*args: str) -> subprocess.CompletedProcess[str]:
     # two cores, and a training subprocess on two threads beside them made this 4x slower.
     return subprocess.run(
         [sys.executable, str(ROOT / "tools" / "gpu_program.py"), *args, "--dry-run"],
-        capture_output=True, text=True, timeout=600, cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
         env={**os.environ, "OMP_NUM_THREADS": "1"},
-    )  # fmt: skip
+    )
 
 
 def _failed_parts(r: subprocess.CompletedProcess[str]) -> str:
@@ -33,9 +36,14 @@ def test_stage1_dry_run_runs_the_tier_and_every_benchmark(tmp_path):
     r = _stage("stage1", "--out", str(tmp_path))
     assert r.returncode == 0, _failed_parts(r)
     assert json.loads((tmp_path / "stage1.json").read_text()) == {
-        "env": 0, "gpu tier": 0, "bench": 0, "parallel": 0, "data image": 0,
-        "data prepared": 0, "wide": 0,
-    }  # fmt: skip
+        "env": 0,
+        "gpu tier": 0,
+        "bench": 0,
+        "parallel": 0,
+        "data image": 0,
+        "data prepared": 0,
+        "wide": 0,
+    }
     back = {p.name for p in tmp_path.iterdir()}
     assert {"env.json", "gpu_tier.xml", "bench_gpu.json", "parallel.json", "extra.json"} <= back
     extra = json.loads((tmp_path / "extra.json").read_text())
@@ -68,7 +76,9 @@ def test_stage2_dry_run_trains_in_chunks_then_evaluates_releases_and_exports(tmp
         m = re.search(r"stage2: step (\d+) of \d+", r.stdout)
         assert m, f"neither done nor a step count:\n{r.stdout[-2000:]}"
         step = int(m.group(1))
-        assert step > done_steps, f"a chunk did not advance the run (step {step}):\n{r.stdout[-2000:]}"
+        assert step > done_steps, (
+            f"a chunk did not advance the run (step {step}):\n{r.stdout[-2000:]}"
+        )
         done_steps = step
     assert "stage2 done" in r.stdout
     back = sorted(p.name for p in out.iterdir())
@@ -90,8 +100,12 @@ def test_a_silent_hang_is_killed_on_time_and_the_progress_so_far_is_kept(tmp_pat
     codes = gp.Progress(tmp_path / "stage1.json")
     codes["first"] = gp.run([sys.executable, "-c", "print('ok')"], tmp_path / "log", check=False)
     t0 = time.monotonic()
-    silent = [sys.executable, "-c", "import time, subprocess, sys; "
-              "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); time.sleep(60)"]
+    silent = [
+        sys.executable,
+        "-c",
+        "import time, subprocess, sys; "
+        "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); time.sleep(60)",
+    ]
     codes["hang"] = gp.run(silent, tmp_path / "log", timeout=2, check=False)
     assert time.monotonic() - t0 < 15
     assert json.loads((tmp_path / "stage1.json").read_text()) == {"first": 0, "hang": 124}
@@ -125,11 +139,21 @@ def test_slim_leaves_the_big_files_behind_and_unslim_restores_the_index(tmp_path
     release files and training logs (kept on disk), unslim puts the index back as it was."""
     gp = _program()
     repo = tmp_path / "repo"
-    for name in ("crnn/assets/models/crnn_zh-1.pt", "crnn/assets/models/crnn_en-1.pt",
-                 "crnn/assets/models/crnn_en-1.onnx", "docs/training/run/tb/events", "src.py"):  # fmt: skip
+    for name in (
+        "crnn/assets/models/crnn_zh-1.pt",
+        "crnn/assets/models/crnn_en-1.pt",
+        "crnn/assets/models/crnn_en-1.onnx",
+        "docs/training/run/tb/events",
+        "src.py",
+    ):
         (repo / name).parent.mkdir(parents=True, exist_ok=True)
         (repo / name).write_text(name)
-    git = lambda *a: subprocess.run(["git", *a], cwd=repo, check=True, capture_output=True, text=True).stdout  # noqa: E731
+
+    def git(*a):
+        return subprocess.run(
+            ["git", *a], cwd=repo, check=True, capture_output=True, text=True
+        ).stdout
+
     git("init", "-q")
     git("add", ".")
     git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "all")
@@ -152,9 +176,11 @@ def test_a_tier_that_passed_nothing_is_told_apart(tmp_path):
     found it so: the suite hid CUDA from itself)."""
     gp = _program()
     xml = tmp_path / "t.xml"
-    xml.write_text('<testsuites><testsuite><testcase name="a"><skipped message="no"/></testcase>'
-                   '<testcase name="b"/><testcase name="c"><failure message="x"/></testcase>'
-                   "</testsuite></testsuites>")  # fmt: skip
+    xml.write_text(
+        '<testsuites><testsuite><testcase name="a"><skipped message="no"/></testcase>'
+        '<testcase name="b"/><testcase name="c"><failure message="x"/></testcase>'
+        "</testsuite></testsuites>"
+    )
     assert gp.tier_passed(xml) == 1
     assert gp.tier_passed(tmp_path / "missing.xml") == 0
 
@@ -171,4 +197,6 @@ def test_each_command_s_exit_code_and_seconds_are_printed(tmp_path, capsys):
     """Where the device minutes went, in the call's output tail."""
     gp = _program()
     gp.run([sys.executable, "-c", "raise SystemExit(3)"], tmp_path / "log", check=False)
-    assert re.search(r"\[gpu_program\] exit 3 after \d+\.\d s: python -c\n", capsys.readouterr().out)
+    assert re.search(
+        r"\[gpu_program\] exit 3 after \d+\.\d s: python -c\n", capsys.readouterr().out
+    )

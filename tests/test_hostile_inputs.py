@@ -64,7 +64,9 @@ def test_a_zero_frame_input_reads_empty_with_no_confidence_whatever_the_decoder(
         assert p[1].confidence > 0
 
 
-def test_a_part_file_torn_by_a_kill_loses_only_the_torn_record_which_is_read_again(tmp_path) -> None:
+def test_a_part_file_torn_by_a_kill_loses_only_the_torn_record_which_is_read_again(
+    tmp_path,
+) -> None:
     import json
 
     from crnn.sharding import JsonlParts, Shard

@@ -110,10 +110,18 @@ def test_predict_cli_beam_and_lexicon(model, ckpt_path, word_folder, tmp_path):
     lex = tmp_path / "words.txt"
     lex.write_text(f"{word}\nzzzzzzzzzzzzzzzzzzzz\nCAFÉ\n", encoding="utf-8")
     r = run_tool(
-        "predict", "-c", str(ckpt_path), "--beam", "5", "--lexicon", str(lex), "--max-edits", "1",
+        "predict",
+        "-c",
+        str(ckpt_path),
+        "--beam",
+        "5",
+        "--lexicon",
+        str(lex),
+        "--max-edits",
+        "1",
         "--json",
         *map(str, images),
-    )  # fmt: skip
+    )
     assert r.returncode == 0, r.stderr
     got = {row["path"]: row for row in json.loads(r.stdout)}
     for image, p in zip(images, beam):
@@ -164,7 +172,10 @@ def test_rotate_auto_reads_upside_down_and_sideways_crops(tmp_path, capsys):
     assert default[0].text == "homeland" and default[1].text != "homeland"
     auto = Recognizer.from_checkpoint(default_checkpoint(), rotate="auto").predict(turned)
     assert [(p.text, p.rotation) for p in auto] == [
-        ("homeland", 0), ("homeland", 180), ("homeland", 90), ("homeland", 270)
+        ("homeland", 0),
+        ("homeland", 180),
+        ("homeland", 90),
+        ("homeland", 270),
     ]
     path = tmp_path / "upside_down.png"
     img.rotate(180).save(path)
@@ -230,13 +241,15 @@ def test_calibration_error_and_accuracy_at_coverage():
 
 def test_predict_flags_uncertain_reads(word_folder, ckpt_path, capsys):
     images = sorted((word_folder / "images").iterdir())[:6]
-    rc, out, err = run_main(predict_cli.main, "-c", ckpt_path, "--min-confidence", "1.01",
-                            *images, capsys=capsys)  # fmt: skip
+    rc, out, err = run_main(
+        predict_cli.main, "-c", ckpt_path, "--min-confidence", "1.01", *images, capsys=capsys
+    )
     rows = [line.split("\t") for line in out.splitlines()]
     assert rc == 0 and {r[-1] for r in rows} == {"uncertain"}  # nothing reaches 1.01
     assert "6 of 6 reads below --min-confidence 1.01" in err
-    rc, out, _ = run_main(predict_cli.main, "-c", ckpt_path, "--min-confidence", "0", "--json",
-                          *images, capsys=capsys)  # fmt: skip
+    rc, out, _ = run_main(
+        predict_cli.main, "-c", ckpt_path, "--min-confidence", "0", "--json", *images, capsys=capsys
+    )
     assert all(r["uncertain"] is False for r in json.loads(out))
 
 
@@ -262,13 +275,25 @@ class _Says:
         return np.full(np.shape(widths), 2 * len(self.text))
 
 
-@pytest.mark.parametrize(("read", "want"), [
-    ("sold 5o,ooo copies", "sold 50,000 copies"), ("Call o800 555 o199", "Call 0800 555 0199"),
-    ("at 1o:3o", "at 10:30"), ("2o23年", "2023年"), ("ISO 9oo1", "ISO 9001"),
-    ("No.5 too", "No.5 too"), ("2nd CO2", "2nd CO2"), ("4 o'clock", "4 o'clock"), ("o", "o"),
-    ("O2O模式", "O2O模式"), ("O2 sensor", "O2 sensor"), ("(O2)", "(O2)"), ("O-1 visa", "O-1 visa"),
-    ("1O5 kg", "105 kg"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("read", "want"),
+    [
+        ("sold 5o,ooo copies", "sold 50,000 copies"),
+        ("Call o800 555 o199", "Call 0800 555 0199"),
+        ("at 1o:3o", "at 10:30"),
+        ("2o23年", "2023年"),
+        ("ISO 9oo1", "ISO 9001"),
+        ("No.5 too", "No.5 too"),
+        ("2nd CO2", "2nd CO2"),
+        ("4 o'clock", "4 o'clock"),
+        ("o", "o"),
+        ("O2O模式", "O2O模式"),
+        ("O2 sensor", "O2 sensor"),
+        ("(O2)", "(O2)"),
+        ("O-1 visa", "O-1 visa"),
+        ("1O5 kg", "105 kg"),
+    ],
+)
 def test_an_o_inside_a_number_is_read_as_zero(read, want):
     """Old-style figures draw 0 as round as an o: the bundled line model read EB Garamond's
     4,000 as 4,ooo (pages_vs_peers, seed 11). Inside a number an o is a zero; in a word
@@ -401,7 +426,9 @@ def test_stretch_resizes_the_image_itself_and_a_padded_line_from_its_real_column
     assert [a.shape[-1] for a in item] == [64, 80]
     padded = np.concatenate([item[0], np.zeros((1, 32, 64), np.uint8)], axis=-1)  # black padding
     arr, width = stretch_line(padded, 64, 1.25, ImageSpec())
-    assert width == 80 and arr.shape == (1, 32, 80) and arr[..., -4:].min() == 255  # no padding in it
+    assert (
+        width == 80 and arr.shape == (1, 32, 80) and arr[..., -4:].min() == 255
+    )  # no padding in it
     with pytest.raises(ValueError, match="stretch"):
         Recognizer(_Says(Charset.from_spec("alnum36"), "ab"), stretch=(0.0,))
 

@@ -25,8 +25,12 @@ def test_a_failed_write_keeps_the_old_file_and_leaves_no_temporary(tmp_path):
 
 def test_stale_temporaries_of_dead_writers_are_removed_live_ones_kept(tmp_path):
     target = tmp_path / "last.pt"
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
-                          capture_output=True, text=True, check=True)  # fmt: skip
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     dead_pid = int(dead.stdout)
     live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:

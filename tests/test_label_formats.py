@@ -51,9 +51,19 @@ def scsd(tmp_path):
 def test_an_index_list_converts_with_its_gbk_alphabet_file(scsd, capsys):
     out = scsd / "lmdb"
     rc, _, err = run_main(
-        create_cli.main, "--root", scsd / "images", "--gt", scsd / "train.txt",
-        "--charset", scsd / "char_std_5990.txt", "--out", out, "--workers", "1", capsys=capsys,
-    )  # fmt: skip
+        create_cli.main,
+        "--root",
+        scsd / "images",
+        "--gt",
+        scsd / "train.txt",
+        "--charset",
+        scsd / "char_std_5990.txt",
+        "--out",
+        out,
+        "--workers",
+        "1",
+        capsys=capsys,
+    )
     assert rc == 1, err  # some lines left out
     assert _labels(out) == ["的是，鑫", "一不在"]
     assert "labels read as index" in err
@@ -66,17 +76,33 @@ def test_an_index_list_converts_with_its_gbk_alphabet_file(scsd, capsys):
 def test_an_index_list_given_as_a_gt_file_is_refused_not_stored_as_digits(scsd, capsys):
     out = scsd / "lmdb"
     rc, _, err = run_main(
-        create_cli.main, "--root", scsd / "images", "--gt", scsd / "train.txt", "--out", out,
+        create_cli.main,
+        "--root",
+        scsd / "images",
+        "--gt",
+        scsd / "train.txt",
+        "--out",
+        out,
         capsys=capsys,
-    )  # fmt: skip
+    )
     assert rc == 2
     assert "is an index list" in err and "--charset char_std_5990.txt" in err
     assert not (out / "data.mdb").exists()
     # Said to be a gt file, it is read as one: the user asked for digits.
     rc, _, err = run_main(
-        create_cli.main, "--root", scsd / "images", "--gt", scsd / "train.txt", "--out", out,
-        "--format", "gt", "--workers", "1", capsys=capsys,
-    )  # fmt: skip
+        create_cli.main,
+        "--root",
+        scsd / "images",
+        "--gt",
+        scsd / "train.txt",
+        "--out",
+        out,
+        "--format",
+        "gt",
+        "--workers",
+        "1",
+        capsys=capsys,
+    )
     assert _labels(out)[0] == "2 5 1 10"
 
 
@@ -90,9 +116,17 @@ def test_paddleocr_label_files_keep_spaces_in_labels(tmp_path, capsys):
     assert [line.label for line in parsed.lines] == ["简单 可依赖", "Paddle OCR"]
     out = tmp_path / "lmdb"
     rc, _, err = run_main(
-        create_cli.main, "--root", tmp_path, "--gt", tmp_path / "rec_gt_train.txt",
-        "--out", out, "--workers", "1", capsys=capsys,
-    )  # fmt: skip
+        create_cli.main,
+        "--root",
+        tmp_path,
+        "--gt",
+        tmp_path / "rec_gt_train.txt",
+        "--out",
+        out,
+        "--workers",
+        "1",
+        capsys=capsys,
+    )
     assert rc == 0, err
     assert _labels(out) == ["简单 可依赖", "Paddle OCR"]
 
@@ -104,7 +138,9 @@ def test_one_txt_per_image_folders(tmp_path, capsys):
         (root / f"{i}.txt").write_bytes(label.encode("utf-8" if i == 0 else "gbk") + b"\r\n")
     _image(root / "2.jpg")  # no label file
     out = tmp_path / "lmdb"
-    rc, _, err = run_main(create_cli.main, "--root", root, "--out", out, "--workers", "1", capsys=capsys)
+    rc, _, err = run_main(
+        create_cli.main, "--root", root, "--out", out, "--workers", "1", capsys=capsys
+    )
     assert rc == 1
     assert _labels(out) == ["中国人民", "你好，世界"]
     assert "no label file '2.txt' for '2.jpg'" in err
@@ -119,7 +155,9 @@ def test_mojibake_labels_are_reported_with_their_repaired_text(tmp_path, capsys)
     _image(tmp_path / "b.png")
     (tmp_path / "gt.txt").write_text("a.png\t鎴戜滑\nb.png\t我们\n", encoding="utf-8")
     out = tmp_path / "lmdb"
-    rc, _, err = run_main(create_cli.main, "--root", tmp_path, "--out", out, "--workers", "1", capsys=capsys)
+    rc, _, err = run_main(
+        create_cli.main, "--root", tmp_path, "--out", out, "--workers", "1", capsys=capsys
+    )
     assert rc == 1
     assert _labels(out) == ["我们"]
     assert "gt.txt:1: label '鎴戜滑' looks like UTF-8 text decoded as GBK" in err
@@ -130,12 +168,23 @@ def test_a_gbk_label_file_read_as_utf8_says_to_pass_its_encoding(tmp_path, capsy
     _image(tmp_path / "a.png")
     (tmp_path / "gt.txt").write_bytes("a.png\t我们\n".encode("gbk"))
     out = tmp_path / "lmdb"
-    rc, _, err = run_main(create_cli.main, "--root", tmp_path, "--out", out, "--workers", "1", capsys=capsys)
+    rc, _, err = run_main(
+        create_cli.main, "--root", tmp_path, "--out", out, "--workers", "1", capsys=capsys
+    )
     assert rc == 1 and "it reads as GBK: create_lmdb --encoding gbk" in err
     rc, _, err = run_main(
-        create_cli.main, "--root", tmp_path, "--out", out, "--overwrite", "--encoding", "gbk",
-        "--workers", "1", capsys=capsys,
-    )  # fmt: skip
+        create_cli.main,
+        "--root",
+        tmp_path,
+        "--out",
+        out,
+        "--overwrite",
+        "--encoding",
+        "gbk",
+        "--workers",
+        "1",
+        capsys=capsys,
+    )
     assert rc == 0 and _labels(out) == ["我们"]
 
 
@@ -156,17 +205,32 @@ def test_training_reads_an_index_list_with_its_charset_file_and_refuses_it_witho
     for name in ("a.jpg", "b.jpg"):
         _image(scsd / name)  # paths are relative to the label file's folder
     (scsd / "train.txt").write_text("a.jpg 2 5 1 10\nb.jpg 4 7 8\n", encoding="utf-8")
-    common = [*TINY_MODEL, f'data.train=["{scsd / "train.txt"}"]',
-              f'data.val=["{scsd / "train.txt"}"]', "data.num_workers=0", "train.batch_size=2",
-              "train.max_steps=2", "train.val_every=2", "train.log_images=0"]  # fmt: skip
+    common = [
+        *TINY_MODEL,
+        f'data.train=["{scsd / "train.txt"}"]',
+        f'data.val=["{scsd / "train.txt"}"]',
+        "data.num_workers=0",
+        "train.batch_size=2",
+        "train.max_steps=2",
+        "train.val_every=2",
+        "train.log_images=0",
+    ]
     rc, _, err = run_main(
-        train_cli.main, "--set", *common, f"data.charset={scsd / 'char_std_5990.txt'}",
-        f"train.output_dir={scsd / 'run'}", capsys=capsys,
-    )  # fmt: skip
+        train_cli.main,
+        "--set",
+        *common,
+        f"data.charset={scsd / 'char_std_5990.txt'}",
+        f"train.output_dir={scsd / 'run'}",
+        capsys=capsys,
+    )
     assert rc == 0, err[-2000:]
     assert "train.txt: 2 of 2 samples kept" in err
     rc, _, err = run_main(
-        train_cli.main, "--set", *common, "data.charset=zh5529",
-        f"train.output_dir={scsd / 'run2'}", capsys=capsys,
-    )  # fmt: skip
+        train_cli.main,
+        "--set",
+        *common,
+        "data.charset=zh5529",
+        f"train.output_dir={scsd / 'run2'}",
+        capsys=capsys,
+    )
     assert rc == 2 and "is an index list" in err and "Traceback" not in err

@@ -35,7 +35,10 @@ def test_a_dusty_scan_finds_its_lines_and_no_others() -> None:
     dusty = find_lines(arr)
     assert len(clean.lines) == 12 and len(dusty.lines) == 12, dusty.lines
     # The specks near a line do not grow its box either.
-    assert all(abs(a.height - b.height) <= 0.15 * clean.char_height for a, b in zip(clean.lines, dusty.lines))
+    assert all(
+        abs(a.height - b.height) <= 0.15 * clean.char_height
+        for a, b in zip(clean.lines, dusty.lines)
+    )
 
 
 def test_thousands_of_marks_and_row_pieces_are_joined_as_before() -> None:
@@ -43,12 +46,23 @@ def test_thousands_of_marks_and_row_pieces_are_joined_as_before() -> None:
     and 20,000 marks scattered down a tall page stay as they are: the old scans restarted
     after every join (2,400 pieces did not finish in 5 minutes) or compared every mark
     with every other."""
-    pieces = [LineBox(10 + 50 * k, 40 * r + (k % 2), 56 + 50 * k, 40 * r + 20 + (k % 2)) for r in range(200) for k in range(12)]
+    pieces = [
+        LineBox(10 + 50 * k, 40 * r + (k % 2), 56 + 50 * k, 40 * r + 20 + (k % 2))
+        for r in range(200)
+        for k in range(12)
+    ]
     rows = merge_row_pieces(pieces[::-1], ch=20)
-    assert sorted(rows, key=lambda b: b.y0) == [LineBox(10, 40 * r, 606, 40 * r + 21) for r in range(200)]
+    assert sorted(rows, key=lambda b: b.y0) == [
+        LineBox(10, 40 * r, 606, 40 * r + 21) for r in range(200)
+    ]
     rng = np.random.default_rng(1)
-    marks = sorted((LineBox(int(x), int(y), int(x) + 3, int(y) + 3) for x, y in zip(rng.integers(0, 3000, 20_000), rng.integers(0, 400_000, 20_000))),
-                   key=lambda b: b.y0)  # fmt: skip
+    marks = sorted(
+        (
+            LineBox(int(x), int(y), int(x) + 3, int(y) + 3)
+            for x, y in zip(rng.integers(0, 3000, 20_000), rng.integers(0, 400_000, 20_000))
+        ),
+        key=lambda b: b.y0,
+    )
     stacked = _stack(marks, ch=20)
     assert 19_900 <= len(stacked) <= 20_000
     # Two marks one above the other, a quarter of a character height apart, still join.
@@ -61,7 +75,13 @@ def test_a_dim_photo_of_paper_is_not_taken_for_light_text_on_dark() -> None:
     img = Image.new("L", (900, 300), 100)
     d = ImageDraw.Draw(img)
     font = ImageFont.truetype(str(SERIF), 34)
-    for i, t in enumerate(["A dim photo of a printed page,", "taken in poor light, is grey", "but its text is darker still."]):
+    for i, t in enumerate(
+        [
+            "A dim photo of a printed page,",
+            "taken in poor light, is grey",
+            "but its text is darker still.",
+        ]
+    ):
         d.text((40, 40 + 70 * i), t, font=font, fill=30)
     found = find_lines(np.asarray(img))
     assert not found.inverted and len(found.lines) == 3, found.lines

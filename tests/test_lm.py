@@ -18,7 +18,14 @@ from crnn.serve.app import Limits, options
 from crnn.text.alphabet import Charset
 
 CS = Charset("时间问同最早平安题A")
-COUNTS = [("时间", 100.0), ("最早", 50.0), ("问题", 30.0), ("同时", 20.0), ("平安", 10.0), ("时", 40.0)]
+COUNTS = [
+    ("时间", 100.0),
+    ("最早", 50.0),
+    ("问题", 30.0),
+    ("同时", 20.0),
+    ("平安", 10.0),
+    ("时", 40.0),
+]
 
 
 def _reference(a: str, b: str) -> float:
@@ -87,7 +94,12 @@ def test_the_prior_turns_a_close_call_and_never_a_clear_one():
     assert fused[0][1] == pytest.approx(sequence_log_probs(close[0], [fused[0][0]])[0], abs=1e-6)
     # Evidence stronger than the prior's swing keeps the image's read.
     odds = math.exp(swing) * 3
-    clear = _frames({"时": 0.98}, {"": 0.98}, {"问": 0.97 * odds / (odds + 1), "间": 0.97 / (odds + 1)}, {"": 0.98})
+    clear = _frames(
+        {"时": 0.98},
+        {"": 0.98},
+        {"问": 0.97 * odds / (odds + 1), "间": 0.97 / (odds + 1)},
+        {"": 0.98},
+    )
     (kept,) = prefix_beam_search(clear, 8, lm=lm, lm_weight=0.8)
     assert CS.decode(kept[0][0]) == "时问"
     # decode() passes it on; greedy decoding and a weight of 0 ignore it.
@@ -111,7 +123,9 @@ def test_a_word_count_file_that_is_not_one_says_which_line(tmp_path):
     with pytest.raises(ValueError, match="no word that the charset"):
         CharBigram([("hello", 3.0)], Charset("时间"))
     single = CharBigram([("时", 3.0), ("间", 1.0)], CS)  # no pair: every score from the rows
-    assert single.bonus(*_ids("时间")) == pytest.approx(_reference_of([("时", 3.0), ("间", 1.0)], "时", "间"))
+    assert single.bonus(*_ids("时间")) == pytest.approx(
+        _reference_of([("时", 3.0), ("间", 1.0)], "时", "间")
+    )
 
 
 @pytest.mark.skipif(not inference.bundled_models(".pt", "zh"), reason="no Chinese model bundled")
@@ -132,9 +146,13 @@ def test_the_chinese_model_decodes_with_the_prior_by_default_and_others_do_not(t
     rc, out, err = run_main(predict.main, "--model", "zh", "-v", str(line), capsys=capsys)
     assert rc == 0 and out.split("\t")[1] == "请先阅读使用说明书。"
     assert "decoding: beam 8, language prior over 5406 characters, weight 0.8" in err
-    rc, _, err = run_main(predict.main, "--model", "zh", "--lm", "none", "-v", str(line), capsys=capsys)
+    rc, _, err = run_main(
+        predict.main, "--model", "zh", "--lm", "none", "-v", str(line), capsys=capsys
+    )
     assert rc == 0 and "language prior" not in err
-    rc, _, err = run_main(predict.main, "--model", "zh", "--lm", str(tmp_path / "none.txt"), str(line), capsys=capsys)
+    rc, _, err = run_main(
+        predict.main, "--model", "zh", "--lm", str(tmp_path / "none.txt"), str(line), capsys=capsys
+    )
     assert rc == 2 and "no such file; expected a word<TAB>count list or 'none'" in err
 
 
@@ -148,7 +166,10 @@ def test_eval_decodes_as_predict_does(tmp_path, capsys, monkeypatch):
     seen = []
     real = evaluation.decode
     monkeypatch.setattr(evaluation, "decode", lambda *a: seen.append(a[3:]) or real(*a))
-    zh, lines = inference.default_checkpoint(model="zh"), Path(__file__).resolve().parent.parent / "data" / "zh_lines"
+    zh, lines = (
+        inference.default_checkpoint(model="zh"),
+        Path(__file__).resolve().parent.parent / "data" / "zh_lines",
+    )
     rc, table, _ = run_main(eval_cli.main, zh, lines, "--workers", "0", capsys=capsys)
     assert rc == 0 and "zh_lines" in table
     beam, _, _, lm, weight = seen[-1]

@@ -120,7 +120,9 @@ def test_broken_mmocr_lmdb_fails_cleanly():
     assert batch["images"] is None and len(batch["errors"]) == 1
 
 
-def test_a_stale_handle_that_trips_py_lmdbs_open_guard_is_closed_and_the_open_retried(tmp_path, monkeypatch):
+def test_a_stale_handle_that_trips_py_lmdbs_open_guard_is_closed_and_the_open_retried(
+    tmp_path, monkeypatch
+):
     """py-lmdb 3 refuses to open files it takes for those of an environment already open
     in the process, by the inodes of data.mdb and lock.mdb. A handle this process still
     holds on an LMDB deleted and re-created since (read-only and lock-free, so its lock

@@ -71,8 +71,22 @@ def test_training_writes_a_classifier_that_the_reader_loads(tmp_path):
     from crnn.reading.orientation import OrientationClassifier
 
     out = tmp_path / "m"
-    code = main(["--real", str(SAMPLES), "--epochs", "1", "--holdout", "0.25", "-o", str(out),
-                 "--channels", "4,6,8,10,12", "--json", str(tmp_path / "r.json")])  # fmt: skip
+    code = main(
+        [
+            "--real",
+            str(SAMPLES),
+            "--epochs",
+            "1",
+            "--holdout",
+            "0.25",
+            "-o",
+            str(out),
+            "--channels",
+            "4,6,8,10,12",
+            "--json",
+            str(tmp_path / "r.json"),
+        ]
+    )
     assert code == 0
     (path,) = out.glob("orient-*.onnx")
     import onnx
@@ -100,4 +114,7 @@ def test_the_bundled_classifier_turns_turned_samples_and_leaves_upright_ones():
     assert sum(clf.upside_down(im.rotate(180)) >= UPSIDE_DOWN for im in samples) >= 8
     pred = Recognizer.bundled("word").predict([samples[0].rotate(180)])[0]
     assert (pred.text, pred.rotation) == ("homeland", 180)
-    assert Recognizer.bundled("word", orientation=None).predict([samples[0].rotate(180)])[0].text != "homeland"
+    assert (
+        Recognizer.bundled("word", orientation=None).predict([samples[0].rotate(180)])[0].text
+        != "homeland"
+    )

@@ -34,8 +34,16 @@ def enlarged(path: Path, k: int) -> Image.Image:
     return img.resize((img.width * k, img.height * k), Image.BICUBIC)
 
 
-def drawn(text: str, font: Path, size: int, pad=(30, 20), bg=250, ink=20, outline=0,
-          cut_line_above: str = "") -> Image.Image:  # fmt: skip
+def drawn(
+    text: str,
+    font: Path,
+    size: int,
+    pad=(30, 20),
+    bg=250,
+    ink=20,
+    outline=0,
+    cut_line_above: str = "",
+) -> Image.Image:
     """``text`` in ``font`` at ``size`` px; ``outline``: hollow letters of that stroke;
     ``cut_line_above``: the lower half of a line above, cut by the top edge."""
     f = ImageFont.truetype(str(font), size)
@@ -71,12 +79,17 @@ HARD = {
     # hollow letters: their inner edges binarise as thin strokes, stacked in rows
     "outline": ("word", lambda: drawn("EXPRESS", BOLD, 150, outline=5)),
     # the lower half of the neighbouring line, cut by the crop's top edge
-    "cut line above": ("word", lambda: drawn("Harbour Street", SERIF, 70, pad=(20, 30),
-                                             cut_line_above="Mill Lane North")),  # fmt: skip
+    "cut line above": (
+        "word",
+        lambda: drawn("Harbour Street", SERIF, 70, pad=(20, 30), cut_line_above="Mill Lane North"),
+    ),
     # one big character of three strokes: rows of ink with gaps between them
     "big 三": ("zh", lambda: drawn("三轮车", CJK, 220)),
     # a dark, noisy photo of a light sign
-    "dark photo": ("zh", lambda: photographed(drawn("二十四载", CJK, 160, bg=30, ink=220), 12, 1.5)),
+    "dark photo": (
+        "zh",
+        lambda: photographed(drawn("二十四载", CJK, 160, bg=30, ink=220), 12, 1.5),
+    ),
 }
 
 
@@ -99,8 +112,10 @@ def test_a_note_of_two_short_lines_on_a_larger_image_is_still_a_page(readers) ->
     assert choose_layout(np.asarray(img))[0] == "page"
     page = readers["line"].read_page(img)
     assert page.layout == "page"
-    assert [ln.text.strip() for ln in page.lines] == ["Meeting moved to Friday at noon.",
-                                                      "Bring the signed forms and your badge."]  # fmt: skip
+    assert [ln.text.strip() for ln in page.lines] == [
+        "Meeting moved to Friday at noon.",
+        "Bring the signed forms and your badge.",
+    ]
 
 
 def test_a_page_candidate_is_kept_only_when_its_lines_read_more_probably() -> None:
@@ -151,7 +166,11 @@ def test_real_word_crops_are_not_taken_for_pages(readers) -> None:
     third of them enlarged 2x: at most 0.5 % taken for pages (before: 9-26 % at 1x, 26-41 %
     at 2x; benchmarks/page_decision.py runs all of them at 1-4x)."""
     real = shared_data("real")
-    files = [f for name in ("iiit5k_train", "ic15_train", "ic13_857", "svt_647") for f in _gt_files(real / name)]
+    files = [
+        f
+        for name in ("iiit5k_train", "ic15_train", "ic13_857", "svt_647")
+        for f in _gt_files(real / name)
+    ]
     assert _share_taken_for_pages(readers["word"], files, 1) <= 0.005
     assert _share_taken_for_pages(readers["word"], files[::3], 2) <= 0.005
 

@@ -21,8 +21,16 @@ from crnn.reading.recognizer import Recognizer
 REPO = Path(__file__).resolve().parents[1]
 SERIF = bundled_font_dir() / "liberation" / "LiberationSerif-Regular.ttf"
 SANS_BOLD = bundled_font_dir() / "liberation" / "LiberationSans-Bold.ttf"
-LEFT = ["Reading a page is finding its", "lines first, then reading each", "one at its own width, in order."]
-RIGHT = ["The second column comes after", "the first, top to bottom, and", "its numbers 42 and 3.14 too."]
+LEFT = [
+    "Reading a page is finding its",
+    "lines first, then reading each",
+    "one at its own width, in order.",
+]
+RIGHT = [
+    "The second column comes after",
+    "the first, top to bottom, and",
+    "its numbers 42 and 3.14 too.",
+]
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +75,9 @@ def test_two_columns_are_read_column_by_column_under_their_heading(line_model) -
 def test_a_tilted_scan_is_levelled_and_read(line_model) -> None:
     img = two_column_page().convert("L").rotate(3.0, Image.BICUBIC, expand=True, fillcolor=250)
     img = img.filter(ImageFilter.GaussianBlur(0.6))
-    arr = np.asarray(img, np.float32) + np.random.default_rng(0).normal(0, 6, (img.height, img.width))
+    arr = np.asarray(img, np.float32) + np.random.default_rng(0).normal(
+        0, 6, (img.height, img.width)
+    )
     scan = Image.fromarray(np.clip(arr, 0, 255).astype(np.uint8))
     found = find_lines(np.asarray(scan))
     assert abs(found.angle - 3.0) <= 0.3, found.angle
@@ -77,7 +87,9 @@ def test_a_tilted_scan_is_levelled_and_read(line_model) -> None:
     # (drawn alone and turned the same way), and not much more: a box mapped back with
     # the wrong sign of the turn misses the ends of a 3-degree, 700 px heading by ~35 px.
     alone = Image.new("L", (1100, 380), 250)
-    ImageDraw.Draw(alone).text((40, 20), "A Heading Over Two Columns", font=ImageFont.truetype(str(SANS_BOLD), 34), fill=20)
+    ImageDraw.Draw(alone).text(
+        (40, 20), "A Heading Over Two Columns", font=ImageFont.truetype(str(SANS_BOLD), 34), fill=20
+    )
     ink = np.asarray(alone.rotate(3.0, Image.BICUBIC, expand=True, fillcolor=250)) < 128
     x0, y0, x1, y1 = page.lines[0].box
     assert ink[y0:y1, x0:x1].sum() >= 0.97 * ink.sum(), (page.lines[0].box, ink.sum())
@@ -100,7 +112,9 @@ def test_pictures_and_rules_are_not_read_as_text(line_model) -> None:
 def test_a_blurred_rule_across_both_columns_of_a_scan_is_no_line() -> None:
     # Blurred and binarised, a 5 px rule is a third of a character height thick: read as
     # a line ("~"), it spanned the gutter and the columns' rows came out interleaved.
-    img = two_column_page(rule=5).convert("L").rotate(0.7, Image.BICUBIC, expand=True, fillcolor=250)
+    img = (
+        two_column_page(rule=5).convert("L").rotate(0.7, Image.BICUBIC, expand=True, fillcolor=250)
+    )
     found = find_lines(np.asarray(img.filter(ImageFilter.GaussianBlur(1.5))))
     assert len(found.lines) == 7, found.lines
     left, right = found.lines[1:4], found.lines[4:]
@@ -134,7 +148,9 @@ def test_a_short_last_line_of_low_letters_and_a_split_character_keep_their_lines
     d.text((30, 130), "请在下午三点之前把会议材料发给前", font=cjk, fill=20)
     d.text((30, 172), "台。", font=cjk, fill=20)
     found = find_lines(np.asarray(img))
-    assert len(found.lines) == 4 and all(b.height < 1.5 * found.char_height for b in found.lines), found.lines
+    assert len(found.lines) == 4 and all(b.height < 1.5 * found.char_height for b in found.lines), (
+        found.lines
+    )
 
 
 def test_a_single_word_is_still_read_as_a_word() -> None:
@@ -145,13 +161,19 @@ def test_a_single_word_is_still_read_as_a_word() -> None:
     word = Image.open(REPO / "data" / "samples" / "word_01.png")
     big = word.resize((word.width * 4, word.height * 4), Image.BICUBIC)
     page = rec.read_page(big)
-    assert page.layout == "line" and page.text == "homeland" and page.lines[0].box == [0, 0, *big.size]
-    assert rec.read_page(REPO / "data" / "samples" / "word_01.png", layout="line").text == "homeland"
+    assert (
+        page.layout == "line" and page.text == "homeland" and page.lines[0].box == [0, 0, *big.size]
+    )
+    assert (
+        rec.read_page(REPO / "data" / "samples" / "word_01.png", layout="line").text == "homeland"
+    )
 
 
 def test_an_image_that_is_neither_is_read_whole_with_a_warning(line_model, caplog) -> None:
     rng = np.random.default_rng(1)
-    blobs = Image.fromarray((rng.random((300, 400)) * 255).astype(np.uint8)).filter(ImageFilter.GaussianBlur(12))
+    blobs = Image.fromarray((rng.random((300, 400)) * 255).astype(np.uint8)).filter(
+        ImageFilter.GaussianBlur(12)
+    )
     noise = Image.fromarray((rng.random((600, 600)) * 255).astype(np.uint8))
     for image in (blobs, noise):
         caplog.clear()
@@ -163,12 +185,18 @@ def test_an_image_that_is_neither_is_read_whole_with_a_warning(line_model, caplo
 
 def test_a_chinese_page_with_the_chinese_model() -> None:
     font = ImageFont.truetype(str(label_font_dir() / "crnn-ocr-LabelCJK-Regular.otf"), 30)
-    lines = ["今天早上八点，市图书馆的新馆正式开放。", "请在下午三点之前把会议材料发给同事。", "这条高速公路全长约三百二十公里。"]
+    lines = [
+        "今天早上八点，市图书馆的新馆正式开放。",
+        "请在下午三点之前把会议材料发给同事。",
+        "这条高速公路全长约三百二十公里。",
+    ]
     img = Image.new("L", (760, 200), 245)
     d = ImageDraw.Draw(img)
     for i, t in enumerate(lines):
         d.text((30, 24 + 54 * i), t, font=font, fill=25)
-    page = Recognizer.bundled("zh").read_page(img.rotate(-1.5, Image.BICUBIC, expand=True, fillcolor=245))
+    page = Recognizer.bundled("zh").read_page(
+        img.rotate(-1.5, Image.BICUBIC, expand=True, fillcolor=245)
+    )
     assert cer(page.text, "\n".join(lines)) < 0.03, page.text
 
 
@@ -194,14 +222,23 @@ def test_predict_prints_a_line_per_text_line_and_draws(tmp_path, capsys, line_mo
     from crnn.cli import predict as predict_cli
 
     two_column_page().save(tmp_path / "page.png")
-    rc, out, err = run_main(predict_cli.main, "--model", "line", tmp_path / "page.png",
-                            "--draw", tmp_path / "drawn", capsys=capsys)  # fmt: skip
+    rc, out, err = run_main(
+        predict_cli.main,
+        "--model",
+        "line",
+        tmp_path / "page.png",
+        "--draw",
+        tmp_path / "drawn",
+        capsys=capsys,
+    )
     rows = [r.split("\t") for r in out.strip().splitlines()]
     assert rc == 0 and len(rows) == 7 and all(r[0] == str(tmp_path / "page.png") for r in rows)
     assert cer("\n".join(r[1] for r in rows), TRUTH) < 0.02
     drawn = Image.open(tmp_path / "drawn" / "page.draw.png")
     assert drawn.width > 2 * 1100 and "drew 1 images" in err
-    rc, out, _ = run_main(predict_cli.main, "--model", "line", "--json", tmp_path / "page.png", capsys=capsys)
+    rc, out, _ = run_main(
+        predict_cli.main, "--model", "line", "--json", tmp_path / "page.png", capsys=capsys
+    )
     import json
 
     (result,) = json.loads(out)
@@ -251,7 +288,12 @@ def test_two_columns_with_a_narrow_gutter_are_read_column_by_column() -> None:
     order = reading_order([heading, *left, *right], ch=39.0)
     assert order == [heading, *left, *right]
     # A receipt's two short rows with a narrow gap stay rows, left to right.
-    rows = [LineBox(40, 100, 300, 130), LineBox(326, 100, 400, 130), LineBox(40, 150, 300, 180), LineBox(326, 150, 400, 180)]
+    rows = [
+        LineBox(40, 100, 300, 130),
+        LineBox(326, 100, 400, 130),
+        LineBox(40, 150, 300, 180),
+        LineBox(326, 150, 400, 180),
+    ]
     assert reading_order(rows, ch=39.0) == rows
 
 
@@ -260,7 +302,11 @@ def test_the_shaded_bottom_of_a_scan_is_no_picture(line_model) -> None:
     benchmark PDF page): the solid-block finder judged dark against the raw page's Otsu
     threshold (190 there), took the shaded bottom for a picture and lost the lines under
     it; it now judges with the light evened out."""
-    img = two_column_page(bg=(228, 228, 228), ink=(80, 80, 80)).convert("L").filter(ImageFilter.GaussianBlur(0.8))
+    img = (
+        two_column_page(bg=(228, 228, 228), ink=(80, 80, 80))
+        .convert("L")
+        .filter(ImageFilter.GaussianBlur(0.8))
+    )
     arr = np.asarray(img, np.float32)
     shade = np.clip(1.0 - 0.23 * (np.arange(arr.shape[0]) / arr.shape[0] - 0.1) / 0.4, 0.77, 1.0)
     scan = Image.fromarray(np.clip(arr * shade[:, None], 0, 255).astype(np.uint8))
@@ -288,5 +334,8 @@ def test_a_page_on_its_side_is_read_upright_by_default(line_model, turn: int) ->
         bx0, by0, bx1, by1 = ln.box
         assert ink[by0:by1, bx0:bx1].mean() > 0.03, ln.box
         for cx0, cy0, cx1, cy1 in ln.char_boxes:  # each character's centre inside its line
-            assert bx0 <= (cx0 + cx1) / 2 <= bx1 and by0 <= (cy0 + cy1) / 2 <= by1, (ln.box, ln.char_boxes)
+            assert bx0 <= (cx0 + cx1) / 2 <= bx1 and by0 <= (cy0 + cy1) / 2 <= by1, (
+                ln.box,
+                ln.char_boxes,
+            )
     assert Recognizer.bundled("line", rotate="none").read_page(given).rotation == 0

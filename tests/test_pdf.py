@@ -69,7 +69,9 @@ def test_a_scanned_pdf_is_read_page_by_page_in_order(scan_pdf, capsys) -> None:
 
 
 def test_pages_picks_pages_and_a_bad_spec_is_a_usage_error(scan_pdf, capsys) -> None:
-    code, res, _ = run_json(capsys, str(scan_pdf), "--model", "line", "--dpi", "150", "--pages", "2-")
+    code, res, _ = run_json(
+        capsys, str(scan_pdf), "--model", "line", "--dpi", "150", "--pages", "2-"
+    )
     assert code == 0 and [r["page"] for r in res] == [2]
     assert predict_main([str(scan_pdf), "--pages", "3-1"]) == 2
     assert "not a range" in capsys.readouterr().err
@@ -84,7 +86,9 @@ def test_a_broken_pdf_is_reported_and_the_rest_is_read(tmp_path, scan_pdf, capsy
     broken.write_bytes(scan_pdf.read_bytes()[:300])
     not_pdf = tmp_path / "notes.pdf"
     not_pdf.write_text("just some text")
-    code, res, err = run_json(capsys, str(broken), str(not_pdf), str(REPO / "data/samples/word_01.png"))
+    code, res, err = run_json(
+        capsys, str(broken), str(not_pdf), str(REPO / "data/samples/word_01.png")
+    )
     assert code == 1
     assert "broken.pdf is not a readable PDF" in err and "notes.pdf" in err
     assert [r.get("error", "") != "" for r in res] == [True, True, False]
@@ -124,14 +128,18 @@ def _tiny_pdf(objs: list[bytes]) -> bytes:
     x = len(out)
     out += f"xref\n0 {len(objs) + 1}\n0000000000 65535 f \n".encode()
     out += b"".join(f"{o:010d} 00000 n \n".encode() for o in offs)
-    return out + f"trailer\n<< /Size {len(objs) + 1} /Root 1 0 R >>\nstartxref\n{x}\n%%EOF\n".encode()
+    return (
+        out + f"trailer\n<< /Size {len(objs) + 1} /Root 1 0 R >>\nstartxref\n{x}\n%%EOF\n".encode()
+    )
 
 
 _CATALOG = b"<< /Type /Catalog /Pages 2 0 R >>"
 _PAGE = b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 100 100] >>"
 
 
-def test_a_page_tree_that_promises_more_pages_than_it_holds_costs_only_those_pages(tmp_path, capsys):
+def test_a_page_tree_that_promises_more_pages_than_it_holds_costs_only_those_pages(
+    tmp_path, capsys
+):
     from crnn.cli.predict import main
 
     bad = tmp_path / "count5.pdf"

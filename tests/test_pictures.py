@@ -37,7 +37,9 @@ def _ink(draw_with: LabelFonts, text: str) -> np.ndarray:
     return np.asarray(img)
 
 
-def test_each_piece_of_a_label_is_drawn_with_a_font_that_has_its_glyphs(no_system_fonts, monkeypatch):
+def test_each_piece_of_a_label_is_drawn_with_a_font_that_has_its_glyphs(
+    no_system_fonts, monkeypatch
+):
     fonts = LabelFonts(13, [CJK_DIR])
     runs = fonts.runs("label: 我们的 ok")
     assert "".join(p for p, _ in runs) == "label: 我们的 ok"
@@ -80,8 +82,9 @@ def test_the_error_sheet_and_the_prediction_grid_draw_chinese(no_system_fonts, m
     images = np.full((2, 1, 32, 96), 220, dtype=np.uint8)
     rec = ErrorRecord((1.0, 0.5), "x", "我们的", "我的", 0.5, 1, images[0])
     cjk, tofu = LabelFonts(13, [CJK_DIR]), _tofu(monkeypatch)
-    assert not np.array_equal(np.asarray(error_sheet([rec], fonts=cjk)),
-                              np.asarray(error_sheet([rec], fonts=tofu)))  # fmt: skip
+    assert not np.array_equal(
+        np.asarray(error_sheet([rec], fonts=cjk)), np.asarray(error_sheet([rec], fonts=tofu))
+    )
     args = (images, [96, 96], ["我们", "的"], ["我们", "他"])
     grid = render_prediction_grid(*args, fonts=cjk)
     assert not np.array_equal(

@@ -29,9 +29,13 @@ def _run_until(cmd: list[str], log_path: Path, step: int, sig: int, env: dict | 
     main process) once the progress bar shows ``step``; the exit code."""
     with open(log_path, "w") as log:
         proc = subprocess.Popen(
-            cmd, env=env or ENV, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
+            cmd,
+            env=env or ENV,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
             start_new_session=True,
-        )  # fmt: skip
+        )
     try:
         deadline = time.monotonic() + 150
         while time.monotonic() < deadline and proc.poll() is None:
@@ -65,8 +69,16 @@ def _assert_stopped_and_saved(text: str, out: Path) -> int:
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_a_signal_to_our_launcher_saves_once_with_workers_and_resumes(word_lmdb, tmp_path, sig):
     out = tmp_path / "run"
-    cmd = [sys.executable, TRAIN, "--gpus", "cpu", "--nproc", "2", "--set",
-           *_overrides(word_lmdb, out)]  # fmt: skip
+    cmd = [
+        sys.executable,
+        TRAIN,
+        "--gpus",
+        "cpu",
+        "--nproc",
+        "2",
+        "--set",
+        *_overrides(word_lmdb, out),
+    ]
     code = _run_until(cmd, tmp_path / "log.txt", 3, sig)
     text = (tmp_path / "log.txt").read_text()
     assert code == 130, text[-3000:]
@@ -74,10 +86,24 @@ def test_a_signal_to_our_launcher_saves_once_with_workers_and_resumes(word_lmdb,
     assert "every rank was told to stop after saving" in text
     if sig == signal.SIGTERM:  # the run resumes where it stopped
         r = subprocess.run(
-            [sys.executable, TRAIN, "--resume", str(out), "--gpus", "cpu", "--nproc", "2",
-             "--until-step", str(step + 2)],
-            env=ENV, capture_output=True, text=True, timeout=180, cwd=ROOT,
-        )  # fmt: skip
+            [
+                sys.executable,
+                TRAIN,
+                "--resume",
+                str(out),
+                "--gpus",
+                "cpu",
+                "--nproc",
+                "2",
+                "--until-step",
+                str(step + 2),
+            ],
+            env=ENV,
+            capture_output=True,
+            text=True,
+            timeout=180,
+            cwd=ROOT,
+        )
         assert r.returncode == 0, r.stderr[-3000:]
         assert load_checkpoint(out / "last.pt")["step"] == step + 2
 
@@ -85,8 +111,19 @@ def test_a_signal_to_our_launcher_saves_once_with_workers_and_resumes(word_lmdb,
 @pytest.mark.slow
 def test_sigterm_to_torchrun_saves_once_with_workers(word_lmdb, tmp_path):
     out = tmp_path / "run"
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-           TRAIN, "--gpus", "cpu", "--set", *_overrides(word_lmdb, out)]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc-per-node",
+        "2",
+        TRAIN,
+        "--gpus",
+        "cpu",
+        "--set",
+        *_overrides(word_lmdb, out),
+    ]
     code = _run_until(cmd, tmp_path / "log.txt", 3, signal.SIGTERM)
     text = (tmp_path / "log.txt").read_text()
     # torchrun exits with its own code for a signal; what matters is what the ranks did.
@@ -115,11 +152,22 @@ def test_a_killed_rank_is_the_cause_and_a_survivor_blocked_on_it_stops_within_se
     out = tmp_path / "run"
     t0 = time.monotonic()
     r = subprocess.run(
-        [sys.executable, TRAIN, "--gpus", "cpu", "--nproc", "2", "--set",
-         *_overrides(word_lmdb, out, "train.save_every=2")],
+        [
+            sys.executable,
+            TRAIN,
+            "--gpus",
+            "cpu",
+            "--nproc",
+            "2",
+            "--set",
+            *_overrides(word_lmdb, out, "train.save_every=2"),
+        ],
         env={**ENV, "CRNN_FAULT_INJECT": "1:4:kill,0:4:hang"},
-        capture_output=True, text=True, timeout=180, cwd=ROOT,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=ROOT,
+    )
     assert r.returncode == 1, r.stderr[-3000:]
     (error,) = re.findall(r"distributed training failed: .*", r.stderr)
     cause, _, echoes = error.partition(". Then, as a consequence: ")
@@ -127,7 +175,9 @@ def test_a_killed_rank_is_the_cause_and_a_survivor_blocked_on_it_stops_within_se
     assert "rank 0" not in cause and "DataLoader" not in error, error
     assert re.search(r"rank 0 .*stopped", echoes), error
     injected = re.search(r"(\d\d):(\d\d):(\d\d) \[rank 1\] WARNING .*injecting", r.stderr)
-    ended = re.search(r"(\d\d):(\d\d):(\d\d) ERROR crnn.train: distributed training failed", r.stderr)
+    ended = re.search(
+        r"(\d\d):(\d\d):(\d\d) ERROR crnn.train: distributed training failed", r.stderr
+    )
     secs = [int(h) * 3600 + int(m) * 60 + int(s) for h, m, s in (injected.groups(), ended.groups())]
     assert secs[1] - secs[0] < 20, (injected[0], ended[0], time.monotonic() - t0)
     assert load_checkpoint(out / "last.pt")["step"] == 4

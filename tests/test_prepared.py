@@ -66,9 +66,13 @@ def both(tmp_path_factory):
 
 def _dataset(path, augment=None, evaluation=False, spec=SPEC):
     return RecognitionDataset(
-        open_sources([path]), Charset.from_spec("alnum36"), spec, T, augment=augment,
+        open_sources([path]),
+        Charset.from_spec("alnum36"),
+        spec,
+        T,
+        augment=augment,
         evaluation=evaluation,
-    )  # fmt: skip
+    )
 
 
 @pytest.mark.parametrize("evaluation", [False, True])
@@ -123,11 +127,13 @@ def test_the_parallel_writer_loses_duplicates_and_reorders_nothing(tmp_path, mon
     (root / "images" / "broken.png").write_bytes(b"not a png")
     gt.insert(11, "images/broken.png\tbroken")
     (root / "gt.txt").write_text("\n".join(gt) + "\n")
-    serial = create_lmdb(root, root / "gt.txt", tmp_path / "serial", progress=False,
-                         prepared=prepared, workers=1)  # fmt: skip
+    serial = create_lmdb(
+        root, root / "gt.txt", tmp_path / "serial", progress=False, prepared=prepared, workers=1
+    )
     monkeypatch.setattr(lm, "_MIN_POOL_IMAGES", 0)
-    pooled = create_lmdb(root, root / "gt.txt", tmp_path / "pooled", progress=False,
-                         prepared=prepared, workers=2)  # fmt: skip
+    pooled = create_lmdb(
+        root, root / "gt.txt", tmp_path / "pooled", progress=False, prepared=prepared, workers=2
+    )
     assert serial.written == pooled.written == 30
     assert [n for n, _ in serial.bad] == [n for n, _ in pooled.bad] == [6, 12]
     assert _contents(tmp_path / "serial") == _contents(tmp_path / "pooled")
@@ -147,8 +153,9 @@ def test_images_1_and_50000_px_wide_train_without_trouble(tmp_path):
     (tmp_path / "src" / "gt.txt").write_text("images/thin.png\tab\nimages/wide.png\tlong\n")
     for prepared in (False, True):
         out = tmp_path / f"db{prepared}"
-        report = create_lmdb(tmp_path / "src", tmp_path / "src" / "gt.txt", out, progress=False,
-                             prepared=prepared)  # fmt: skip
+        report = create_lmdb(
+            tmp_path / "src", tmp_path / "src" / "gt.txt", out, progress=False, prepared=prepared
+        )
         assert report.written == 2 and not report.bad
         ds = _dataset(out)
         shapes = [tuple(ds[i]["image"].shape) for i in range(2)]
@@ -182,11 +189,16 @@ def _kinds() -> dict[str, bytes]:
     rng = np.random.default_rng(0)
     rgba = Image.fromarray(rng.integers(0, 255, (23, 37, 4), dtype=np.uint8), "RGBA")
     return {
-        "L": _png(rgba.convert("L")), "RGB": _png(rgba.convert("RGB")), "RGBA": _png(rgba),
-        "LA": _png(rgba.convert("LA")), "P": _png(rgba.convert("P")), "1": _png(rgba.convert("1")),
+        "L": _png(rgba.convert("L")),
+        "RGB": _png(rgba.convert("RGB")),
+        "RGBA": _png(rgba),
+        "LA": _png(rgba.convert("LA")),
+        "P": _png(rgba.convert("P")),
+        "1": _png(rgba.convert("1")),
         "I;16": _png(Image.fromarray(rng.integers(0, 65535, (9, 11), dtype=np.uint16))),
-        "1x1": _png(Image.new("L", (1, 1))), "wide": _png(Image.new("RGB", (4000, 3))),
-    }  # fmt: skip
+        "1x1": _png(Image.new("L", (1, 1))),
+        "wide": _png(Image.new("RGB", (4000, 3))),
+    }
 
 
 def test_png_check_gives_the_size_for_every_kind_of_png():
@@ -234,9 +246,19 @@ def test_png_check_refuses_what_pillow_cannot_read_and_corrupted_pixels():
     def with_pixels(pixels: bytes) -> bytes:
         body = zlib.compress(pixels)
         crc = struct.pack(">I", zlib.crc32(b"IDAT" + body))
-        return data[: start - 8] + struct.pack(">I", len(body)) + b"IDAT" + body + crc + data[start + n + 4 :]
+        return (
+            data[: start - 8]
+            + struct.pack(">I", len(body))
+            + b"IDAT"
+            + body
+            + crc
+            + data[start + n + 4 :]
+        )
 
-    for pixels, why in ((b"\x09" + raw[1:], "unknown filter type"), (raw[: len(raw) // 2], "ends early")):
+    for pixels, why in (
+        (b"\x09" + raw[1:], "unknown filter type"),
+        (raw[: len(raw) // 2], "ends early"),
+    ):
         assert not _pillow_reads(with_pixels(pixels))
         with pytest.raises(ImageDecodeError, match=why):
             lm.check_png(with_pixels(pixels))

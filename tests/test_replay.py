@@ -59,10 +59,24 @@ def test_a_fine_tune_mixes_the_generator_into_every_batch_and_validates_on_it(
     tiny_overrides, tmp_path, caplog
 ) -> None:
     cs = Charset.from_spec("alnum36")
-    trained = config_from_dict({"data": {"synth": {"p_number": 1.0, "p_word": 0.0, "p_code": 0.0,
-                                                   "p_date": 0.0, "p_price": 0.0, "p_random": 0.0,
-                                                   "p_line": 0.0}}}).to_dict()  # fmt: skip
-    src = atomic_save({**native_checkpoint(tiny_model(), cs), "config": trained}, tmp_path / "base.pt")
+    trained = config_from_dict(
+        {
+            "data": {
+                "synth": {
+                    "p_number": 1.0,
+                    "p_word": 0.0,
+                    "p_code": 0.0,
+                    "p_date": 0.0,
+                    "p_price": 0.0,
+                    "p_random": 0.0,
+                    "p_line": 0.0,
+                }
+            }
+        }
+    ).to_dict()
+    src = atomic_save(
+        {**native_checkpoint(tiny_model(), cs), "config": trained}, tmp_path / "base.pt"
+    )
     cfg = load_config(None, [*tiny_overrides, f"train.init_from={src}", "data.synth.val_size=24"])
     with caplog.at_level(logging.INFO, logger="crnn"):
         t = Trainer(cfg, DistInfo())
@@ -98,7 +112,9 @@ def test_init_from_a_bundled_model_name_is_its_release_file() -> None:
     assert path.name.startswith("crnn_zh-") and path.suffix == ".pt" and path.is_file()
 
 
-def test_init_from_a_checkpoint_not_yet_written_says_which_run_writes_it(tmp_path, monkeypatch) -> None:
+def test_init_from_a_checkpoint_not_yet_written_says_which_run_writes_it(
+    tmp_path, monkeypatch
+) -> None:
     from crnn.cli.train import build_parser, resolve_config
 
     monkeypatch.chdir(tmp_path)  # no runs/ here: stage 1 never ran
@@ -124,7 +140,10 @@ def test_a_trainer_built_in_python_names_a_missing_init_from_and_reads_it_once(
     src = atomic_save(native_checkpoint(tiny_model(), cs), tmp_path / "base.pt")
     reads = []
     monkeypatch.setattr(state, "load_checkpoint", lambda p: reads.append(p) or replay_load(p))
-    Trainer(load_config(None, [*tiny_overrides, f"train.init_from={src}", "train.init_share=0.5"]), DistInfo())
+    Trainer(
+        load_config(None, [*tiny_overrides, f"train.init_from={src}", "train.init_share=0.5"]),
+        DistInfo(),
+    )
     assert reads == [str(src)]
 
 
@@ -148,7 +167,11 @@ def test_a_fine_tune_saves_half_the_starting_weights_and_resumes_from_the_traine
         if w.is_floating_point():
             want = (init[name].float() + last["model_ema"][name].float()) / 2
             assert torch.allclose(w.float(), want, atol=1e-6), name
-    moved = [n for n, w in last["model_raw"].items() if w.is_floating_point() and not torch.equal(w, init[n])]
+    moved = [
+        n
+        for n, w in last["model_raw"].items()
+        if w.is_floating_point() and not torch.equal(w, init[n])
+    ]
     assert moved, "training moved the trained weights"
     # Resuming trains on from the trained weights and the EMA's own, not from the mix.
     over[over.index("train.max_steps=6")] = "train.max_steps=7"
@@ -158,8 +181,13 @@ def test_a_fine_tune_saves_half_the_starting_weights_and_resumes_from_the_traine
     for name, w in r.ema.model.state_dict().items():
         assert torch.equal(w, last["model_ema"][name]), name
     # Off: the saved weights are the trained ones (the EMA's).
-    over = [*tiny_overrides, f"train.init_from={src}", "train.replay=0", "train.init_share=0",
-            f"train.output_dir={tmp_path / 'off'}"]  # fmt: skip
+    over = [
+        *tiny_overrides,
+        f"train.init_from={src}",
+        "train.replay=0",
+        "train.init_share=0",
+        f"train.output_dir={tmp_path / 'off'}",
+    ]
     off = Trainer(load_config(None, over), DistInfo())
     assert off.mix is None
     # A model with another charset is not mixed ("auto"), and refused when asked for.

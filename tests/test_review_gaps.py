@@ -32,11 +32,17 @@ def test_best_follows_the_metrics_direction_cer_lower_is_better() -> None:
 
 
 def _prior_run(tiny_overrides: list[str], out, *extra: str) -> Trainer:
-    return Trainer(load_config(None, [*tiny_overrides, "train.prior_init=true",
-                                      f"train.output_dir={out}", *extra]), DistInfo())  # fmt: skip
+    return Trainer(
+        load_config(
+            None, [*tiny_overrides, "train.prior_init=true", f"train.output_dir={out}", *extra]
+        ),
+        DistInfo(),
+    )
 
 
-def test_the_class_prior_is_not_applied_again_on_resume_or_init_from(tiny_overrides, tmp_path) -> None:
+def test_the_class_prior_is_not_applied_again_on_resume_or_init_from(
+    tiny_overrides, tmp_path
+) -> None:
     """Bug: --resume and train.init_from re-applied the class-frequency prior to the
     classifier's bias, resetting a trained 5,530-class bias."""
     t = _prior_run(tiny_overrides, tmp_path / "a", "train.max_steps=2", "train.val_every=2")
@@ -44,11 +50,18 @@ def test_the_class_prior_is_not_applied_again_on_resume_or_init_from(tiny_overri
     with torch.no_grad():
         t.model.state_dict()[bias].fill_(0.123)
     t.save()
-    resumed = Trainer(load_config(None, [*tiny_overrides, f"train.output_dir={tmp_path / 'a'}"]),
-                      DistInfo(), resume=tmp_path / "a" / "last.pt")  # fmt: skip
+    resumed = Trainer(
+        load_config(None, [*tiny_overrides, f"train.output_dir={tmp_path / 'a'}"]),
+        DistInfo(),
+        resume=tmp_path / "a" / "last.pt",
+    )
     assert torch.allclose(resumed.model.state_dict()[bias], torch.tensor(0.123))
-    tuned = _prior_run(tiny_overrides, tmp_path / "b", f"train.init_from={tmp_path / 'a' / 'last.pt'}",
-                       "train.replay=0")  # fmt: skip
+    tuned = _prior_run(
+        tiny_overrides,
+        tmp_path / "b",
+        f"train.init_from={tmp_path / 'a' / 'last.pt'}",
+        "train.replay=0",
+    )
     assert torch.allclose(tuned.model.state_dict()[bias], torch.tensor(0.123))
     fresh = _prior_run(tiny_overrides, tmp_path / "c")
     assert not torch.allclose(fresh.model.state_dict()[bias], torch.tensor(0.123))
@@ -56,8 +69,13 @@ def test_the_class_prior_is_not_applied_again_on_resume_or_init_from(tiny_overri
 
 def _backend(temperature: float) -> TorchBackend:
     cs = Charset.from_spec("alnum36")
-    return TorchBackend(tiny_model(num_classes=cs.num_classes, seed=5), cs, ImageSpec(),
-                        device="cpu", temperature=temperature)  # fmt: skip
+    return TorchBackend(
+        tiny_model(num_classes=cs.num_classes, seed=5),
+        cs,
+        ImageSpec(),
+        device="cpu",
+        temperature=temperature,
+    )
 
 
 def test_the_calibration_temperature_divides_the_logits_once() -> None:
@@ -83,7 +101,9 @@ def test_the_calibration_temperature_divides_the_logits_once() -> None:
     assert hot.confidence != pytest.approx(cold.confidence, rel=1e-3)
 
 
-def test_validation_scores_the_averaged_weights_that_best_pt_keeps(tiny_overrides, tmp_path) -> None:
+def test_validation_scores_the_averaged_weights_that_best_pt_keeps(
+    tiny_overrides, tmp_path
+) -> None:
     """Bug: validation scored the raw weights while best.pt kept the EMA."""
     t = Trainer(load_config(None, [*tiny_overrides, "train.ema_decay=0.9"]), DistInfo())
     batches = t.batches()
@@ -137,11 +157,17 @@ def test_evaluation_never_decodes_a_batchs_padding_frames(tmp_path) -> None:
 
     folder = write_folder(tmp_path / "d", ["cat", "catastrophe"])
     be = _Frames()
-    ds = RecognitionDataset(open_sources([str(folder)]), be.charset, be.spec,
-                            lambda w: int(w) // 4, evaluation=True)  # fmt: skip
+    ds = RecognitionDataset(
+        open_sources([str(folder)]), be.charset, be.spec, lambda w: int(w) // 4, evaluation=True
+    )
     seen = []
-    res = evaluate(be, make_eval_loader(ds, 8, widths=None),
-                   observe=lambda batch, preds: seen.extend(zip(batch["widths"].tolist(), [p.text for p in preds])))  # fmt: skip
+    res = evaluate(
+        be,
+        make_eval_loader(ds, 8, widths=None),
+        observe=lambda batch, preds: seen.extend(
+            zip(batch["widths"].tolist(), [p.text for p in preds])
+        ),
+    )
     assert len(seen) == 2 and seen[0][0] != seen[1][0]
     narrow, wide = sorted(seen)
     assert narrow[1] == "a" and wide[1] == "az", seen

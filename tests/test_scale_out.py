@@ -25,9 +25,24 @@ def _rows(path: Path) -> list[dict]:
 @pytest.mark.slow
 def test_eval_over_two_processes_equals_one_exactly(word_folder, tmp_path) -> None:
     model = str(default_checkpoint())
-    one = run_tool("eval", model, str(word_folder), str(REPO / "data" / "samples"), "--json", str(tmp_path / "one.json"))
-    two = run_tool("eval", model, str(word_folder), str(REPO / "data" / "samples"), "--nproc", "2",
-                   "--json", str(tmp_path / "two.json"))  # fmt: skip
+    one = run_tool(
+        "eval",
+        model,
+        str(word_folder),
+        str(REPO / "data" / "samples"),
+        "--json",
+        str(tmp_path / "one.json"),
+    )
+    two = run_tool(
+        "eval",
+        model,
+        str(word_folder),
+        str(REPO / "data" / "samples"),
+        "--nproc",
+        "2",
+        "--json",
+        str(tmp_path / "two.json"),
+    )
     assert one.returncode == two.returncode == 0, two.stderr[-2000:]
     a, b = (json.loads((tmp_path / f).read_text()) for f in ("one.json", "two.json"))
     for ra, rb in zip(a, b, strict=True):
@@ -40,7 +55,9 @@ def test_eval_over_two_processes_equals_one_exactly(word_folder, tmp_path) -> No
 
 
 @pytest.mark.slow
-def test_predict_over_two_processes_merges_in_input_order_and_resumes(word_folder, tmp_path) -> None:
+def test_predict_over_two_processes_merges_in_input_order_and_resumes(
+    word_folder, tmp_path
+) -> None:
     inputs = [str(word_folder / "images"), str(REPO / "README.md")]
     one = run_tool("predict", *inputs, "--output", str(tmp_path / "one.jsonl"))
     two = run_tool("predict", *inputs, "--nproc", "2", "--output", str(tmp_path / "two.jsonl"))
@@ -64,13 +81,34 @@ def test_predict_under_torchrun_style_ranks_merges_on_rank_0(word_folder, tmp_pa
     out = tmp_path / "ranks.jsonl"
     procs = []
     for rank in (0, 1):
-        env = {**os.environ, "RANK": str(rank), "WORLD_SIZE": "2", "LOCAL_RANK": str(rank),
-               "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}  # fmt: skip
-        procs.append(subprocess.Popen([sys.executable, "-m", "crnn.cli.predict", str(word_folder / "images"),
-                                       "--output", str(out)], env=env, cwd=REPO,
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE))  # fmt: skip
+        env = {
+            **os.environ,
+            "RANK": str(rank),
+            "WORLD_SIZE": "2",
+            "LOCAL_RANK": str(rank),
+            "PYTHONPATH": str(REPO),
+            "OMP_NUM_THREADS": "1",
+        }
+        procs.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "crnn.cli.predict",
+                    str(word_folder / "images"),
+                    "--output",
+                    str(out),
+                ],
+                env=env,
+                cwd=REPO,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+            )
+        )
     assert [p.wait(timeout=300) for p in procs] == [0, 0]
-    single = run_tool("predict", str(word_folder / "images"), "--output", str(tmp_path / "single.jsonl"))
+    single = run_tool(
+        "predict", str(word_folder / "images"), "--output", str(tmp_path / "single.jsonl")
+    )
     assert single.returncode == 0
     assert out.read_text() == (tmp_path / "single.jsonl").read_text()
 
@@ -95,7 +133,9 @@ def test_each_rank_of_a_scaled_out_reader_runs_on_its_own_gpu() -> None:
     assert str(reader_device("cpu", {"LOCAL_RANK": "3"})) == "cpu"
 
 
-def test_a_completion_marker_left_by_an_earlier_run_does_not_start_the_merge(tmp_path, monkeypatch) -> None:
+def test_a_completion_marker_left_by_an_earlier_run_does_not_start_the_merge(
+    tmp_path, monkeypatch
+) -> None:
     """A killed run's .done marker (or one re-created by a rank that finished after an
     earlier merge) must not count: rank 0 would merge early and delete a part that a
     rank of this run is still writing."""

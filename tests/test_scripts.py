@@ -29,9 +29,19 @@ def cjk() -> Charset:
 
 
 def _cjk_cfg(corpus: Path, font_dir: Path = CJK_FONT.parent, **kw) -> SynthConfig:
-    return SynthConfig(corpus=[str(corpus)], bundled_fonts=False, font_dirs=[str(font_dir)],
-                       p_word=0, p_number=0, p_date=0, p_price=0, p_code=0, p_random=0,
-                       p_line=0, **kw)  # fmt: skip
+    return SynthConfig(
+        corpus=[str(corpus)],
+        bundled_fonts=False,
+        font_dirs=[str(font_dir)],
+        p_word=0,
+        p_number=0,
+        p_date=0,
+        p_price=0,
+        p_code=0,
+        p_random=0,
+        p_line=0,
+        **kw,
+    )
 
 
 def _corpus(tmp_path: Path, lines: list[str]) -> Path:
@@ -59,7 +69,9 @@ def test_every_face_of_a_ttc_collection_is_a_font(tmp_path, cjk):
     fonts = load_fonts(files, CJK_CHARS)
     assert len(fonts) == 2 and all(f.chars == frozenset(CJK_CHARS) for f in fonts)
     assert fonts[1].name == "pair#1"
-    gen = SynthGenerator(cjk, _cjk_cfg(_corpus(tmp_path, ["我们的国家"]), folder), seed=0, height=32)
+    gen = SynthGenerator(
+        cjk, _cjk_cfg(_corpus(tmp_path, ["我们的国家"]), folder), seed=0, height=32
+    )
     used = {gen.render_with_meta(i)[2].font for i in range(12)}
     assert used == {str(folder / "pair.ttc#0"), str(folder / "pair.ttc#1")}
 
@@ -74,7 +86,9 @@ def test_a_folder_of_broken_collections_says_what_it_found(tmp_path, cjk):
 
 
 def test_corpus_pieces_hold_only_drawable_text_of_the_asked_lengths(tmp_path, cjk, caplog):
-    corpus = _corpus(tmp_path, ["我们的国家是一个大国，人民生活在这里。", "他说：“这是中国的时代！”ABC 123", ""])
+    corpus = _corpus(
+        tmp_path, ["我们的国家是一个大国，人民生活在这里。", "他说：“这是中国的时代！”ABC 123", ""]
+    )
     with caplog.at_level(logging.INFO):
         gen = SynthGenerator(cjk, _cjk_cfg(corpus, min_length=2, max_length=5), seed=3, height=32)
     assert "characters outside the charset or drawn by no font were cut out" in caplog.text
@@ -136,8 +150,9 @@ def test_a_tiny_model_learns_to_read_synthetic_chinese_lines(tmp_path):
 
     chars = CJK_CHARS[:10]
     (tmp_path / "chars.txt").write_text("\n".join(chars) + "\n", encoding="utf-8")
-    metrics = train_on_corpus_words(tmp_path, "".join(chars), str(tmp_path / "chars.txt"), CJK_FONT.parent, 4,
-                                    steps=700)  # fmt: skip
+    metrics = train_on_corpus_words(
+        tmp_path, "".join(chars), str(tmp_path / "chars.txt"), CJK_FONT.parent, 4, steps=700
+    )
     assert metrics["cer"] < 0.5, metrics
 
 
@@ -146,8 +161,12 @@ def test_scripts_that_glyph_by_glyph_drawing_gets_wrong_are_named():
 
     assert scripts_needing_shaping("abc中国ひら한") == {}
     assert scripts_needing_shaping("سلامשלוםनमस्तेไทย\u0301") == {
-        "Arabic": 4, "Hebrew": 4, "Devanagari": 6, "Thai": 3, "combining marks": 1,
-    }  # fmt: skip
+        "Arabic": 4,
+        "Hebrew": 4,
+        "Devanagari": 6,
+        "Thai": 3,
+        "combining marks": 1,
+    }
 
 
 # ---- shaping ----------------------------------------------------------------------------
@@ -159,17 +178,23 @@ def _hindi_generator(tmp_path, caplog):
     chars = sorted(set(HINDI))
     cs = Charset("".join(chars))
     corpus = _corpus(tmp_path, [HINDI])
-    cfg = _cjk_cfg(corpus, DEVANAGARI_FONT.parent, min_length=3, max_length=12,
-                   **{k: 0.0 for k in ("p_rotate", "p_perspective", "p_curve", "p_spacing",
-                                       "p_stretch")})  # fmt: skip
+    cfg = _cjk_cfg(
+        corpus,
+        DEVANAGARI_FONT.parent,
+        min_length=3,
+        max_length=12,
+        **{k: 0.0 for k in ("p_rotate", "p_perspective", "p_curve", "p_spacing", "p_stretch")},
+    )
     with caplog.at_level(logging.WARNING):
         return SynthGenerator(cs, cfg, seed=0, height=32)
 
 
-@pytest.mark.skipif(not __import__("crnn.data.synth.scripts", fromlist=["x"]).raqm_available(),
-                    reason="Pillow without RAQM")  # fmt: skip
+@pytest.mark.skipif(
+    not __import__("crnn.data.synth.scripts", fromlist=["x"]).raqm_available(),
+    reason="Pillow without RAQM",
+)
 def test_devanagari_is_drawn_shaped_through_raqm(tmp_path, caplog):
-    """"क्ष" is one conjunct glyph when shaped, three side by side glyph by glyph; "कि"
+    """ "क्ष" is one conjunct glyph when shaped, three side by side glyph by glyph; "कि"
     puts its vowel sign before the consonant. The generator draws such texts whole."""
     from PIL import ImageFont
 
@@ -227,8 +252,14 @@ def test_the_bundled_chinese_word_list_covers_the_charset_and_draws_by_frequency
 
 
 def test_phrases_run_words_together_without_spaces_at_the_asked_lengths(tmp_path, cjk):
-    cfg = _cjk_cfg(_corpus(tmp_path, ["我们的国家"]), word_list="chinese", p_corpus=0.0, p_phrase=1.0,
-                   min_length=4, max_length=10)  # fmt: skip
+    cfg = _cjk_cfg(
+        _corpus(tmp_path, ["我们的国家"]),
+        word_list="chinese",
+        p_corpus=0.0,
+        p_phrase=1.0,
+        min_length=4,
+        max_length=10,
+    )
     gen = SynthGenerator(cjk, cfg, seed=0, height=32)
     texts = [gen.text.sample(random.Random(i)) for i in range(200)]
     assert all(4 <= len(t) <= 10 and " " not in t for t in texts), texts[:10]

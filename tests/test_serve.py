@@ -26,10 +26,14 @@ from crnn.serve.batcher import MicroBatcher  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 WORD = REPO / "data" / "samples" / "word_01.png"  # "homeland"
-SAMPLES = {p.name: t for p, t in (
-    (REPO / "data" / "samples" / line.split("\t")[0], line.split("\t")[1].strip())
-    for line in (REPO / "data" / "samples" / "gt.txt").read_text().splitlines() if "\t" in line
-)}  # fmt: skip
+SAMPLES = {
+    p.name: t
+    for p, t in (
+        (REPO / "data" / "samples" / line.split("\t")[0], line.split("\t")[1].strip())
+        for line in (REPO / "data" / "samples" / "gt.txt").read_text().splitlines()
+        if "\t" in line
+    )
+}
 
 
 class CountingBackend:
@@ -93,8 +97,9 @@ def test_a_failing_backend_fails_every_waiter_and_the_batcher_goes_on() -> None:
     async def go() -> tuple[list[object], np.ndarray]:
         b = MicroBatcher(Flaky(), max_batch=8, max_wait_ms=30)
         await b.start()
-        first = await asyncio.gather(*(b.logits(np.zeros((1, 32, 64), np.uint8)) for _ in range(3)),
-                                     return_exceptions=True)  # fmt: skip
+        first = await asyncio.gather(
+            *(b.logits(np.zeros((1, 32, 64), np.uint8)) for _ in range(3)), return_exceptions=True
+        )
         later = await b.logits(np.zeros((1, 32, 64), np.uint8))
         await b.stop()
         return first, later
@@ -114,7 +119,9 @@ def test_then_runs_on_the_logits_and_its_error_fails_its_caller_alone() -> None:
         b = MicroBatcher(CountingBackend(), max_batch=8, max_wait_ms=30)
         await b.start()
         out = await asyncio.gather(
-            b.logits(np.full((1, 32, 64), 0, np.uint8), then=lambda lg: ("first", int(lg[0].argmax()))),
+            b.logits(
+                np.full((1, 32, 64), 0, np.uint8), then=lambda lg: ("first", int(lg[0].argmax()))
+            ),
             b.logits(np.full((1, 32, 64), 1, np.uint8), then=broken),
             b.logits(np.full((1, 32, 64), 2, np.uint8)),
             return_exceptions=True,
@@ -161,11 +168,27 @@ def start_server(port: int, log: IO[str]) -> subprocess.Popen | None:
     (a free port is closed before the server binds it, so a test beside this one may
     take it first). Any other failure to start fails the test with the server's log."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "crnn.cli.serve", "--model", "word", "--port", str(port),
-         "--max-request-bytes", "2000000", "--max-files", "8", "--max-pixels", "4000000",
-         "--max-request-pixels", "10000000"],
-        cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "crnn.cli.serve",
+            "--model",
+            "word",
+            "--port",
+            str(port),
+            "--max-request-bytes",
+            "2000000",
+            "--max-files",
+            "8",
+            "--max-pixels",
+            "4000000",
+            "--max-request-pixels",
+            "10000000",
+        ],
+        cwd=REPO,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     for _ in range(150):
         try:
             if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
@@ -193,14 +216,18 @@ def server():
             break
         log.close()
     else:
-        pytest.fail(f"three free ports were each taken before the server bound them (the last: {port})")
+        pytest.fail(
+            f"three free ports were each taken before the server bound them (the last: {port})"
+        )
     yield f"http://127.0.0.1:{port}", log
     proc.terminate()
     proc.wait(timeout=20)
 
 
 def post(url: str, files: list[tuple[str, bytes]], **form: str) -> httpx.Response:
-    return httpx.post(url + "/v1/recognize", files=[("file", (n, b)) for n, b in files], data=form, timeout=60)
+    return httpx.post(
+        url + "/v1/recognize", files=[("file", (n, b)) for n, b in files], data=form, timeout=60
+    )
 
 
 @pytest.mark.slow
@@ -209,7 +236,12 @@ def test_the_server_reads_images_in_request_order_and_describes_its_model(server
     model = httpx.get(url + "/v1/model").json()
     assert model["charset_size"] == 36 and model["height"] == 32 and model["version"]
     names = sorted(SAMPLES)[:5]
-    r = post(url, [(n, (REPO / "data" / "samples" / n).read_bytes()) for n in names], beam="5", min_confidence="0.5")
+    r = post(
+        url,
+        [(n, (REPO / "data" / "samples" / n).read_bytes()) for n in names],
+        beam="5",
+        min_confidence="0.5",
+    )
     assert r.status_code == 200
     results = r.json()["results"]
     assert [x["filename"] for x in results] == names
@@ -239,8 +271,15 @@ def test_concurrent_clients_get_every_answer_right_and_batches_form(server) -> N
     # Batches formed: 16 clients at once shared forward passes (with --max-batch 1 each
     # image would take a pass of its own).
     after = httpx.get(url + "/v1/model").json()["served"]
-    images, passes = after["images"] - before["images"], after["forward_passes"] - before["forward_passes"]
-    assert images == 160 and passes < images * 0.8 and after["largest_batch"] > 1, (images, passes, after)
+    images, passes = (
+        after["images"] - before["images"],
+        after["forward_passes"] - before["forward_passes"],
+    )
+    assert images == 160 and passes < images * 0.8 and after["largest_batch"] > 1, (
+        images,
+        passes,
+        after,
+    )
 
 
 def bad_uploads() -> dict[str, tuple[list[tuple[str, bytes]], int, str]]:
@@ -249,7 +288,9 @@ def bad_uploads() -> dict[str, tuple[list[tuple[str, bytes]], int, str]]:
     big = io.BytesIO()
     from PIL import Image
 
-    Image.fromarray((np.random.default_rng(0).random((1800, 1800)) * 255).astype(np.uint8)).save(big, "PNG")
+    Image.fromarray((np.random.default_rng(0).random((1800, 1800)) * 255).astype(np.uint8)).save(
+        big, "PNG"
+    )
     wide = io.BytesIO()
     Image.new("L", (6000, 40), 255).save(wide, "PNG")
     white = io.BytesIO()
@@ -260,11 +301,19 @@ def bad_uploads() -> dict[str, tuple[list[tuple[str, bytes]], int, str]]:
         "an oversized body": ([("big.png", big.getvalue())], 413, "over the limit of 2,000,000"),
         "too many files": ([("w.png", WORD.read_bytes())] * 9, 413, "9 files, over the limit of 8"),
         # past what the form parser itself accepts (it stops at the limit + 1): 413 too
-        "far too many files": ([("w.png", WORD.read_bytes())] * 12, 413, "more than 8 files, over the limit"),
+        "far too many files": (
+            [("w.png", WORD.read_bytes())] * 12,
+            413,
+            "more than 8 files, over the limit",
+        ),
         # a readable image too wide to read as one line: 422, not "not an image" (415)
         "a line too wide": ([("wide.png", wide.getvalue())], 422, "Crop it into lines"),
         # each image under --max-pixels, together over --max-request-pixels (a few KB each)
-        "too many pixels in all": ([("white.png", white.getvalue())] * 3, 413, "12,000,000 pixels in this request"),
+        "too many pixels in all": (
+            [("white.png", white.getvalue())] * 3,
+            413,
+            "12,000,000 pixels in this request",
+        ),
     }
 
 
@@ -274,16 +323,31 @@ def test_bad_uploads_are_answered_4xx_and_good_requests_keep_being_served(server
     for what, (files, status, says) in bad_uploads().items():
         for _ in range(3):
             r = post(url, files)
-            assert r.status_code == status and says in r.json()["error"], (what, r.status_code, r.text)
+            assert r.status_code == status and says in r.json()["error"], (
+                what,
+                r.status_code,
+                r.text,
+            )
         assert post(url, [("w.png", WORD.read_bytes())]).json()["results"][0]["text"] == "homeland"
     r = httpx.post(url + "/v1/recognize", data={"beam": "2"})
     assert r.status_code == 400 and "no 'file' field" in r.json()["error"]
     r = post(url, [("w.png", WORD.read_bytes())], beam="-3")
     assert r.status_code == 400 and "beam=-3" in r.json()["error"]
     # In a request of several files, a bad one gets its own error; the others are read.
-    r = post(url, [("a.png", WORD.read_bytes()), ("bad.png", b"\x89PNG broken"), ("b.png", WORD.read_bytes())])
+    r = post(
+        url,
+        [
+            ("a.png", WORD.read_bytes()),
+            ("bad.png", b"\x89PNG broken"),
+            ("b.png", WORD.read_bytes()),
+        ],
+    )
     results = r.json()["results"]
-    assert r.status_code == 200 and [x.get("text") for x in results] == ["homeland", None, "homeland"]
+    assert r.status_code == 200 and [x.get("text") for x in results] == [
+        "homeland",
+        None,
+        "homeland",
+    ]
     assert "bad.png" in results[1]["error"]
     log.flush()
     log.seek(0)
@@ -309,7 +373,11 @@ def test_a_pdf_is_served_page_by_page_and_its_pages_count_against_max_files(serv
     r = post(url, [("two.pdf", words_pdf(names)), ("w.png", WORD.read_bytes())], dpi="72")
     assert r.status_code == 200, r.text
     res = r.json()["results"]
-    assert [(x["filename"], x.get("page")) for x in res] == [("two.pdf", 1), ("two.pdf", 2), ("w.png", None)]
+    assert [(x["filename"], x.get("page")) for x in res] == [
+        ("two.pdf", 1),
+        ("two.pdf", 2),
+        ("w.png", None),
+    ]
     assert [x["text"] for x in res] == [SAMPLES[n] for n in names] + ["homeland"]
     r = post(url, [("nine.pdf", words_pdf(["word_01.png"] * 9))], dpi="72")
     assert r.status_code == 413 and "PDF pages" in r.json()["error"]
@@ -325,9 +393,18 @@ def test_the_web_page_reads_an_uploaded_image_in_a_headless_browser(server) -> N
         pytest.skip("no Chromium on this machine (apt-get install chromium)")
     url, _ = server
     with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium, args=[
-            "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-            "--disable-component-update", "--no-first-run", "--disable-sync"])  # fmt: skip
+        browser = p.chromium.launch(
+            executable_path=chromium,
+            args=[
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--no-first-run",
+                "--disable-sync",
+            ],
+        )
         try:
             page = browser.new_page()
             page.goto(url + "/")
@@ -342,7 +419,11 @@ def test_the_web_page_reads_an_uploaded_image_in_a_headless_browser(server) -> N
             page.set_input_files("#pick", str(pdf))  # a PDF: one part per page, in order
             page.wait_for_selector(".card:first-child .text >> nth=1", timeout=30_000)
             card = page.inner_text(".card:first-child")
-            assert "page 1" in card and "page 2" in card and card.index("page 1") < card.index("page 2")
+            assert (
+                "page 1" in card
+                and "page 2" in card
+                and card.index("page 1") < card.index("page 2")
+            )
         finally:
             browser.close()
 
@@ -355,7 +436,9 @@ def _served(rec, data: bytes, layout: str = "auto", max_queue: int = 0) -> dict:
         batcher = MicroBatcher(rec.backend, max_queue=max_queue)
         await batcher.start()
         try:
-            return await Service(rec, Limits(), batcher, {}).read_file("f.png", data, rec.beam_width, layout)
+            return await Service(rec, Limits(), batcher, {}).read_file(
+                "f.png", data, rec.beam_width, layout
+            )
         finally:
             await batcher.stop()
 
@@ -379,8 +462,12 @@ def test_a_served_page_reads_exactly_as_read_page(stretch, zoom) -> None:
     served, page = _served(rec, buf.getvalue()), rec.read_page(buf.getvalue())
     assert served["layout"] == "page" == page.layout
     assert [ln["text"] for ln in served["lines"]] == [ln.text for ln in page.lines]
-    assert [ln["confidence"] for ln in served["lines"]] == [round(ln.confidence, 4) for ln in page.lines]
-    assert served["char_confidences"] == [[round(c, 6) for c in ln.char_confidences] for ln in page.lines]
+    assert [ln["confidence"] for ln in served["lines"]] == [
+        round(ln.confidence, 4) for ln in page.lines
+    ]
+    assert served["char_confidences"] == [
+        [round(c, 6) for c in ln.char_confidences] for ln in page.lines
+    ]
     assert [ln["chars"] for ln in served["lines"]] == [ln.to_dict()["chars"] for ln in page.lines]
 
 
@@ -477,8 +564,10 @@ def test_a_full_queue_answers_503_at_once_instead_of_growing() -> None:
         b = MicroBatcher(backend, max_batch=1, max_queue=2)
         await b.start()
         try:
-            return await asyncio.gather(*(b.logits(np.zeros((1, 32, 40), np.uint8)) for _ in range(6)),
-                                        return_exceptions=True)  # fmt: skip
+            return await asyncio.gather(
+                *(b.logits(np.zeros((1, 32, 40), np.uint8)) for _ in range(6)),
+                return_exceptions=True,
+            )
         finally:
             await b.stop()
 
@@ -522,7 +611,11 @@ def test_a_blank_image_reads_as_nothing_served_or_predicted() -> None:
     from crnn.reading.recognizer import Recognizer
 
     rec = Recognizer.bundled("word")
-    blanks = [Image.new("L", (100, 32), 255), Image.new("L", (300, 300), 0), Image.new("L", (120, 32), 200)]
+    blanks = [
+        Image.new("L", (100, 32), 255),
+        Image.new("L", (300, 300), 0),
+        Image.new("L", (120, 32), 200),
+    ]
     assert [p.text for p in rec.predict(blanks)] == ["", "", ""]
     buf = io.BytesIO()
     blanks[0].save(buf, "PNG")
@@ -567,7 +660,9 @@ def test_a_small_image_is_read_while_large_ones_hold_every_planning_slot() -> No
     assert waited  # the large image waited for its slot
 
 
-def test_the_server_runs_one_single_threaded_batch_per_core_that_sleeps_between_batches(monkeypatch) -> None:
+def test_the_server_runs_one_single_threaded_batch_per_core_that_sleeps_between_batches(
+    monkeypatch,
+) -> None:
     """crnn-serve builds its ONNX session with spinning off (its idle intra-op threads
     burned 2-3 ms of CPU a request: docs/benchmarks.md, "Serving under load") and one
     thread, and runs a batch per core at once; the library keeps ONNX Runtime's default
@@ -581,10 +676,15 @@ def test_the_server_runs_one_single_threaded_batch_per_core_that_sleeps_between_
     monkeypatch.setattr(uvicorn, "run", lambda app, **kw: served.setdefault("app", app))
     assert serve.main(["--model", "word"]) == 0
     session = served["app"].app.app.state.service.rec.backend.session
-    assert session.get_session_options().get_session_config_entry("session.intra_op.allow_spinning") == "0"
+    assert (
+        session.get_session_options().get_session_config_entry("session.intra_op.allow_spinning")
+        == "0"
+    )
     service = served["app"].app.app.state.service
     cores = len(os.sched_getaffinity(0))
-    assert service.batcher.workers == cores and session.get_session_options().intra_op_num_threads == 1
+    assert (
+        service.batcher.workers == cores and session.get_session_options().intra_op_num_threads == 1
+    )
     library = Recognizer.bundled("word").backend.session.get_session_options()
     with pytest.raises(RuntimeError, match="does not have configuration"):
         library.get_session_config_entry("session.intra_op.allow_spinning")  # the default: spin

@@ -61,11 +61,20 @@ def _by_width(images: list[torch.Tensor]) -> list[list[int]]:
 def test_bucketed_epoch_has_every_sample_once_and_exact_ctc_input_lengths(tmp_path, monkeypatch):
     words = ["a", "cat", "house", "stone", "lampdoor", "riverstone", "treemoonsun", "doorlamproad"]
     root = write_folder(tmp_path / "d", [words[i % len(words)] for i in range(48)])
-    cfg = load_config(None, [
-        *TINY_MODEL, f'data.train=["{root}"]', f'data.val=["{root}"]', "data.num_workers=0",
-        "data.augment.enabled=false", "train.batch_size=16", "train.accum_steps=2",
-        f"train.output_dir={tmp_path / 'run'}", "dist.strategy=none",
-    ])  # fmt: skip
+    cfg = load_config(
+        None,
+        [
+            *TINY_MODEL,
+            f'data.train=["{root}"]',
+            f'data.val=["{root}"]',
+            "data.num_workers=0",
+            "data.augment.enabled=false",
+            "train.batch_size=16",
+            "train.accum_steps=2",
+            f"train.output_dir={tmp_path / 'run'}",
+            "dist.strategy=none",
+        ],
+    )
     t = Trainer(cfg, DistInfo())
     ds, sampler = t.data.dataset, t.data.sampler
     seen_lengths: list[torch.Tensor] = []
@@ -109,11 +118,20 @@ def test_the_generator_stream_is_bucketed_by_width(tmp_path):
     did not learn from batches of one label length) and buckets a wide one's."""
     from crnn.engine.data import _bucket_stream
 
-    base = [*TINY_MODEL, "data.num_workers=0", "data.synth.min_length=1", "data.synth.max_length=12",
-            "train.batch_size=16", f"train.output_dir={tmp_path / 'run'}", "dist.strategy=none"]  # fmt: skip
+    base = [
+        *TINY_MODEL,
+        "data.num_workers=0",
+        "data.synth.min_length=1",
+        "data.synth.max_length=12",
+        "train.batch_size=16",
+        f"train.output_dir={tmp_path / 'run'}",
+        "dist.strategy=none",
+    ]
     assert not _bucket_stream(load_config(None, base), Charset.from_spec("alnum36"))
     assert _bucket_stream(load_config(None, base), Charset.from_spec("zh5529"))
-    assert not _bucket_stream(load_config(None, [*base, "data.bucketing=false"]), Charset.from_spec("zh5529"))
+    assert not _bucket_stream(
+        load_config(None, [*base, "data.bucketing=false"]), Charset.from_spec("zh5529")
+    )
     cfg = load_config(None, [*base, "data.stream_bucketing=true"])
     t = Trainer(cfg, DistInfo())
     widths = [b["widths"].numpy() for b, _ in zip(t.batches(), range(20))]
@@ -167,9 +185,19 @@ def test_int8_export_reads_like_fp32_and_says_so(reader, word_folder, tmp_path, 
 
     out = tmp_path / "m.onnx"
     rc, _, err = run_main(
-        export_cli.main, READER, "-o", out, "--int8", "--calibration", word_folder,
-        "--calibration-images", "24", "--check-batch-sizes", "1", capsys=capsys,
-    )  # fmt: skip
+        export_cli.main,
+        READER,
+        "-o",
+        out,
+        "--int8",
+        "--calibration",
+        word_folder,
+        "--calibration-images",
+        "24",
+        "--check-batch-sizes",
+        "1",
+        capsys=capsys,
+    )
     assert rc == 0, err
     assert "identical texts" in err
     fp32, int8 = OnnxBackend(out), OnnxBackend(int8_path(out))
@@ -182,8 +210,11 @@ def test_int8_export_reads_like_fp32_and_says_so(reader, word_folder, tmp_path, 
     # The int8 file reads through the same Recognizer and says what it is in predict.
     rc, _, err = run_main(
         __import__("crnn.cli.predict", fromlist=["main"]).main,
-        "-c", int8_path(out), word_folder / "images" / "0000.png", capsys=capsys,
-    )  # fmt: skip
+        "-c",
+        int8_path(out),
+        word_folder / "images" / "0000.png",
+        capsys=capsys,
+    )
     assert rc == 0 and "int8-static" in err
 
 
@@ -212,8 +243,11 @@ def test_predict_from_onnx_never_imports_torch_and_matches_pytorch(reader, word_
     for extra in ([], ["--beam", "4", "--lexicon", str(lex)]):
         r = subprocess.run(
             [sys.executable, "-c", code, "-c", str(onnx_path), "--json", *extra, *paths],
-            capture_output=True, text=True, env=env, timeout=120,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
         assert r.returncode == 0, r.stderr
         assert "LEAKED []" in r.stderr, r.stderr
         got = json.loads(r.stdout)
@@ -272,10 +306,16 @@ def test_flop_count_includes_the_lstms():
 
 def test_bench_quick_run_writes_rows_tables_and_json(tmp_path):
     opts = BenchOptions(
-        quick=True, sections=("flops", "padding", "infer"), shapes=("word",),
-        batch_sizes=(1, 4), int8=False, repeats=2, seconds=0.02,
-        model={"channels": [8, 16, 16, 32, 32, 32, 32], "hidden": 16}, work_dir=str(tmp_path),
-    )  # fmt: skip
+        quick=True,
+        sections=("flops", "padding", "infer"),
+        shapes=("word",),
+        batch_sizes=(1, 4),
+        int8=False,
+        repeats=2,
+        seconds=0.02,
+        model={"channels": [8, 16, 16, 32, 32, 32, 32], "hidden": 16},
+        work_dir=str(tmp_path),
+    )
     res = run_bench(opts)
     pad = {r["case"]: r["padding_fraction"] for r in res.rows if r["section"] == "padding"}
     assert pad["bucketing on"] < pad["bucketing off"]
@@ -311,7 +351,18 @@ def test_learn_vs_dtrb_starts_both_ways_alike_and_writes_the_curve(tmp_path):
     widths = [[ours.images[i].shape[-1] for i in o] for _, o in plan]
     assert sorted(widths) == sorted(sorted(w) for w in widths)  # batches cut from one sort
     assert max(max(w) - min(w) for w in widths) < max(map(max, widths)) - min(map(min, widths))
-    argv = ["--data", str(train), "--dev", str(dev), "--steps", "16", "--eval-every", "8", "--batch", "2"]
+    argv = [
+        "--data",
+        str(train),
+        "--dev",
+        str(dev),
+        "--steps",
+        "16",
+        "--eval-every",
+        "8",
+        "--batch",
+        "2",
+    ]
     assert lv.main([*argv, "--json", str(out)]) == 0
     curve = json.loads(out.read_text())["curve"]
     assert [(r["step"], r["images"]) for r in curve] == [(8, 16), (16, 32)]

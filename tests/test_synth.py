@@ -214,8 +214,11 @@ def test_no_ink_is_clipped_by_geometry_or_crop() -> None:
 # space: their own tests.
 @pytest.mark.parametrize(
     "name",
-    [p for p in EFFECT_PROBABILITIES
-     if p not in ("p_color", "p_oldstyle", "p_level_box", "p_punct_style", "p_wide_tracking")],  # fmt: skip
+    [
+        p
+        for p in EFFECT_PROBABILITIES
+        if p not in ("p_color", "p_oldstyle", "p_level_box", "p_punct_style", "p_wide_tracking")
+    ],
 )
 def test_each_effect_fires_at_probability_one(name: str, alnum36: Charset) -> None:
     clean = SynthGenerator(alnum36, effects_off(SynthConfig()), seed=2, height=32)
@@ -233,10 +236,21 @@ def test_each_effect_fires_at_probability_one(name: str, alnum36: Charset) -> No
 
 
 def test_clipped_crops_cut_into_the_text_at_the_top_and_bottom(alnum36: Charset) -> None:
-    base = dataclasses.replace(effects_off(SynthConfig()), p_word=1, p_number=0, p_date=0,
-                               p_price=0, p_code=0, p_random=0, p_line=0, pad_min=0.05)  # fmt: skip
+    base = dataclasses.replace(
+        effects_off(SynthConfig()),
+        p_word=1,
+        p_number=0,
+        p_date=0,
+        p_price=0,
+        p_code=0,
+        p_random=0,
+        p_line=0,
+        pad_min=0.05,
+    )
     clean = SynthGenerator(alnum36, base, seed=6, height=32)
-    clipped = SynthGenerator(alnum36, dataclasses.replace(base, p_clip=1.0, max_clip=0.3), seed=6, height=32)
+    clipped = SynthGenerator(
+        alnum36, dataclasses.replace(base, p_clip=1.0, max_clip=0.3), seed=6, height=32
+    )
 
     def inked_edges(img: Image.Image) -> int:  # rows 0 and -1 that hold ink (dark pixels)
         arr = np.asarray(img, dtype=np.int16)
@@ -250,21 +264,39 @@ def test_clipped_crops_cut_into_the_text_at_the_top_and_bottom(alnum36: Charset)
 
 
 def test_level_box_cuts_the_ends_of_a_tilted_line_not_its_middle(alnum36: Charset) -> None:
-    base = dataclasses.replace(effects_off(SynthConfig()), p_word=0, p_number=0, p_date=0,
-                               p_price=0, p_code=0, p_random=1, p_line=0, min_length=14,
-                               max_length=20, pad_min=0.05, pad_max=0.1, p_rotate=1.0,
-                               max_rotate=4.0)  # fmt: skip
+    base = dataclasses.replace(
+        effects_off(SynthConfig()),
+        p_word=0,
+        p_number=0,
+        p_date=0,
+        p_price=0,
+        p_code=0,
+        p_random=1,
+        p_line=0,
+        min_length=14,
+        max_length=20,
+        pad_min=0.05,
+        pad_max=0.1,
+        p_rotate=1.0,
+        max_rotate=4.0,
+    )
     tilted = SynthGenerator(alnum36, base, seed=3, height=32)
     level = SynthGenerator(alnum36, dataclasses.replace(base, p_level_box=1.0), seed=3, height=32)
 
-    def cut_ends(img: Image.Image) -> tuple[int, int]:  # inked rows 0 / -1: in the end fifths, the middle
+    def cut_ends(
+        img: Image.Image,
+    ) -> tuple[int, int]:  # inked rows 0 / -1: in the end fifths, the middle
         ink = np.asarray(img, dtype=np.int16)[[0, -1]] < 128
         fifth = ink.shape[1] // 5
         ends = ink[:, :fifth].any() or ink[:, -fifth:].any()
         return int(ends), int(ink[:, 2 * fifth : 3 * fifth].any())
 
     plain = [cut_ends(tilted.render(i)[0]) for i in range(20)]
-    cut = [cut_ends(img) for img, _, meta in map(level.render_with_meta, range(20)) if "level_box" in meta.effects]
+    cut = [
+        cut_ends(img)
+        for img, _, meta in map(level.render_with_meta, range(20))
+        if "level_box" in meta.effects
+    ]
     assert len(cut) == 20
     assert sum(e for e, _ in plain) <= 2, "a tilted line's crop holds all of it"
     assert sum(e for e, _ in cut) >= 8, "a level box cuts the tops or bottoms of the end characters"
@@ -288,7 +320,9 @@ def test_legibility_scores_the_strokes_left_not_the_tones_or_the_light() -> None
     specks = mask.copy()
     specks[::3] = 0  # strokes eroded to dots
     specks[:, ::2] = 0
-    assert legibility(Image.fromarray(255 - specks), ink) < legibility(Image.fromarray(255 - mask), ink)
+    assert legibility(Image.fromarray(255 - specks), ink) < legibility(
+        Image.fromarray(255 - mask), ink
+    )
     assert legibility(crisp, Image.fromarray(np.zeros_like(mask))) == 0.0
 
 
@@ -296,11 +330,20 @@ def test_the_legibility_floor_redraws_the_look_of_illegible_lines_and_keeps_thei
     alnum36: Charset,
 ) -> None:
     # A recipe that often buries its text: low contrast, strong noise and blur.
-    harsh = dataclasses.replace(SynthConfig(), min_contrast=0.05, max_bg_variation=0.1, p_noise=1.0,
-                                max_noise=0.3, p_blur=0.6, max_blur=2.0)  # fmt: skip
+    harsh = dataclasses.replace(
+        SynthConfig(),
+        min_contrast=0.05,
+        max_bg_variation=0.1,
+        p_noise=1.0,
+        max_noise=0.3,
+        p_blur=0.6,
+        max_blur=2.0,
+    )
     floor = 0.4
     plain = SynthGenerator(alnum36, harsh, seed=5, height=32)
-    floored = SynthGenerator(alnum36, dataclasses.replace(harsh, min_legibility=floor), seed=5, height=32)
+    floored = SynthGenerator(
+        alnum36, dataclasses.replace(harsh, min_legibility=floor), seed=5, height=32
+    )
     redrawn = 0
     for i in range(60):
         img, label, meta = floored.render_with_meta(i)
@@ -311,7 +354,9 @@ def test_the_legibility_floor_redraws_the_look_of_illegible_lines_and_keeps_thei
         else:
             assert meta.legibility >= floor
             assert img.tobytes() == plain.render(i)[0].tobytes(), "a legible line is left alone"
-        assert img.tobytes() == floored.render(i)[0].tobytes(), "redraws are a function of the index"
+        assert img.tobytes() == floored.render(i)[0].tobytes(), (
+            "redraws are a function of the index"
+        )
     assert 3 <= redrawn <= 40, redrawn
     kept = [floored.render_with_meta(i)[2].legibility for i in range(60)]
     assert sum(k < floor for k in kept) <= 2, "the redraws clear the floor"
@@ -331,10 +376,18 @@ def test_old_style_figures_are_drawn_in_faces_that_have_them(alnum36: Charset) -
         assert (a.mask == b.mask).all() and abs(a.advance - b.advance) < 1
 
     cfg = dataclasses.replace(
-        effects_off(SynthConfig()), p_oldstyle=1.0, bundled_fonts=False,
-        font_dirs=[str(fonts / "libertine")], p_word=0.5, p_number=0.5, p_date=0, p_price=0,
-        p_code=0, p_random=0, p_line=0,
-    )  # fmt: skip
+        effects_off(SynthConfig()),
+        p_oldstyle=1.0,
+        bundled_fonts=False,
+        font_dirs=[str(fonts / "libertine")],
+        p_word=0.5,
+        p_number=0.5,
+        p_date=0,
+        p_price=0,
+        p_code=0,
+        p_random=0,
+        p_line=0,
+    )
     gen = SynthGenerator(alnum36, cfg, seed=3, height=32)
     seen = {True: 0, False: 0}
     for i in range(30):
@@ -528,10 +581,23 @@ def test_cli_writes_readable_lmdb_independent_of_workers(tmp_path: Path, alnum36
 def test_cli_fonts_flag_and_contact_sheet(tmp_path: Path, partial_fonts: Path) -> None:
     sheet = tmp_path / "sheet.png"
     rc = main(
-        ["--out", str(tmp_path / "d"), "--count", "30", "--fonts", str(partial_fonts),
-         "--no-bundled-fonts", "--charset", "alnum36", "--workers", "1", "--no-progress",
-         "--contact-sheet", str(sheet)]
-    )  # fmt: skip
+        [
+            "--out",
+            str(tmp_path / "d"),
+            "--count",
+            "30",
+            "--fonts",
+            str(partial_fonts),
+            "--no-bundled-fonts",
+            "--charset",
+            "alnum36",
+            "--workers",
+            "1",
+            "--no-progress",
+            "--contact-sheet",
+            str(sheet),
+        ]
+    )
     assert rc == 0
     labels = LmdbReader(tmp_path / "d").labels()
     assert len(labels) == 30 and all(set(label) <= set(DIGITS) for label in labels)
@@ -693,10 +759,23 @@ def test_punct_style_changes_the_image_of_a_line_with_marks_not_its_label() -> N
     from crnn.data.synth.layout import PUNCT_STYLE_MARKS
 
     charset = Charset.from_spec("zh5529")
-    font = Path(__file__).resolve().parents[1] / "crnn/assets/label_fonts/crnn-ocr-LabelCJK-Regular.otf"
-    base = dataclasses.replace(effects_off(SynthConfig()), p_sentence=1.0, p_word=0.0, p_number=0.0,
-                               p_date=0.0, p_price=0.0, p_code=0.0, p_random=0.0, p_phrase=0.0,
-                               p_punct_style=1.0, word_list="chinese")  # fmt: skip
+    font = (
+        Path(__file__).resolve().parents[1]
+        / "crnn/assets/label_fonts/crnn-ocr-LabelCJK-Regular.otf"
+    )
+    base = dataclasses.replace(
+        effects_off(SynthConfig()),
+        p_sentence=1.0,
+        p_word=0.0,
+        p_number=0.0,
+        p_date=0.0,
+        p_price=0.0,
+        p_code=0.0,
+        p_random=0.0,
+        p_phrase=0.0,
+        p_punct_style=1.0,
+        word_list="chinese",
+    )
     flat = dataclasses.replace(base, max_punct_scale=0.0, max_punct_rise=0.0)
     styled = SynthGenerator(charset, base, seed=3, height=32, font_paths=[font])
     plain = SynthGenerator(charset, flat, seed=3, height=32, font_paths=[font])
@@ -718,12 +797,31 @@ def test_wide_tracking_spaces_short_lines_as_signs_do_and_keeps_their_labels() -
     from crnn.data.synth.layout import WIDE_TRACKING_MAX_CHARS
 
     charset = Charset.from_spec("zh5529")
-    font = Path(__file__).resolve().parents[1] / "crnn/assets/label_fonts/crnn-ocr-LabelCJK-Regular.otf"
-    base = dataclasses.replace(effects_off(SynthConfig()), p_sentence=0.5, p_word=0.5, p_number=0.0,
-                               p_date=0.0, p_price=0.0, p_code=0.0, p_random=0.0, p_phrase=0.0,
-                               word_list="chinese", pad_min=0.1, pad_max=0.1)  # fmt: skip
-    tracked = SynthGenerator(charset, dataclasses.replace(base, p_wide_tracking=1.0), seed=4, height=32,
-                             font_paths=[font])  # fmt: skip
+    font = (
+        Path(__file__).resolve().parents[1]
+        / "crnn/assets/label_fonts/crnn-ocr-LabelCJK-Regular.otf"
+    )
+    base = dataclasses.replace(
+        effects_off(SynthConfig()),
+        p_sentence=0.5,
+        p_word=0.5,
+        p_number=0.0,
+        p_date=0.0,
+        p_price=0.0,
+        p_code=0.0,
+        p_random=0.0,
+        p_phrase=0.0,
+        word_list="chinese",
+        pad_min=0.1,
+        pad_max=0.1,
+    )
+    tracked = SynthGenerator(
+        charset,
+        dataclasses.replace(base, p_wide_tracking=1.0),
+        seed=4,
+        height=32,
+        font_paths=[font],
+    )
     plain = SynthGenerator(charset, base, seed=4, height=32, font_paths=[font])
     wide = long = 0
     for i in range(30):
@@ -761,8 +859,17 @@ def test_full_width_text_is_drawn_full_width_and_labelled_in_ascii(tmp_path: Pat
                 table.cmap[0xFF10 + d] = table.cmap[0x30 + d]
     font.save(str(tmp_path / "Wide.ttf"))
     charset = Charset.from_spec("alnum36")
-    cfg = dataclasses.replace(effects_off(SynthConfig()), p_fullwidth=1.0, p_word=0.0, p_number=1.0,
-                              p_date=0.0, p_price=0.0, p_code=0.0, p_random=0.0, p_line=0.0)  # fmt: skip
+    cfg = dataclasses.replace(
+        effects_off(SynthConfig()),
+        p_fullwidth=1.0,
+        p_word=0.0,
+        p_number=1.0,
+        p_date=0.0,
+        p_price=0.0,
+        p_code=0.0,
+        p_random=0.0,
+        p_line=0.0,
+    )
     gen = SynthGenerator(charset, cfg, seed=0, height=32, font_paths=[tmp_path / "Wide.ttf"])
     wide = 0
     for i in range(20):
@@ -776,8 +883,18 @@ def test_sentences_read_like_printed_chinese() -> None:
     from crnn.data.synth.text import TextSampler, bundled_chinese_words
 
     charset = Charset.from_spec("zh5529")
-    cfg = SynthConfig(p_sentence=1.0, p_word=0.0, p_number=0.0, p_date=0.0, p_price=0.0,
-                      p_code=0.0, p_random=0.0, p_line=0.0, min_length=1, max_length=30)  # fmt: skip
+    cfg = SynthConfig(
+        p_sentence=1.0,
+        p_word=0.0,
+        p_number=0.0,
+        p_date=0.0,
+        p_price=0.0,
+        p_code=0.0,
+        p_random=0.0,
+        p_line=0.0,
+        min_length=1,
+        max_length=30,
+    )
     sampler = TextSampler(charset.chars, cfg, charset.normalize, bundled_chinese_words())
     r = random.Random(0)
     texts = [sampler.sample(r) for _ in range(400)]
@@ -792,7 +909,10 @@ def test_sentences_read_like_printed_chinese() -> None:
     # read 。 as …); speech ends with its own mark inside its quotes (：“……。”).
     more = [sampler.sample(r) for _ in range(3000)]
     ends = [t[-1] for t in more if t[-1] in "。！？；…"]
-    assert ends.count("。") > 0.5 * len(ends) and ends.count("…") < 0.1 * len(ends), (len(ends), ends.count("…"))
+    assert ends.count("。") > 0.5 * len(ends) and ends.count("…") < 0.1 * len(ends), (
+        len(ends),
+        ends.count("…"),
+    )
     joined = "".join(more)
     assert sum(joined.count(m + "”") for m in "。！？") >= 30 and "：“" in joined
 
@@ -805,13 +925,27 @@ def test_zh_ellipsis_weighs_the_ellipsis_among_the_marks() -> None:
     charset = Charset.from_spec("zh5529")
 
     def texts(**extra: float) -> list[str]:
-        cfg = SynthConfig(p_sentence=1.0, p_word=0.0, p_number=0.0, p_date=0.0, p_price=0.0,
-                          p_code=0.0, p_random=0.0, p_line=0.0, **extra)  # fmt: skip
+        cfg = SynthConfig(
+            p_sentence=1.0,
+            p_word=0.0,
+            p_number=0.0,
+            p_date=0.0,
+            p_price=0.0,
+            p_code=0.0,
+            p_random=0.0,
+            p_line=0.0,
+            **extra,
+        )
         sampler = TextSampler(charset.chars, cfg, charset.normalize, bundled_chinese_words())
         r = random.Random(5)
         return [sampler.sample(r) for _ in range(3000)]
 
-    plain, same, tenth, none = texts(), texts(zh_ellipsis=1.0), texts(zh_ellipsis=0.1), texts(zh_ellipsis=0.0)
+    plain, same, tenth, none = (
+        texts(),
+        texts(zh_ellipsis=1.0),
+        texts(zh_ellipsis=0.1),
+        texts(zh_ellipsis=0.0),
+    )
     assert plain == same
     count = lambda ts: sum(t.count("…") for t in ts)  # noqa: E731
     assert count(plain) >= 150 and count(tenth) <= 0.2 * count(plain) and count(none) == 0
@@ -824,21 +958,27 @@ def test_font_weights_draw_a_named_font_as_often_as_its_weight_says(alnum36: Cha
     without weights is the one before the option existed (indices drawn the same way)."""
     cfg = dataclasses.replace(effects_off(SynthConfig()), word_list="english")
     plain = SynthGenerator(alnum36, cfg, seed=3, height=32)
-    weighted = SynthGenerator(alnum36, dataclasses.replace(cfg, font_weights=["DejaVuSans.ttf=20"]),
-                              seed=3, height=32)  # fmt: skip
+    weighted = SynthGenerator(
+        alnum36, dataclasses.replace(cfg, font_weights=["DejaVuSans.ttf=20"]), seed=3, height=32
+    )
     n = len(plain.fonts)
     assert n >= 10
     draws = 300
     share = {
-        name: sum(Path(g.render_with_meta(i)[2].font).name == "DejaVuSans.ttf" for i in range(draws)) / draws
+        name: sum(
+            Path(g.render_with_meta(i)[2].font).name == "DejaVuSans.ttf" for i in range(draws)
+        )
+        / draws
         for name, g in (("plain", plain), ("weighted", weighted))
-    }  # fmt: skip
+    }
     expected = 20 / (20 + n - 1)
     assert abs(share["weighted"] - expected) < 0.12, (share, expected)
     assert share["plain"] < 0.15, share
 
 
-@pytest.mark.parametrize("entry", ["DejaVu*", "=3", "DejaVu*=0", "DejaVu*=-1", "DejaVu*=lots", "x=inf"])
+@pytest.mark.parametrize(
+    "entry", ["DejaVu*", "=3", "DejaVu*=0", "DejaVu*=-1", "DejaVu*=lots", "x=inf"]
+)
 def test_a_malformed_font_weight_says_what_is_expected(entry: str) -> None:
     with pytest.raises(ConfigError, match="pattern=weight"):
         SynthConfig(font_weights=[entry]).validate()
@@ -892,7 +1032,9 @@ def test_char_tilt_raises_horizontals_to_the_right_and_keeps_verticals_upright()
 
     # In the generator: slopes of 0 draw the same random numbers, so only the tilt differs.
     flat = _with_and_without("char_tilt", p_char_tilt=1.0, max_char_tilt=0.0)
-    for (i, a, _), (_, b, _) in zip(_with_and_without("char_tilt", p_char_tilt=1.0), flat, strict=True):
+    for (i, a, _), (_, b, _) in zip(
+        _with_and_without("char_tilt", p_char_tilt=1.0), flat, strict=True
+    ):
         assert a.size != b.size or not np.array_equal(np.asarray(a), np.asarray(b)), i
     with pytest.raises(ConfigError, match="max_char_tilt"):
         SynthConfig(max_char_tilt=0.8).validate()
@@ -964,7 +1106,9 @@ def test_elastic_strokes_bend_the_ink_a_little_and_keep_the_label() -> None:
     bar[4:28, 19:21] = 255
     bent = 0
     for seed in range(20):
-        a, b = fx.elastic(random.Random(seed), (Image.fromarray(bar), Image.fromarray(bar)), 24.0, 0.06)
+        a, b = fx.elastic(
+            random.Random(seed), (Image.fromarray(bar), Image.fromarray(bar)), 24.0, 0.06
+        )
         out = np.asarray(a, np.float32)
         assert np.array_equal(out, np.asarray(b, np.float32))
         assert abs(out.sum() - bar.sum()) < 0.25 * bar.sum(), seed
@@ -997,5 +1141,8 @@ def test_extrusion_sweeps_the_ink_one_way_and_keeps_the_label() -> None:
         assert (((ys - 20) * vy + (xs - 20) * vx) > 0).all(), (seed, list(zip(ys, xs)))
 
     for i, a, b in _with_and_without("extrude", p_extrude=1.0):
-        paper = lambda im: (np.abs(np.asarray(im, np.int16) - int(np.median(np.asarray(im)))) > 20).sum()  # noqa: E731
+
+        def paper(im):
+            return (np.abs(np.asarray(im, np.int16) - int(np.median(np.asarray(im)))) > 20).sum()
+
         assert paper(a) > paper(b), i

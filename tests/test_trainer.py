@@ -155,9 +155,14 @@ def test_sigkill_at_any_moment_leaves_a_loadable_checkpoint(tiny_overrides, tmp_
     # Whatever the second kill interrupted, only whole files and writer temporaries
     # (which the next start removes) are there: last.pt was never written in place.
     # (The run lock a killed run leaves is stale and taken over: the resume just did.)
-    assert {p.name for p in out.iterdir()} <= {"last.pt", "best.pt", "config.yaml", "train.log", "tb", ".run.lock"} | {
-        temporary_path(out / n, pid=proc.pid).name for n in ("last.pt", "best.pt")
-    }
+    assert {p.name for p in out.iterdir()} <= {
+        "last.pt",
+        "best.pt",
+        "config.yaml",
+        "train.log",
+        "tb",
+        ".run.lock",
+    } | {temporary_path(out / n, pid=proc.pid).name for n in ("last.pt", "best.pt")}
 
 
 def test_training_mixes_synthetic_and_real_data(tiny_overrides):
@@ -208,14 +213,21 @@ def _budget_run(tiny_overrides, monkeypatch, budget_min: float, step_s: float):
 
     clock = SimClock(step_s)
     monkeypatch.setattr(budget, "clock", clock)
-    args = [*tiny_overrides, "train.max_steps=100000", "train.val_every=40",
-            "train.log_every=50", f"train.time_budget_min={budget_min}"]  # fmt: skip
+    args = [
+        *tiny_overrides,
+        "train.max_steps=100000",
+        "train.val_every=40",
+        "train.log_every=50",
+        f"train.time_budget_min={budget_min}",
+    ]
     t = _train(args)
     t.step_callbacks.append(clock.tick)
     return t, clock
 
 
-def test_time_budget_decides_max_steps_and_resume_keeps_it(tiny_overrides, tmp_path, caplog, monkeypatch):
+def test_time_budget_decides_max_steps_and_resume_keeps_it(
+    tiny_overrides, tmp_path, caplog, monkeypatch
+):
     import logging
 
     caplog.set_level(logging.INFO)
@@ -267,12 +279,17 @@ def test_a_run_that_slows_down_after_the_budget_decision_is_shortened_to_stay_in
     res = t.fit()
     replans = t.state.budget["replanned"]
     assert res.step == t.cfg.train.max_steps == t.state.budget["max_steps"] < planned["max_steps"]
-    assert replans[-1]["max_steps"] == res.step and max(r["step_s"] for r in replans) > 2 * t.state.budget["step_s"]
+    assert (
+        replans[-1]["max_steps"] == res.step
+        and max(r["step_s"] for r in replans) > 2 * t.state.budget["step_s"]
+    )
     assert "steps/s now" in caplog.text and "late -> train.max_steps" in caplog.text
     # Without the re-plan the last four fifths of the budget take three times as long.
     assert clock.now <= budget_min * 60 * 1.05, clock.now
     ckpt = load_checkpoint(tmp_path / "run" / "last.pt")
-    assert ckpt["budget"]["replanned"] == replans and ckpt["config"]["train"]["max_steps"] == res.step
+    assert (
+        ckpt["budget"]["replanned"] == replans and ckpt["config"]["train"]["max_steps"] == res.step
+    )
 
 
 def test_a_blip_of_slow_steps_after_the_budget_decision_does_not_cut_the_run_short(
@@ -304,7 +321,10 @@ def test_a_blip_of_slow_steps_after_the_budget_decision_does_not_cut_the_run_sho
     # (inside budget.REPLAN_LOG_S of the last line, in the same direction).
     lines = [r.getMessage() for r in caplog.records if "steps/s now" in r.getMessage()]
     replans = t.state.budget["replanned"]
-    assert len(replans) > len(lines) and [("late" in m) for m in lines] == [True, False], (lines, replans)
+    assert len(replans) > len(lines) and [("late" in m) for m in lines] == [True, False], (
+        lines,
+        replans,
+    )
 
 
 def test_a_pause_after_the_budget_decision_costs_its_own_time_and_no_more(
@@ -388,8 +408,15 @@ def test_the_all_blank_plateau_is_explained_once(caplog):
 
 def test_early_stopping_after_patience_validations_without_a_better_metric(tiny_overrides):
     # lr 0: nothing improves after the first validation.
-    t = _train([*tiny_overrides, "train.lr=0", "train.max_steps=30", "train.val_every=2",
-                "train.early_stop_patience=2"])  # fmt: skip
+    t = _train(
+        [
+            *tiny_overrides,
+            "train.lr=0",
+            "train.max_steps=30",
+            "train.val_every=2",
+            "train.early_stop_patience=2",
+        ]
+    )
     res = t.fit()
     assert res.step == 6 and t.state.best["step"] == 2  # validations at 2, 4, 6: stop
     assert load_checkpoint(t.out / "last.pt")["step"] == 6
@@ -410,8 +437,10 @@ def test_ema_weights_are_evaluated_saved_and_resumed(tiny_overrides, tmp_path):
     w = "cnn.conv0.weight"
     assert not torch.equal(raw[w], avg[w])  # the average lags the weights
     assert torch.equal(ckpt["model"][w], avg[w]) and torch.equal(ckpt["model_raw"][w], raw[w])
-    resumed = _train([*tiny_overrides, "train.ema_decay=0.9", "train.max_steps=5",
-                      "train.val_every=2"], resume=t.out / "last.pt")  # fmt: skip
+    resumed = _train(
+        [*tiny_overrides, "train.ema_decay=0.9", "train.max_steps=5", "train.val_every=2"],
+        resume=t.out / "last.pt",
+    )
     assert torch.equal(resumed.model.state_dict()[w], raw[w])
     assert torch.equal(resumed.ema.model.state_dict()[w], avg[w])
     # An average of d * avg + (1 - d) * w after each step, d warming up to 0.9.
@@ -493,18 +522,32 @@ def test_time_budget_rechecks_meet_in_their_collective_on_the_same_steps_on_ever
     from crnn.engine import budget
 
     def rank(step_s: float):
-        train = SimpleNamespace(time_budget_min=10.0, val_every=1000, save_every=0, keep_every=0,
-                                max_steps=500, warmup_steps=0)  # fmt: skip
-        trainer = SimpleNamespace(cfg=SimpleNamespace(train=train), info=SimpleNamespace(world_size=2, is_main=False),
-                                  state=SimpleNamespace(budget={"step_s": 0.1, "validation_s": 0.0, "save_s": 0.0,
-                                                                "max_steps": 500}))  # fmt: skip
+        train = SimpleNamespace(
+            time_budget_min=10.0,
+            val_every=1000,
+            save_every=0,
+            keep_every=0,
+            max_steps=500,
+            warmup_steps=0,
+        )
+        trainer = SimpleNamespace(
+            cfg=SimpleNamespace(train=train),
+            info=SimpleNamespace(world_size=2, is_main=False),
+            state=SimpleNamespace(
+                budget={"step_s": 0.1, "validation_s": 0.0, "save_s": 0.0, "max_steps": 500}
+            ),
+        )
         b = budget.TimeBudget(trainer)
         b.t_decided, b.t_start = 0.0, 0.0
         return b, step_s
 
     entered: dict[int, list[int]] = {0: [], 1: []}
     current = {"rank": 0, "step": 0}
-    monkeypatch.setattr(budget, "all_reduce_sum", lambda t, info: entered[current["rank"]].append(current["step"]) or t * 2)
+    monkeypatch.setattr(
+        budget,
+        "all_reduce_sum",
+        lambda t, info: entered[current["rank"]].append(current["step"]) or t * 2,
+    )
     ranks = [rank(0.1), rank(0.5)]  # rank 1's window (30 s) fills five times sooner
     for step in range(1, 400):
         for r, (b, step_s) in enumerate(ranks):

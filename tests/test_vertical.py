@@ -19,8 +19,13 @@ from crnn.layout.vertical import column_cells
 from crnn.reading.recognizer import Recognizer
 
 CJK = str(label_font_dir() / "crnn-ocr-LabelCJK-Regular.otf")
-COLUMNS = ["床前明月光疑是地上霜", "十二点三十五分到达南京站", "我们应该尊重不同的意见，共同寻找解决办法。",
-           "三百二十公里", "天气预报说明天有小雨"]  # fmt: skip
+COLUMNS = [
+    "床前明月光疑是地上霜",
+    "十二点三十五分到达南京站",
+    "我们应该尊重不同的意见，共同寻找解决办法。",
+    "三百二十公里",
+    "天气预报说明天有小雨",
+]
 
 
 def column(text: str, size: int = 36, gap: float = 0.15, seed: int = 0) -> Image.Image:
@@ -31,7 +36,13 @@ def column(text: str, size: int = 36, gap: float = 0.15, seed: int = 0) -> Image
     img = Image.new("L", (size + 20, len(text) * step + 20), r.randint(215, 245))
     d = ImageDraw.Draw(img)
     for k, c in enumerate(text):
-        d.text((10 + size / 2, 10 + k * step + size / 2), c, font=font, fill=r.randint(10, 60), anchor="mm")
+        d.text(
+            (10 + size / 2, 10 + k * step + size / 2),
+            c,
+            font=font,
+            fill=r.randint(10, 60),
+            anchor="mm",
+        )
     return img
 
 
@@ -52,7 +63,9 @@ def test_cells_hold_one_character_each_however_many_strokes_it_has() -> None:
 
 def test_a_vertical_column_is_read_top_to_bottom_as_one_line() -> None:
     rec = Recognizer.bundled("zh")
-    pages = rec.read_pages([column(t, size=s, seed=i) for i, t in enumerate(COLUMNS) for s in (30, 44)])
+    pages = rec.read_pages(
+        [column(t, size=s, seed=i) for i, t in enumerate(COLUMNS) for s in (30, 44)]
+    )
     assert all(p.direction == "ttb" and p.layout == "line" and len(p.lines) == 1 for p in pages)
     reads = [p.text for p in pages]
     truth = [t for t in COLUMNS for _ in (30, 44)]
@@ -87,21 +100,37 @@ def test_what_is_not_a_column_reads_as_before() -> None:
     """A horizontal line, a word turned on its side, a tall crop of one big character:
     none is read as a column (each reads exactly as with the column check off)."""
     rec = Recognizer.bundled("word")
-    font = ImageFont.truetype(str(bundled_font_dir() / "liberation" / "LiberationSans-Bold.ttf"), 40)
+    font = ImageFont.truetype(
+        str(bundled_font_dir() / "liberation" / "LiberationSans-Bold.ttf"), 40
+    )
     word = Image.new("L", (200, 60), 240)
     ImageDraw.Draw(word).text((10, 5), "STUDIO", font=font, fill=20)
     big = Image.new("L", (60, 140), 240)
-    ImageDraw.Draw(big).text((5, 20), "A", font=ImageFont.truetype(str(bundled_font_dir() / "liberation" / "LiberationSans-Bold.ttf"), 90), fill=20)
+    ImageDraw.Draw(big).text(
+        (5, 20),
+        "A",
+        font=ImageFont.truetype(
+            str(bundled_font_dir() / "liberation" / "LiberationSans-Bold.ttf"), 90
+        ),
+        fill=20,
+    )
     images = [word, word.rotate(90, expand=True), word.rotate(270, expand=True), big]
     pages = rec.read_pages(images)
     assert [p.direction for p in pages] == ["ltr"] * 4
     zh = Recognizer.bundled("zh")
     line = Image.new("L", (420, 56), 240)
-    ImageDraw.Draw(line).text((10, 8), "床前明月光疑是地上霜", font=ImageFont.truetype(CJK, 38), fill=20)
+    ImageDraw.Draw(line).text(
+        (10, 8), "床前明月光疑是地上霜", font=ImageFont.truetype(CJK, 38), fill=20
+    )
     assert zh.read_page(line).direction == "ltr"
 
 
-POEM = ["床前明月光疑是地上霜", "举头望明月低头思故乡", "春眠不觉晓处处闻啼鸟", "夜来风雨声花落知多少"]
+POEM = [
+    "床前明月光疑是地上霜",
+    "举头望明月低头思故乡",
+    "春眠不觉晓处处闻啼鸟",
+    "夜来风雨声花落知多少",
+]
 
 
 def vertical_page(columns: list[str], size: int = 32, gap: float = 0.6) -> Image.Image:
@@ -127,15 +156,21 @@ def test_a_page_of_columns_is_read_right_to_left_each_top_to_bottom() -> None:
         boxes = [ln.box for ln in page.lines]
         assert all(a[0] > b[0] for a, b in zip(boxes, boxes[1:]))  # right to left
         first = page.lines[0].char_boxes
-        assert len(first) == 10 and all(a[1] < b[1] for a, b in zip(first, first[1:]))  # top to bottom
+        assert len(first) == 10 and all(
+            a[1] < b[1] for a, b in zip(first, first[1:])
+        )  # top to bottom
 
 
 GRID_LINES = [
-    "该网络协议采用三次握手的方式建立连接。", "每次提交代码之前，请运行全部单元测试。",
-    "学而时习之，不亦说乎？有朋自远方来。", "山不在高，有仙则名；水不在深，有龙则灵。",
-    "千里之行，始于足下；九层之台，起于累土。", "天行健，君子以自强不息。",
-    "海内存知己，天涯若比邻。", "先天下之忧而忧，后天下之乐而乐。",
-]  # fmt: skip
+    "该网络协议采用三次握手的方式建立连接。",
+    "每次提交代码之前，请运行全部单元测试。",
+    "学而时习之，不亦说乎？有朋自远方来。",
+    "山不在高，有仙则名；水不在深，有龙则灵。",
+    "千里之行，始于足下；九层之台，起于累土。",
+    "天行健，君子以自强不息。",
+    "海内存知己，天涯若比邻。",
+    "先天下之忧而忧，后天下之乐而乐。",
+]
 
 
 def grid_page(lines: list[str], size: int = 28, ink: int = 20, paper: int = 245) -> Image.Image:

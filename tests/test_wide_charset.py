@@ -44,8 +44,9 @@ def _zh_folder(root: Path, labels: list[str], width: int | None = None) -> Path:
 
 
 def _frames(width: int) -> int:
-    return CRNN(ZH.num_classes, channels=[8, 16, 16, 32, 32, 32, 32], hidden=16,
-                arch="crnn_s8").output_length(width)  # fmt: skip
+    return CRNN(
+        ZH.num_classes, channels=[8, 16, 16, 32, 32, 32, 32], hidden=16, arch="crnn_s8"
+    ).output_length(width)
 
 
 def test_a_character_missing_from_the_alphabet_is_named_not_a_keyerror(tmp_path):
@@ -56,10 +57,14 @@ def test_a_character_missing_from_the_alphabet_is_named_not_a_keyerror(tmp_path)
     assert "龘" not in ZH
     ds = RecognitionDataset(open_sources([root]), ZH, ImageSpec(max_width=256), _frames)
     assert len(ds) == 2 and ds.skipped == {"unknown_chars": 1}
-    assert "'龘龘'" in ds.skip_examples["unknown_chars"][0] and "1.png" in ds.skip_examples["unknown_chars"][0]
+    assert (
+        "'龘龘'" in ds.skip_examples["unknown_chars"][0]
+        and "1.png" in ds.skip_examples["unknown_chars"][0]
+    )
     with pytest.raises(UnknownCharacterError, match=r"'龘'.*data.charset.*unknown_chars=skip"):
-        RecognitionDataset(open_sources([root]), ZH, ImageSpec(max_width=256), _frames,
-                           unknown_chars="error")  # fmt: skip
+        RecognitionDataset(
+            open_sources([root]), ZH, ImageSpec(max_width=256), _frames, unknown_chars="error"
+        )
 
 
 def test_a_label_too_long_for_the_frames_is_named_not_an_inf_loss(tmp_path):
@@ -76,9 +81,19 @@ def test_a_non_finite_loss_with_5530_classes_is_skipped_and_named(tmp_path, monk
     from crnn.engine import parallel
 
     root = _zh_folder(tmp_path / "d", ["我们的", "中国人", "他们", "大家好"] * 2)
-    cfg = load_config(None, [*SMALL, "data.charset=zh5529", f'data.train=["{root}"]',
-                             f'data.val=["{root}"]', "data.num_workers=0", "train.batch_size=4",
-                             "data.max_width=128", f"train.output_dir={tmp_path / 'run'}"])  # fmt: skip
+    cfg = load_config(
+        None,
+        [
+            *SMALL,
+            "data.charset=zh5529",
+            f'data.train=["{root}"]',
+            f'data.val=["{root}"]',
+            "data.num_workers=0",
+            "train.batch_size=4",
+            "data.max_width=128",
+            f"train.output_dir={tmp_path / 'run'}",
+        ],
+    )
     t = Trainer(cfg, DistInfo())
     assert t.model.num_classes == 5530
     real = parallel.ctc_loss_per_sample
@@ -88,7 +103,9 @@ def test_a_non_finite_loss_with_5530_classes_is_skipped_and_named(tmp_path, monk
     t.train_module.train()
     t.train_step(t.batches())
     assert all(torch.equal(p, before[n]) for n, p in t.model.named_parameters())
-    assert "not finite" in caplog.text and any(w in caplog.text for w in ("'我们的'", "'中国人'", "'他们'", "'大家好'"))
+    assert "not finite" in caplog.text and any(
+        w in caplog.text for w in ("'我们的'", "'中国人'", "'他们'", "'大家好'")
+    )
 
 
 def test_the_all_blank_hint_for_thousands_of_classes_names_the_shortcut_layout(caplog):
@@ -98,8 +115,12 @@ def test_the_all_blank_hint_for_thousands_of_classes_names_the_shortcut_layout(c
     for arch, says in (("crnn", True), ("crnn_s8", False), ("crnn_s4", False)):
         caplog.clear()
         w = BlankWatch(patience=1)
-        w.after_validation({"empty_rate": 1.0}, 2000, load_config(None, [
-            "data.charset=zh5529", f"model.arch={arch}"]), 64)  # fmt: skip
+        w.after_validation(
+            {"empty_rate": 1.0},
+            2000,
+            load_config(None, ["data.charset=zh5529", f"model.arch={arch}"]),
+            64,
+        )
         assert "all-blank plateau" in caplog.text
         assert ("With 5,530 classes behind the LSTMs" in caplog.text) is says
         assert ("model.arch=crnn_s8" in caplog.text) is says
@@ -115,10 +136,18 @@ def test_a_few_hundred_character_model_leaves_the_plateau_in_bounded_steps(tmp_p
     from conftest import train_on_corpus_words
 
     metrics = train_on_corpus_words(
-        tmp_path / "s8", "".join(CJK_CHARS), "chars:" + "".join(CJK_CHARS), CJK_FONT.parent, 6,
-        "model.arch=crnn_s8", "model.channels=[16,32,48,48,96,96,96]", "model.hidden=48",
-        "train.max_steps=800", "train.val_every=800", "train.lr=2e-3",
-    )  # fmt: skip
+        tmp_path / "s8",
+        "".join(CJK_CHARS),
+        "chars:" + "".join(CJK_CHARS),
+        CJK_FONT.parent,
+        6,
+        "model.arch=crnn_s8",
+        "model.channels=[16,32,48,48,96,96,96]",
+        "model.hidden=48",
+        "train.max_steps=800",
+        "train.val_every=800",
+        "train.lr=2e-3",
+    )
     assert metrics["empty_rate"] < 0.1 and metrics["cer"] < 0.85, metrics
 
 
@@ -129,8 +158,15 @@ def test_a_wide_classifier_starts_at_the_data_s_class_frequencies(tmp_path, capl
     per-character loss is that of the frequencies, not of 5,530 equal guesses."""
     labels = ["我们的", "我们", "的的的的", "中国人", "我"] * 8
     root = _zh_folder(tmp_path / "d", labels, width=160)
-    common = [*SMALL, "data.charset=zh5529", f'data.train=["{root}"]', f'data.val=["{root}"]',
-              "data.num_workers=0", "train.batch_size=8", "dist.strategy=none"]  # fmt: skip
+    common = [
+        *SMALL,
+        "data.charset=zh5529",
+        f'data.train=["{root}"]',
+        f'data.val=["{root}"]',
+        "data.num_workers=0",
+        "train.batch_size=8",
+        "dist.strategy=none",
+    ]
     caplog.set_level(logging.INFO)
     t = Trainer(load_config(None, [*common, f"train.output_dir={tmp_path / 'a'}"]), DistInfo())
     bias = t.model.rnn[1].proj.bias.detach()
@@ -144,8 +180,12 @@ def test_a_wide_classifier_starts_at_the_data_s_class_frequencies(tmp_path, capl
     assert probs[de].item() / probs[men].item() == pytest.approx(5 / 2, rel=0.05)  # 5 的, 2 们
     assert "class frequencies" in caplog.text
     # Off: the default initialisation (every class about equally likely).
-    off = Trainer(load_config(None, [*common, "train.prior_init=false",
-                                     f"train.output_dir={tmp_path / 'b'}"]), DistInfo())  # fmt: skip
+    off = Trainer(
+        load_config(
+            None, [*common, "train.prior_init=false", f"train.output_dir={tmp_path / 'b'}"]
+        ),
+        DistInfo(),
+    )
     assert off.model.rnn[1].proj.bias.abs().max() < 0.2
     # "auto" leaves a 37-class English model as it was.
     from crnn.engine import prior

@@ -11,7 +11,9 @@ import pytest
 from benchmarks import zh_sets
 
 
-def test_a_missing_fortunes_package_is_named_with_its_install_command(tmp_path, monkeypatch) -> None:
+def test_a_missing_fortunes_package_is_named_with_its_install_command(
+    tmp_path, monkeypatch
+) -> None:
     monkeypatch.setattr(zh_sets, "FORTUNES", tmp_path)
     with pytest.raises(FileNotFoundError, match="apt-get install fortunes-zh"):
         zh_sets.fortune_text()

@@ -46,9 +46,16 @@ def clean_word_config(effects: bool = False) -> SynthConfig:
     ``effects``."""
     cfg = SynthConfig() if effects else effects_off(SynthConfig())
     return dataclasses.replace(
-        cfg, p_word=1.0, p_number=0.0, p_date=0.0, p_price=0.0, p_code=0.0, p_random=0.0,
-        p_line=0.0, p_punct=0.0,
-    )  # fmt: skip
+        cfg,
+        p_word=1.0,
+        p_number=0.0,
+        p_date=0.0,
+        p_price=0.0,
+        p_code=0.0,
+        p_random=0.0,
+        p_line=0.0,
+        p_punct=0.0,
+    )
 
 
 def run_tesseract(paths: list[Path], workdir: Path, tag: str) -> list[str]:
@@ -58,8 +65,11 @@ def run_tesseract(paths: list[Path], workdir: Path, tag: str) -> list[str]:
     env = {**os.environ, "OMP_THREAD_LIMIT": "1"}  # one core per batch; batches run side by side
     out = subprocess.run(
         ["tesseract", str(listing), "stdout", "--psm", "7"],
-        capture_output=True, text=True, env=env, check=True,
-    ).stdout  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    ).stdout
     pages = out.split("\f")  # a form feed separates pages
     if len(pages) != len(paths):
         raise RuntimeError(f"tesseract returned {len(pages)} pages for {len(paths)} images")
@@ -133,7 +143,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  #{i:<5d} label {label!r:22s} tesseract {got!r:22s} {font}")
     print(
         f"Tesseract read {len(paths) - len(wrong)}/{len(paths)} "
-        f"{'synthetic words with effects' if args.with_effects else 'clean synthetic words'} exactly "
+        f"{'synthetic words with effects' if args.with_effects else 'clean synthetic words'} "
+        "exactly "
         f"(case-insensitive): {accuracy:.1%} (threshold {args.min_accuracy:.0%}; charset "
         f"{args.charset}, height {args.height}, seed {args.seed}, {len(gen.fonts)} fonts)"
     )

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Convert, release or import checkpoints (see --help). The same as the `crnn-convert` command once installed."""
+"""Convert, release or import checkpoints (see --help).
+The same as the `crnn-convert` command once installed."""
 
 import sys
 from pathlib import Path

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Write an LMDB dataset from an image folder and a gt.txt (see --help). The same as the `crnn-create-lmdb` command once installed."""
+"""Write an LMDB dataset from an image folder and a gt.txt (see --help).
+The same as the `crnn-create-lmdb` command once installed."""
 
 import sys
 from pathlib import Path

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Draw a training run's curves as a PNG (see --help). The same as the `crnn-curves` command once installed."""
+"""Draw a training run's curves as a PNG (see --help).
+The same as the `crnn-curves` command once installed."""
 
 import sys
 from pathlib import Path

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Evaluate a checkpoint on labelled datasets (see --help). The same as the `crnn-eval` command once installed."""
+"""Evaluate a checkpoint on labelled datasets (see --help).
+The same as the `crnn-eval` command once installed."""
 
 import sys
 from pathlib import Path

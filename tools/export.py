@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Export a checkpoint to ONNX (see --help). The same as the `crnn-export` command once installed."""
+"""Export a checkpoint to ONNX (see --help).
+The same as the `crnn-export` command once installed."""
 
 import sys
 from pathlib import Path

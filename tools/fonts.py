@@ -1,4 +1,5 @@
-"""The font sets recipes draw with: what is installed, and installing the rest. See ``crnn.cli.fonts`` (or --help)."""
+"""The font sets recipes draw with: what is installed, and installing the rest.
+See ``crnn.cli.fonts`` (or --help)."""
 
 import sys
 from pathlib import Path

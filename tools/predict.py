@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Read text from images with a trained CRNN (see --help). The same as the `crnn-predict` command once installed."""
+"""Read text from images with a trained CRNN (see --help).
+The same as the `crnn-predict` command once installed."""
 
 import sys
 from pathlib import Path

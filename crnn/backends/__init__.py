@@ -69,9 +69,10 @@ def load_backend(
             import logging
 
             logging.getLogger(__name__).warning(
-                "%s runs with ONNX Runtime on the CPU; --device %s applies to PyTorch "
-                "checkpoints", path, device,
-            )  # fmt: skip
+                "%s runs with ONNX Runtime on the CPU; --device %s applies to PyTorch checkpoints",
+                path,
+                device,
+            )
         return OnnxBackend(path, providers=providers, threads=threads, spinning=spinning)
     from crnn.backends.torch import TorchBackend
 

@@ -8,7 +8,8 @@ config from its metadata and maps uint8 batches to logits. Together with
 ``torch``: on a small CPU the PyTorch import alone takes 1.5-3 s, most of a command's
 time for one image.
 
-``onnxruntime`` is a dependency of crnn-ocr, imported on first use (an environment without it gets a message saying how to install it).
+``onnxruntime`` is a dependency of crnn-ocr, imported on first use (an environment without it
+gets a message saying how to install it).
 """
 
 from __future__ import annotations

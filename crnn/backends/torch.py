@@ -58,7 +58,9 @@ def default_device() -> torch.device:
     return reader_device("cuda" if torch.cuda.is_available() else "cpu")
 
 
-def reader_device(device: str | torch.device, environ: dict[str, str] | None = None) -> torch.device:
+def reader_device(
+    device: str | torch.device, environ: dict[str, str] | None = None
+) -> torch.device:
     """``device`` as a reader runs on it: a bare ``cuda`` is this process's GPU, the one
     its launcher names (``LOCAL_RANK``, set by ``torchrun``, SLURM wrappers and
     ``--gpus``), not GPU 0 for every rank of a scaled-out ``crnn-predict``/``crnn-eval``."""

@@ -98,9 +98,10 @@ def average_checkpoints(
         for key, what in (("model_config", "architecture"), ("charset", "alphabet")):
             if other[key] != head[key]:
                 diff = sorted(
-                    k for k in set(head[key]) | set(other[key])
+                    k
+                    for k in set(head[key]) | set(other[key])
                     if head[key].get(k) != other[key].get(k)
-                )  # fmt: skip
+                )
                 raise CheckpointError(
                     f"{src} has a different {what} from {first_src} ({key} differs in "
                     f"{', '.join(diff)}): only checkpoints of one model can be averaged"
@@ -126,7 +127,7 @@ def average_checkpoints(
     out["averaged"] = [
         {"source": Path(src).name, "step": step_of(ck), "share": round(w, 6)}
         for (src, ck), w in zip(ckpts, shares)
-    ]  # fmt: skip
+    ]
     return out
 
 

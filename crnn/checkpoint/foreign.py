@@ -37,9 +37,16 @@ log = logging.getLogger(__name__)
 
 # clovaai None-VGG-BiLSTM-CTC: index in FeatureExtraction.ConvNet -> our layer name.
 _CLOVA_CONVNET = {
-    0: "conv0", 3: "conv1", 6: "conv2", 8: "conv3", 11: "conv4", 12: "bn4", 14: "conv5",
-    15: "bn5", 18: "conv6",
-}  # fmt: skip
+    0: "conv0",
+    3: "conv1",
+    6: "conv2",
+    8: "conv3",
+    11: "conv4",
+    12: "bn4",
+    14: "conv5",
+    15: "bn5",
+    18: "conv6",
+}
 
 # (pattern, replacement) per layout; a key that matches none is not part of the layout.
 _MEIJIERU = [
@@ -117,8 +124,10 @@ def _same_keys(asked: str, found: str) -> bool:
     """Layouts whose key names are the same network's, told apart only by how the file
     was saved (an explicit ``--layout`` then decides the preprocessing)."""
     meijieru = {"meijieru", "chineseocr", "sierkinhane"}
-    return asked in meijieru and found in meijieru and not (
-        found == "chineseocr" and asked != "chineseocr"
+    return (
+        asked in meijieru
+        and found in meijieru
+        and not (found == "chineseocr" and asked != "chineseocr")
     )
 
 

@@ -40,10 +40,8 @@ VERSION = 1
 PREFIXES = ("module.", "_orig_mod.")
 
 
-
 class CheckpointError(RuntimeError):
     """A checkpoint that cannot be read or does not fit."""
-
 
 
 class ModelBundle(NamedTuple):
@@ -211,9 +209,7 @@ def is_native(ckpt: dict[str, Any]) -> bool:
     return ckpt.get("format") == FORMAT
 
 
-def model_from_checkpoint(
-    ckpt: dict[str, Any], source: str = "checkpoint"
-) -> ModelBundle:
+def model_from_checkpoint(ckpt: dict[str, Any], source: str = "checkpoint") -> ModelBundle:
     """Rebuild the bare model, its charset and its preprocessing from a checkpoint."""
     if not is_native(ckpt):
         keys = ", ".join(list(ckpt)[:8])

@@ -62,26 +62,33 @@ def add_stretch_arg(p: Any) -> None:
     """``--stretch``, ``--zoom`` and ``--deslant`` (predict and serve): the widths and
     zooms each line is read at, and from what lean a crop is also read upright."""
     p.add_argument(
-        "--stretch", type=_numbers("widths", 0.25, 4, "1.0,1.1", "reads a line as given"),
-        default=None, metavar="W[,W...]",
+        "--stretch",
+        type=_numbers("widths", 0.25, 4, "1.0,1.1", "reads a line as given"),
+        default=None,
+        metavar="W[,W...]",
         help="read each line at these widths, as multiples of its natural width, and keep the "
         "most confident read (default: 1.0,1.1 for a model that writes Chinese, where it "
         "misreads fewer characters at about 1.4 times the time; 1.0, once as given, for others)",
-    )  # fmt: skip
+    )
     p.add_argument(
-        "--zoom", type=_numbers("zooms", 1, 2, "1.0,1.2", "reads a line's whole height"),
-        default=None, metavar="Z[,Z...]",
+        "--zoom",
+        type=_numbers("zooms", 1, 2, "1.0,1.2", "reads a line's whole height"),
+        default=None,
+        metavar="Z[,Z...]",
         help="also read each line zoomed in: at Z, the central 1/Z of its height enlarged Z "
         "times (at every --stretch width), keeping the most confident of all reads (default: "
         "1.0,1.2 for a model that writes Chinese, where photographed lines in loose boxes read "
         "better, at about twice the time; 1.0, the whole height only, for others)",
-    )  # fmt: skip
+    )
     p.add_argument(
-        "--deslant", type=_lean, default=None, metavar="DEG",
+        "--deslant",
+        type=_lean,
+        default=None,
+        metavar="DEG",
         help="also read a crop whose writing leans at least DEG degrees (italic and oblique "
         "signs) sheared upright, keeping the most confident read; 0: never (default: 8 for a "
         "model that writes Chinese, where photographed signs read better; 0 for others)",
-    )  # fmt: skip
+    )
 
 
 def _lean(text: str) -> float:

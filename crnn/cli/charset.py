@@ -31,8 +31,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("data", nargs="+", help="LMDB directories or image folders with a gt.txt")
     p.add_argument("-o", "--out", required=True, help="the charset file to write")
-    p.add_argument("--min-count", type=int, default=1,
-                   help="leave out characters seen fewer times (default 1: keep all)")  # fmt: skip
+    p.add_argument(
+        "--min-count",
+        type=int,
+        default=1,
+        help="leave out characters seen fewer times (default 1: keep all)",
+    )
     p.add_argument("--case-fold", action="store_true", help="lower-case labels first")
     p.add_argument("--counts", metavar="FILE", help="also write 'char<TAB>count' per character")
     p.add_argument("--show", type=int, default=20, help="rare characters to list (default 20)")
@@ -60,21 +64,30 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     report = build_charset(labels, min_count=args.min_count, case_fold=args.case_fold)
     if not report.chars:
-        log.error("no characters left (%d labels read; --min-count %d)", len(labels), args.min_count)
+        log.error(
+            "no characters left (%d labels read; --min-count %d)", len(labels), args.min_count
+        )
         return EXIT_USAGE
     write_charset_file(report.chars, out)
     log.info(
         "%d labels, %d distinct characters; wrote %d to %s (use --set data.charset=%s)",
-        len(labels), len(report.counts), len(report.chars), out, out,
-    )  # fmt: skip
+        len(labels),
+        len(report.counts),
+        len(report.chars),
+        out,
+        out,
+    )
     rare = sorted(report.counts.items(), key=lambda kv: (kv[1], kv[0]))[: args.show]
     log.info("rarest: %s", ", ".join(f"{c!r} x{n}" for c, n in rare))
     if report.dropped_chars:
         log.warning(
             "left out %d characters seen fewer than %d times: %d labels hold them and training "
-            "will skip them (e.g. %s)", len(report.dropped_chars), args.min_count,
-            len(report.dropped_labels), ", ".join(repr(x) for x in report.dropped_labels[:5]),
-        )  # fmt: skip
+            "will skip them (e.g. %s)",
+            len(report.dropped_chars),
+            args.min_count,
+            len(report.dropped_labels),
+            ", ".join(repr(x) for x in report.dropped_labels[:5]),
+        )
     if has_rtl(report.chars):
         log.info(
             "the charset holds right-to-left characters: models trained with it read lines "
@@ -86,8 +99,9 @@ def main(argv: list[str] | None = None) -> int:
             log.warning(
                 "brackets without their pair: %s. Right to left, '(' is drawn (and read) as "
                 "')': add %s to the charset file so that labels holding them can be encoded",
-                ", ".join(map(repr, lone)), ", ".join(repr(MIRROR[c]) for c in lone),
-            )  # fmt: skip
+                ", ".join(map(repr, lone)),
+                ", ".join(repr(MIRROR[c]) for c in lone),
+            )
     if args.counts:
         rows = sorted(report.counts.items(), key=lambda kv: (-kv[1], kv[0]))
         Path(args.counts).write_text("".join(f"{c}\t{n}\n" for c, n in rows), encoding="utf-8")

@@ -60,21 +60,26 @@ def build_parser() -> argparse.ArgumentParser:
     help = "the weighted mean of checkpoints of one model, as a release file"
     sp = sub.add_parser("average", help=help, description=help)
     sp.add_argument(
-        "src", nargs="+", help="two or more checkpoints of one model (training checkpoints: "
+        "src",
+        nargs="+",
+        help="two or more checkpoints of one model (training checkpoints: "
         "their EMA weights where the run kept one; release files; kept steps); a run "
         "directory stands for the steps it kept (steps/step-*.pt, train.keep_every)",
-    )  # fmt: skip
+    )
     sp.add_argument(
-        "--last", type=int, metavar="N", help="average only the last N files (e.g. a run "
-        "directory's last N kept steps)",
-    )  # fmt: skip
+        "--last",
+        type=int,
+        metavar="N",
+        help="average only the last N files (e.g. a run directory's last N kept steps)",
+    )
     sp.add_argument(
         "-o", "--out", required=True, help="release file to write, named OUT_STEM-<sha256[:8]>.pt"
     )
     sp.add_argument(
-        "--shares", help="one part per file, comma-separated, scaled to sum to 1 "
+        "--shares",
+        help="one part per file, comma-separated, scaled to sum to 1 "
         "(e.g. 3,7: 30 %% of the first); default equal shares",
-    )  # fmt: skip
+    )
     sp.add_argument("--fp16", action="store_true", help="store float weights as float16")
     sp.add_argument("-v", "--verbose", action="store_true")
     sp = add("import", "import another project's CRNN weights as a crnn-ocr checkpoint")
@@ -170,9 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     return EXIT_OK
 
 
-def average(
-    sources: list[str], out: Path, shares: str | None, fp16: bool, last: int | None
-) -> int:
+def average(sources: list[str], out: Path, shares: str | None, fp16: bool, last: int | None) -> int:
     """The ``average`` mode: load, check, average, release."""
     from crnn import checkpoint as ck
     from crnn.checkpoint.average import expand_sources

@@ -6,7 +6,8 @@ PaddleOCR's ``path<TAB>label``; the Synthetic Chinese String Dataset's index lis
 ``name idx idx ...``, whose numbers are lines of an alphabet file given with --charset
 (char_std_5990.txt, GBK and its 'blank' first line included); a folder with one
 ``NAME.txt`` label beside each image (no --gt). An index list is never stored as digits:
-without its alphabet file it is refused. Every file is read once and checked once (a PNG down to its last byte
+without its alphabet file it is refused. Every file is read once and checked once (a PNG down to
+its last byte
 without rebuilding its pixels, other formats by decoding them; in one process per core);
 lines with a missing or unreadable image or an empty label are reported by line number
 and left out, and the rest are written. Exit code 0 when every line was written,
@@ -140,11 +141,21 @@ def main(argv: list[str] | None = None) -> int:
 
             charset = Charset.from_spec(args.charset)
         report = create_lmdb(
-            root, gt, args.out, args.val_out, args.val_fraction, charset, args.overwrite,
-            height=args.height, grayscale=grayscale, encoding=args.encoding,
-            prepared=args.prepared, workers=args.workers, label_format=args.format,
+            root,
+            gt,
+            args.out,
+            args.val_out,
+            args.val_fraction,
+            charset,
+            args.overwrite,
+            height=args.height,
+            grayscale=grayscale,
+            encoding=args.encoding,
+            prepared=args.prepared,
+            workers=args.workers,
+            label_format=args.format,
             index_file=args.charset if args.charset and spec_path(args.charset).is_file() else None,
-        )  # fmt: skip
+        )
     except (ValueError, LookupError, FileNotFoundError, FileExistsError) as e:
         log.error("%s", e)
         return EXIT_USAGE
@@ -161,12 +172,15 @@ def main(argv: list[str] | None = None) -> int:
     if report.outside_charset:
         log.warning(
             "%d labels hold characters outside charset %s (written; training skips them)",
-            report.outside_charset, args.charset,
-        )  # fmt: skip
+            report.outside_charset,
+            args.charset,
+        )
     log.info(
         "wrote %d samples to %s (%d lines left out)",
-        report.written, Path(args.out).resolve(), len(report.bad),
-    )  # fmt: skip
+        report.written,
+        Path(args.out).resolve(),
+        len(report.bad),
+    )
     if args.val_out:
         log.info("wrote %d held-out samples to %s", report.held_out, Path(args.val_out).resolve())
     return EXIT_FAILURE if report.bad else EXIT_OK
@@ -196,7 +210,12 @@ def _cut(root: Path) -> Path | None:
         log.warning("%s: boxes %s", root, describe_problems(problems))
     report = cut_labelled(items, out)
     left = ", ".join(f"{n} {why}" for why, n in report.skipped.most_common())
-    log.info("cut %d lines from %d images%s", report.written, len(items), f" (left out: {left})" if left else "")
+    log.info(
+        "cut %d lines from %d images%s",
+        report.written,
+        len(items),
+        f" (left out: {left})" if left else "",
+    )
     return out
 
 

@@ -29,8 +29,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("run", help="a run directory (with tb/) or a tb/ folder")
     p.add_argument("-o", "--out", help="the PNG to write (default RUN/curves.png)")
-    p.add_argument("--tags", nargs="+", default=list(DEFAULT_TAGS),
-                   help=f"scalars to draw, one panel each, those logged (default: {' '.join(DEFAULT_TAGS)})")  # fmt: skip
+    p.add_argument(
+        "--tags",
+        nargs="+",
+        default=list(DEFAULT_TAGS),
+        help=f"scalars to draw, one panel each, those logged (default: {' '.join(DEFAULT_TAGS)})",
+    )
     p.add_argument(
         "--title", default=None, help="a line above the panels (default: the run's name)"
     )

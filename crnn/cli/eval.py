@@ -10,7 +10,8 @@ Modes (--mode): charset (default: exact match with the label as the model's char
 writes it, e.g. lower-cased for a case-folding charset), alnum (the benchmarks'
 convention), caseless (case-insensitive, punctuation kept), exact (case-sensitive,
 punctuation kept; parseq's strictest). Decoding takes predict's options (--beam,
---lexicon, --lm: a Chinese model's beam and language prior by default). --errors DIR writes every wrong read (errors.tsv), a breakdown by label
+--lexicon, --lm: a Chinese model's beam and language prior by default). --errors DIR writes every
+wrong read (errors.tsv), a breakdown by label
 length and by confused characters (summary.md) and a picture of the worst
 (worst_errors.png).
 """
@@ -58,23 +59,46 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--amp", choices=choices(TrainConfig, "amp"), default="none", help="autocast on CUDA"
     )
-    p.add_argument("--mode", choices=tuple(MODES), default="charset",
-                   help="how a read counts as right (see above; default charset)")  # fmt: skip
-    p.add_argument("--beam", type=int, default=None, metavar="N", help="CTC prefix beam search "
-                   "with N prefixes; 0: greedy (default: 8 with a language prior, else 0)")
-    p.add_argument("--lm", metavar="FILE|none", help="as predict: the beam's language prior, from a "
-                   "word<TAB>count file, or 'none' (default: the bundled one for a Chinese model)")
-    p.add_argument("--lm-weight", type=float, default=None, metavar="W",
-                   help="the prior's weight (default 0.8)")  # fmt: skip
+    p.add_argument(
+        "--mode",
+        choices=tuple(MODES),
+        default="charset",
+        help="how a read counts as right (see above; default charset)",
+    )
+    p.add_argument(
+        "--beam",
+        type=int,
+        default=None,
+        metavar="N",
+        help="CTC prefix beam search "
+        "with N prefixes; 0: greedy (default: 8 with a language prior, else 0)",
+    )
+    p.add_argument(
+        "--lm",
+        metavar="FILE|none",
+        help="as predict: the beam's language prior, from a "
+        "word<TAB>count file, or 'none' (default: the bundled one for a Chinese model)",
+    )
+    p.add_argument(
+        "--lm-weight",
+        type=float,
+        default=None,
+        metavar="W",
+        help="the prior's weight (default 0.8)",
+    )
     p.add_argument("--lexicon", metavar="FILE", help="snap reads to this word list")
     p.add_argument("--max-edits", type=int, default=2, help="lexicon edit distance (default 2)")
-    p.add_argument("--errors", metavar="DIR",
-                   help="write errors.tsv, summary.md and worst_errors.png per dataset here")  # fmt: skip
+    p.add_argument(
+        "--errors",
+        metavar="DIR",
+        help="write errors.tsv, summary.md and worst_errors.png per dataset here",
+    )
     p.add_argument(
         "--no-numeral-fix",
         dest="numerals",
         action="store_false",
-        help="as predict: keep an o that was read inside a number (default: read it as 0, as old-style "
+        help="as predict: keep an o that was read inside a number (default: read it as 0, as "
+        "old-style "
         "figures draw 0 as round as an o: 4,ooo -> 4,000; never inside a word)",
     )
     p.add_argument(
@@ -114,7 +138,8 @@ def format_table(rows: list[dict[str, Any]], mode: str = "charset") -> str:
         return f"{r[k]:>7.2%}" if k in r else f"{'-':>7}"
 
     head = (
-        f"{'dataset':<24} {'n':>6} {'acc':>7} " + (f"{'alnum':>7} " if alnum else "")
+        f"{'dataset':<24} {'n':>6} {'acc':>7} "
+        + (f"{'alnum':>7} " if alnum else "")
         + f"{'CER':>7} {'NED':>7} {'ECE':>6} "
         + "".join(f"{'@' + c:>7}" for c in covs if c != "100%")
         + f" {'img/s':>8} {'bad':>5}"
@@ -191,12 +216,17 @@ def evaluate_path(
     from crnn.reports.errors import Calibration, ErrorCollector
 
     ds = RecognitionDataset(
-        open_sources([path]), backend.charset, backend.spec, backend.output_length,
-        evaluation=True, squeeze=args.squeeze,
-    )  # fmt: skip
+        open_sources([path]),
+        backend.charset,
+        backend.spec,
+        backend.output_length,
+        evaluation=True,
+        squeeze=args.squeeze,
+    )
     world, rank = (shard.world, shard.rank) if shard is not None else (1, 0)
-    loader = make_eval_loader(ds, args.batch_size, args.workers, widths=ds.widths,
-                              world_size=world, rank=rank)  # fmt: skip
+    loader = make_eval_loader(
+        ds, args.batch_size, args.workers, widths=ds.widths, world_size=world, rank=rank
+    )
     errors, pick, calib = ErrorCollector(), _normalizer(args.mode, backend.charset), Calibration()
 
     def observe(batch: dict[str, Any], preds: list[Any]) -> None:
@@ -205,8 +235,17 @@ def evaluate_path(
         if args.errors:
             errors.add(batch, preds, labels, texts)
 
-    res = evaluate(backend, loader, beam_width=args.beam, lexicon=lexicon, max_edits=args.max_edits,
-                   observe=observe, numerals=args.numerals, lm=args.prior[0], lm_weight=args.prior[1])  # fmt: skip
+    res = evaluate(
+        backend,
+        loader,
+        beam_width=args.beam,
+        lexicon=lexicon,
+        max_edits=args.max_edits,
+        observe=observe,
+        numerals=args.numerals,
+        lm=args.prior[0],
+        lm_weight=args.prior[1],
+    )
     if res.bad_images:
         log.warning("%s: %d images could not be read and were left out:", path, res.bad_images)
         for msg in res.bad_examples:
@@ -221,10 +260,14 @@ def evaluate_path(
         errors.write(out, f"{name}, {MODES[args.mode][1]}", fonts=args._fonts)
         log.info("%s: %d errors written to %s", name, len(errors.errors), out)
     return {
-        "dataset": name, "path": str(path), "sums": res.sums.sums, "pairs": calib.pairs,
-        "images_per_s": res.images_per_s, "bad_images": res.bad_images,
+        "dataset": name,
+        "path": str(path),
+        "sums": res.sums.sums,
+        "pairs": calib.pairs,
+        "images_per_s": res.images_per_s,
+        "bad_images": res.bad_images,
         "skipped_empty_labels": ds.skipped.get("empty", 0),
-    }  # fmt: skip
+    }
 
 
 def row(parts: list[dict[str, Any]], mode: str) -> dict[str, Any]:
@@ -239,12 +282,16 @@ def row(parts: list[dict[str, Any]], mode: str) -> dict[str, Any]:
         calib.pairs.extend((float(c), bool(k)) for c, k in part["pairs"])
     first = parts[0]
     return {
-        "dataset": first["dataset"], "path": first["path"], "mode": mode, **metrics.compute(),
+        "dataset": first["dataset"],
+        "path": first["path"],
+        "mode": mode,
+        **metrics.compute(),
         "images_per_s": sum(p["images_per_s"] for p in parts),
         "bad_images": sum(p["bad_images"] for p in parts),
         "skipped_empty_labels": first["skipped_empty_labels"],
-        "calibration_error": calib.ece(), "accuracy_at_coverage": calib.accuracy_at_coverage(),
-    }  # fmt: skip
+        "calibration_error": calib.ece(),
+        "accuracy_at_coverage": calib.accuracy_at_coverage(),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -273,17 +320,23 @@ def main(argv: list[str] | None = None) -> int:
     if (devices or shard.world > 1) and args.errors:
         log.error("--errors writes its report from one process: leave out --gpus/--nproc")
         return EXIT_USAGE
-    parts_at = args.json or f".crnn-eval-{os.environ.get('CRNN_RUN_ID') or os.environ.get('TORCHELASTIC_RUN_ID', 'run')}.json"
+    run_id = os.environ.get("CRNN_RUN_ID") or os.environ.get("TORCHELASTIC_RUN_ID", "run")
+    parts_at = args.json or f".crnn-eval-{run_id}.json"
     if devices and shard.world == 1:  # the launcher: the ranks write parts, this merges
         run_id = f"{os.getpid()}"
         os.environ["CRNN_RUN_ID"], os.environ["CRNN_PARENT_MERGES"] = run_id, "1"
         parts_at = args.json or f".crnn-eval-{run_id}.json"
-        codes = spawn("crnn.cli.eval", strip_flags(argv if argv is not None else sys.argv[1:]), devices)
+        codes = spawn(
+            "crnn.cli.eval", strip_flags(argv if argv is not None else sys.argv[1:]), devices
+        )
         if any(c not in (EXIT_OK, EXIT_FAILURE) for c in codes):
             log.error("evaluation processes exited with %s", codes)
             return max(codes)
-        return report([row(list(ds), args.mode) for ds in zip(*read_part_jsons(parts_at, len(devices)))],
-                      args, failed=max(codes) == EXIT_FAILURE)  # fmt: skip
+        return report(
+            [row(list(ds), args.mode) for ds in zip(*read_part_jsons(parts_at, len(devices)))],
+            args,
+            failed=max(codes) == EXIT_FAILURE,
+        )
     try:  # a CheckpointError is a RuntimeError
         backend = load_backend(args.checkpoint, device=args.device, amp=args.amp)
         lexicon = Lexicon.from_file(args.lexicon, backend.charset) if args.lexicon else None
@@ -304,7 +357,11 @@ def main(argv: list[str] | None = None) -> int:
     if shard.rank != 0 or os.environ.get("CRNN_PARENT_MERGES"):
         return EXIT_FAILURE if failed else EXIT_OK
     wait_for_parts(parts_at, shard.world)
-    return report([row(list(ds), args.mode) for ds in zip(*read_part_jsons(parts_at, shard.world))], args, failed)
+    return report(
+        [row(list(ds), args.mode) for ds in zip(*read_part_jsons(parts_at, shard.world))],
+        args,
+        failed,
+    )
 
 
 def report(rows: list[dict[str, Any]], args: argparse.Namespace, failed: bool) -> int:

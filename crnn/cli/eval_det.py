@@ -53,8 +53,11 @@ def evaluate_detector_cli(args: argparse.Namespace) -> int:
         from crnn.reading.recognizer import BUNDLED, Recognizer
 
         name = args.end_to_end
-        reader = (Recognizer.bundled(name, detector=detector, finder="detector") if name in BUNDLED
-                  else Recognizer.from_checkpoint(name, detector=detector, finder="detector"))  # fmt: skip
+        reader = (
+            Recognizer.bundled(name, detector=detector, finder="detector")
+            if name in BUNDLED
+            else Recognizer.from_checkpoint(name, detector=detector, finder="detector")
+        )
     rows = []
     for data in args.data:
         try:
@@ -77,7 +80,10 @@ def evaluate_detector_cli(args: argparse.Namespace) -> int:
         head += f" {'char P':>7s} {'char R':>7s} {'char F1':>7s}"
     print(head + f" {'s/image':>8s}")
     for r in rows:
-        line = f"{r['data'][-40:]:40s} {r['images']:6d} {r['precision']:7.2%} {r['recall']:7.2%} {r['hmean']:7.2%}"
+        line = (
+            f"{r['data'][-40:]:40s} {r['images']:6d} {r['precision']:7.2%} {r['recall']:7.2%} "
+            f"{r['hmean']:7.2%}"
+        )
         if reader is not None:
             line += f" {r['char_precision']:7.2%} {r['char_recall']:7.2%} {r['char_f1']:7.2%}"
         print(line + f" {r['s_per_image']:8.3f}")

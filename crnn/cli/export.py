@@ -168,7 +168,9 @@ def _export_detector(args: argparse.Namespace, out: Path) -> int:
     model.load_state_dict(ckpt["model"])
     model.eval()
     post = ckpt.get("postprocess") or {}
-    export_detector_onnx(model, out, int(ckpt.get("limit_side", 960)), opset=args.opset, postprocess=post)
+    export_detector_onnx(
+        model, out, int(ckpt.get("limit_side", 960)), opset=args.opset, postprocess=post
+    )
     log.info("wrote %s (%.1f MB)", out, out.stat().st_size / 1e6)
     if args.no_check:
         return EXIT_OK
@@ -181,7 +183,9 @@ def _export_detector(args: argparse.Namespace, out: Path) -> int:
             ref = model(torch.from_numpy(x)).numpy()
         worst = max(worst, float(np.abs(onnx_model.prob_map(x) - ref).max()))
     if worst > args.tolerance:
-        log.error("ONNX Runtime and PyTorch differ by up to %.2e (tolerance %.0e)", worst, args.tolerance)
+        log.error(
+            "ONNX Runtime and PyTorch differ by up to %.2e (tolerance %.0e)", worst, args.tolerance
+        )
         return EXIT_FAILURE
     log.info("ONNX Runtime matches PyTorch (max |difference| %.2e <= %.0e)", worst, args.tolerance)
     return EXIT_OK
@@ -204,9 +208,13 @@ def _int8(args: argparse.Namespace, out: Path, charset: object, spec: object) ->
     log.info(
         "int8 vs float on %d other images: %.1f %% identical texts, logit error max %.3f "
         "mean %.4f (mean logit range per frame %.1f), largest probability change %.3f",
-        int(a["images"]), 100 * a["text_agreement"], a["max_abs_logit_error"],
-        a["mean_abs_logit_error"], a["logit_range"], a["max_prob_error"],
-    )  # fmt: skip
+        int(a["images"]),
+        100 * a["text_agreement"],
+        a["max_abs_logit_error"],
+        a["mean_abs_logit_error"],
+        a["logit_range"],
+        a["max_prob_error"],
+    )
     if a["text_agreement"] < args.min_agreement:
         log.error(
             "the int8 model reads %.1f %% of the images like the float one, below "

@@ -39,8 +39,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def describe(found: FoundSet) -> str:
-    lines = [f"font set {found.name!r}: {len(found.faces)} of "
-             f"{len(found.faces) + len(found.missing)} faces installed"]  # fmt: skip
+    lines = [
+        f"font set {found.name!r}: {len(found.faces)} of "
+        f"{len(found.faces) + len(found.missing)} faces installed"
+    ]
     for face, path in found.faces:
         lines.append(f"  found    {face.style:<6} {face.name:<32} {path}")
     for face in found.missing:
@@ -53,9 +55,12 @@ def describe(found: FoundSet) -> str:
 def install(found: FoundSet) -> int:
     """Run apt-get for the set's missing packages; the exit code of the install."""
     if not shutil.which("apt-get"):
-        print(f"apt-get not found: install the faces of set {found.name!r} with your system's "
-              f"package manager ({', '.join(found.missing_packages)} on Debian/Ubuntu), or "
-              "name a font folder with data.synth.font_dirs", file=sys.stderr)  # fmt: skip
+        print(
+            f"apt-get not found: install the faces of set {found.name!r} with your system's "
+            f"package manager ({', '.join(found.missing_packages)} on Debian/Ubuntu), or "
+            "name a font folder with data.synth.font_dirs",
+            file=sys.stderr,
+        )
         return EXIT_USAGE
     cmd = found.install_command().split()
     if cmd[0] == "sudo" and not shutil.which("sudo"):
@@ -70,8 +75,11 @@ def main(argv: list[str] | None = None) -> int:
     names = args.sets or list(set_names())
     unknown = [n for n in names if n not in set_names()]
     if unknown:
-        print(f"crnn-fonts: unknown font set {unknown[0]!r}: expected one of "
-              f"{', '.join(set_names())}", file=sys.stderr)  # fmt: skip
+        print(
+            f"crnn-fonts: unknown font set {unknown[0]!r}: expected one of "
+            f"{', '.join(set_names())}",
+            file=sys.stderr,
+        )
         return EXIT_USAGE
     missing = False
     for name in names:

@@ -2,7 +2,8 @@
 (crnn/reading/orientation.py), on real crops and generated lines, each seen both ways, and write
 it as ONNX:
 
-    tools/train_orientation.py --real ../shared/data/real/iiit5k_train ../shared/data/real/ic15_train \\
+    tools/train_orientation.py --real ../shared/data/real/iiit5k_train
+    ../shared/data/real/ic15_train \\
         --synth configs/crnn_en.yaml:6000 configs/crnn_zh.yaml:8000 -o crnn/assets/models
 
 A share of every source (--holdout) is kept out of training and reported: accuracy, and
@@ -27,16 +28,33 @@ log = logging.getLogger("crnn.reading.orientation")
 
 def build_parser() -> argparse.ArgumentParser:
     p = Parser(
-        prog="train_orientation.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="train_orientation.py",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--real", nargs="*", default=[], help="folders of crops with a gt.txt (labels unused)")
-    p.add_argument("--synth", nargs="*", default=[], metavar="RECIPE:COUNT",
-                   help="generated lines: a recipe whose data.synth draws them, and how many")  # fmt: skip
+    p.add_argument(
+        "--real", nargs="*", default=[], help="folders of crops with a gt.txt (labels unused)"
+    )
+    p.add_argument(
+        "--synth",
+        nargs="*",
+        default=[],
+        metavar="RECIPE:COUNT",
+        help="generated lines: a recipe whose data.synth draws them, and how many",
+    )
     p.add_argument("-o", "--out", required=True, help="folder for orient-<hash>.onnx")
-    p.add_argument("--holdout", type=float, default=0.1, help="share of each source held out (default 0.1)")
+    p.add_argument(
+        "--holdout", type=float, default=0.1, help="share of each source held out (default 0.1)"
+    )
     p.add_argument("--epochs", type=int, default=8)
-    p.add_argument("--minutes", type=float, default=0.0, help="stop after this many minutes (0: no cap)")
-    p.add_argument("--channels", default="8,16,32,64,96", help="the five convolutions' widths (default 8,16,32,64,96)")
+    p.add_argument(
+        "--minutes", type=float, default=0.0, help="stop after this many minutes (0: no cap)"
+    )
+    p.add_argument(
+        "--channels",
+        default="8,16,32,64,96",
+        help="the five convolutions' widths (default 8,16,32,64,96)",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", help="write the held-out report here")
     p.add_argument("-v", "--verbose", action="store_true")
@@ -56,10 +74,13 @@ def main(argv: list[str] | None = None) -> int:
         for i, entry in enumerate(args.synth):
             recipe, _, count = entry.rpartition(":")
             if not recipe or not count.isdigit():
-                raise ValueError(f"--synth {entry!r}: expected RECIPE:COUNT, e.g. configs/crnn_zh.yaml:8000")
+                raise ValueError(
+                    f"--synth {entry!r}: expected RECIPE:COUNT, e.g. configs/crnn_zh.yaml:8000"
+                )
             name = f"synth:{Path(recipe).stem}"
             sources[name if name not in sources else f"{name}:{i}"] = orient.synthetic_lines(
-                recipe, int(count), args.seed + i)  # fmt: skip
+                recipe, int(count), args.seed + i
+            )
     except (FileNotFoundError, ValueError) as e:
         log.error("%s", e)
         return EXIT_USAGE
@@ -74,16 +95,29 @@ def main(argv: list[str] | None = None) -> int:
         train += rest
         log.info("%s: %d crops, %d held out", name, len(images), k)
     channels = tuple(int(c) for c in args.channels.split(","))
-    model = orient.train_classifier(orient.both_ways(train, rng), epochs=args.epochs, seed=args.seed,
-                                    minutes=args.minutes, channels=channels)  # fmt: skip
+    model = orient.train_classifier(
+        orient.both_ways(train, rng),
+        epochs=args.epochs,
+        seed=args.seed,
+        minutes=args.minutes,
+        channels=channels,
+    )
     from crnn.reading.orientation import OrientationClassifier
 
     path = orient.export_classifier(model, args.out)
     result = orient.report(OrientationClassifier(path), held)
     for name, r in result.items():
-        log.info("held out %s: %d crops, accuracy %.4f; upright called turned %s; turned caught %s",
-                 name, r["crops"], r["accuracy"], r["upright_called_turned"], r["turned_caught"])  # fmt: skip
+        log.info(
+            "held out %s: %d crops, accuracy %.4f; upright called turned %s; turned caught %s",
+            name,
+            r["crops"],
+            r["accuracy"],
+            r["upright_called_turned"],
+            r["turned_caught"],
+        )
     if args.json:
-        Path(args.json).write_text(json.dumps({"model": path.name, "args": vars(args), "held_out": result}, indent=1))
+        Path(args.json).write_text(
+            json.dumps({"model": path.name, "args": vars(args), "held_out": result}, indent=1)
+        )
     log.info("wrote %s", path)
     return EXIT_OK

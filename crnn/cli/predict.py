@@ -60,7 +60,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="predict.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     p.add_argument(
-        "inputs", nargs="*", metavar="IMAGE_OR_FOLDER",
+        "inputs",
+        nargs="*",
+        metavar="IMAGE_OR_FOLDER",
         help="image files, PDFs and/or folders; - reads the list from standard input",
     )
     p.add_argument(
@@ -84,14 +86,29 @@ def build_parser() -> argparse.ArgumentParser:
         "text lines: printable ASCII with spaces) or 'zh' (printed Chinese lines, 5,530 "
         "classes)",
     )
-    p.add_argument("--beam", type=int, default=None, metavar="N", help="CTC prefix beam search "
-                   "keeping N prefixes; 0: greedy decoding (default: 8 with a language prior, else 0)")
-    p.add_argument("--lm", metavar="FILE|none", help="language prior for the beam search, which "
-                   "character follows which: from a word<TAB>count file (UTF-8, one word per line), "
-                   "or 'none' (default: the bundled Chinese word counts for a model that writes "
-                   "Chinese, else none)")
-    p.add_argument("--lm-weight", type=float, default=None, metavar="W",
-                   help="nats of image evidence one nat of the prior is worth (default 0.8)")  # fmt: skip
+    p.add_argument(
+        "--beam",
+        type=int,
+        default=None,
+        metavar="N",
+        help="CTC prefix beam search "
+        "keeping N prefixes; 0: greedy decoding (default: 8 with a language prior, else 0)",
+    )
+    p.add_argument(
+        "--lm",
+        metavar="FILE|none",
+        help="language prior for the beam search, which "
+        "character follows which: from a word<TAB>count file (UTF-8, one word per line), "
+        "or 'none' (default: the bundled Chinese word counts for a model that writes "
+        "Chinese, else none)",
+    )
+    p.add_argument(
+        "--lm-weight",
+        type=float,
+        default=None,
+        metavar="W",
+        help="nats of image evidence one nat of the prior is worth (default 0.8)",
+    )
     p.add_argument(
         "--lexicon",
         metavar="FILE",
@@ -233,7 +250,9 @@ def progress(items: Any, total: int) -> Any:
     a log file gets none)."""
     from tqdm import tqdm
 
-    return tqdm(items, total=total, unit="image", disable=total < 2 or not sys.stderr.isatty(), leave=False)
+    return tqdm(
+        items, total=total, unit="image", disable=total < 2 or not sys.stderr.isatty(), leave=False
+    )
 
 
 def listed_inputs(args: argparse.Namespace) -> list[str]:
@@ -252,7 +271,10 @@ def listed_inputs(args: argparse.Namespace) -> list[str]:
             except OSError as e:
                 raise ValueError(f"--files-from {args.files_from}: {e.strerror or e}") from None
     if not items:
-        raise ValueError("no inputs: name image files, PDFs or folders, - for a list on standard input, or --files-from FILE")
+        raise ValueError(
+            "no inputs: name image files, PDFs or folders, - for a list on standard input, or "
+            "--files-from FILE"
+        )
     return items
 
 
@@ -275,10 +297,17 @@ def expand_inputs(
         p = Path(item)
         if p.is_dir():
             found = sorted(
-                str(f) for f in p.rglob("*") if f.is_file() and f.suffix.lower() in (*IMAGE_SUFFIXES, ".pdf")
+                str(f)
+                for f in p.rglob("*")
+                if f.is_file() and f.suffix.lower() in (*IMAGE_SUFFIXES, ".pdf")
             )
             if not found:
-                errors.append((item, f"folder has no images or PDFs ({', '.join(sorted(IMAGE_SUFFIXES))}, .pdf)"))
+                errors.append(
+                    (
+                        item,
+                        f"folder has no images or PDFs ({', '.join(sorted(IMAGE_SUFFIXES))}, .pdf)",
+                    )
+                )
         elif p.exists():
             found = [item]
         else:
@@ -296,7 +325,9 @@ def expand_inputs(
                 errors.append((f, str(e)))
                 continue
             if not refs:
-                errors.append((f, f"no page selected by --pages {pages}" if pages else "the PDF has no pages"))
+                errors.append(
+                    (f, f"no page selected by --pages {pages}" if pages else "the PDF has no pages")
+                )
             files.extend(refs)
     return files, errors
 
@@ -315,18 +346,36 @@ def load_recognizer(args: argparse.Namespace) -> Any:
     from crnn.reading.recognizer import Recognizer, default_checkpoint, prefers_onnx
 
     if (args.beam or 0) < 0 or args.max_edits < 0:
-        raise ValueError(f"--beam and --max-edits must be >= 0, got {args.beam} and {args.max_edits}")
+        raise ValueError(
+            f"--beam and --max-edits must be >= 0, got {args.beam} and {args.max_edits}"
+        )
     ckpt = args.checkpoint or default_checkpoint(prefers_onnx(args.device), args.model)
     rec = Recognizer.from_checkpoint(
-        ckpt, device=args.device, threads=args.threads, batch_size=args.batch_size,
-        beam_width=args.beam, lexicon=args.lexicon, max_edits=args.max_edits, rotate=args.rotate,
-        squeeze=args.squeeze, numerals=args.numerals, stretch=args.stretch, zoom=args.zoom,
-        deslant=args.deslant, lm=args.lm, lm_weight=args.lm_weight,
-        detector=load_detector_arg(args), finder=args.finder,
-    )  # fmt: skip
+        ckpt,
+        device=args.device,
+        threads=args.threads,
+        batch_size=args.batch_size,
+        beam_width=args.beam,
+        lexicon=args.lexicon,
+        max_edits=args.max_edits,
+        rotate=args.rotate,
+        squeeze=args.squeeze,
+        numerals=args.numerals,
+        stretch=args.stretch,
+        zoom=args.zoom,
+        deslant=args.deslant,
+        lm=args.lm,
+        lm_weight=args.lm_weight,
+        detector=load_detector_arg(args),
+        finder=args.finder,
+    )
     if rec.lm is not None and rec.lm_weight > 0 and rec.beam_width > 0:
-        log.info("decoding: beam %d, language prior over %d characters, weight %g",
-                 rec.beam_width, rec.lm.covered, rec.lm_weight)  # fmt: skip
+        log.info(
+            "decoding: beam %d, language prior over %d characters, weight %g",
+            rec.beam_width,
+            rec.lm.covered,
+            rec.lm_weight,
+        )
     if getattr(rec.backend, "quantization", ""):
         log.info("%s is %s-quantised (see docs/benchmarks.md)", ckpt, rec.backend.quantization)
     if rec.lexicon is not None:
@@ -355,7 +404,9 @@ def load_detector_arg(args: argparse.Namespace) -> Any:
     return load_detector(args.detector, threads=args.threads)
 
 
-def predict_files(args: argparse.Namespace, rec: Any, files: list[str]) -> Iterator[tuple[str, Any]]:
+def predict_files(
+    args: argparse.Namespace, rec: Any, files: list[str]
+) -> Iterator[tuple[str, Any]]:
     """``(path, Prediction or ImageDecodeError)`` for each file, in order; images are
     decoded on threads (PIL releases the GIL) and predicted in rounds of ``_CHUNK``."""
     from crnn.data.image import ImageDecodeError, load_image
@@ -393,7 +444,22 @@ def read_files(args: argparse.Namespace, rec: Any, files: list[str]) -> Iterator
             if isinstance(p, Exception):
                 yield f, p
             else:
-                yield f, Page([Line(p.text, p.confidence, [], p.char_confidences, p.rotation, p.char_boxes)], "line")
+                yield (
+                    f,
+                    Page(
+                        [
+                            Line(
+                                p.text,
+                                p.confidence,
+                                [],
+                                p.char_confidences,
+                                p.rotation,
+                                p.char_boxes,
+                            )
+                        ],
+                        "line",
+                    ),
+                )
         return
     for k in range(0, len(files), _PAGES):
         chunk = files[k : k + _PAGES]
@@ -405,7 +471,9 @@ def read_files(args: argparse.Namespace, rec: Any, files: list[str]) -> Iterator
                 sources.append(e)
         todo = [s for s in sources if not isinstance(s, (Exception, Page))]
         read = iter(rec.read_pages(todo, args.layout, errors="return"))
-        yield from zip(chunk, (s if isinstance(s, (Exception, Page)) else next(read) for s in sources))
+        yield from zip(
+            chunk, (s if isinstance(s, (Exception, Page)) else next(read) for s in sources)
+        )
 
 
 def _text_layers(args: argparse.Namespace, files: list[str]) -> dict[str, Any]:
@@ -469,7 +537,9 @@ def main(argv: list[str] | None = None) -> int:
         log.error("several processes write JSON lines to a file: give --output FILE.jsonl")
         return EXIT_USAGE
     if devices and shard.world == 1:  # the launcher: start the ranks, then merge
-        return launch_ranks(args, argv if argv is not None else sys.argv[1:], devices, files, errors)
+        return launch_ranks(
+            args, argv if argv is not None else sys.argv[1:], devices, files, errors
+        )
     try:  # a CheckpointError is a RuntimeError (caught without importing torch)
         rec = load_recognizer(args)
     except (FileNotFoundError, RuntimeError, ImportError, ValueError) as e:
@@ -480,7 +550,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.output:
         return write_output(args, rec, files, errors, shard)
     if args.format in ("hocr", "alto") and len(files) > 1 and not args.output_dir:
-        log.error("--format %s writes one document per input: give --output-dir DIR for %d inputs", args.format, len(files))
+        log.error(
+            "--format %s writes one document per input: give --output-dir DIR for %d inputs",
+            args.format,
+            len(files),
+        )
         return EXIT_USAGE
     if args.format == "json":
         args.json = True
@@ -501,7 +575,9 @@ def main(argv: list[str] | None = None) -> int:
     return finish(args, errors, n_inputs, counts)
 
 
-def emit(args: argparse.Namespace, f: str, page: Any, results: list[Any], counts: dict[str, int]) -> None:
+def emit(
+    args: argparse.Namespace, f: str, page: Any, results: list[Any], counts: dict[str, int]
+) -> None:
     """One image's output: its drawing, its JSON record or its printed lines."""
     floor = args.min_confidence
     if args.draw:
@@ -520,7 +596,9 @@ def emit(args: argparse.Namespace, f: str, page: Any, results: list[Any], counts
         counts["reads"] += 1
 
 
-def write_documents(args: argparse.Namespace, rec: Any, files: list[str], errors: list[Any], n_inputs: int) -> int:
+def write_documents(
+    args: argparse.Namespace, rec: Any, files: list[str], errors: list[Any], n_inputs: int
+) -> int:
     """--format txt/hocr/alto or --output-dir: one document per input, printed or
     written as ``DIR/<name><suffix>``."""
     from crnn.reading.writers import SUFFIX, page_size, to_alto, to_hocr, to_text
@@ -546,7 +624,14 @@ def write_documents(args: argparse.Namespace, rec: Any, files: list[str], errors
         elif fmt == "alto":
             doc = to_alto(page, size, Path(f).name)
         elif fmt == "json":
-            doc = json.dumps(page_json(f, page, args.rotate == "auto", args.min_confidence), ensure_ascii=False, indent=1) + "\n"
+            doc = (
+                json.dumps(
+                    page_json(f, page, args.rotate == "auto", args.min_confidence),
+                    ensure_ascii=False,
+                    indent=1,
+                )
+                + "\n"
+            )
         elif fmt == "tsv":
             doc = "".join(f"{f}\t{ln.text}\t{ln.confidence:.4f}\n" for ln in page.lines)
         else:
@@ -557,7 +642,9 @@ def write_documents(args: argparse.Namespace, rec: Any, files: list[str], errors
             name = Path(f.replace("#page=", "_page")).name
             (out / (name + SUFFIX[fmt])).write_text(doc, encoding="utf-8")
     if out is not None:
-        log.info("wrote %d files into %s", len(files) - len([e for e in errors if e[0] in files]), out)
+        log.info(
+            "wrote %d files into %s", len(files) - len([e for e in errors if e[0] in files]), out
+        )
     return finish(args, errors, n_inputs, counts)
 
 
@@ -572,20 +659,28 @@ def input_size(args: argparse.Namespace, f: str) -> tuple[int, int]:
     return load_image(f).size
 
 
-def finish(args: argparse.Namespace, errors: list[Any], n_inputs: int, counts: dict[str, int]) -> int:
+def finish(
+    args: argparse.Namespace, errors: list[Any], n_inputs: int, counts: dict[str, int]
+) -> int:
     sys.stdout.flush()
     if args.draw:
         log.info("drew %d images with their lines into %s", counts["drawn"], args.draw)
     if args.min_confidence is not None:
-        log.info("%d of %d reads below --min-confidence %g", counts["uncertain"], counts["reads"],
-                 args.min_confidence)  # fmt: skip
+        log.info(
+            "%d of %d reads below --min-confidence %g",
+            counts["uncertain"],
+            counts["reads"],
+            args.min_confidence,
+        )
     if errors:
         log.warning("%d of %d inputs could not be read", len(errors), n_inputs)
         return EXIT_FAILURE
     return EXIT_OK
 
 
-def write_output(args: argparse.Namespace, rec: Any, files: list[str], errors: list[Any], shard: Any) -> int:
+def write_output(
+    args: argparse.Namespace, rec: Any, files: list[str], errors: list[Any], shard: Any
+) -> int:
     """This process's share of ``files`` as JSON lines into its part of ``--output``
     (resuming: what a previous run wrote is skipped); the merging process then writes
     ``--output`` in input order."""
@@ -617,13 +712,20 @@ def write_output(args: argparse.Namespace, rec: Any, files: list[str], errors: l
     return finish(args, bad, len(files) + len(errors), counts)
 
 
-def launch_ranks(args: argparse.Namespace, argv: list[str], devices: list[str], files: list[str],
-                 errors: list[Any]) -> int:  # fmt: skip
+def launch_ranks(
+    args: argparse.Namespace,
+    argv: list[str],
+    devices: list[str],
+    files: list[str],
+    errors: list[Any],
+) -> int:
     """Start one process per device on its share of the inputs; merge their parts."""
     from crnn.sharding import merge_jsonl, spawn, strip_flags
 
     child = strip_flags(argv)
-    log.info("reading %d inputs with %d processes (%s)", len(files), len(devices), ", ".join(devices))
+    log.info(
+        "reading %d inputs with %d processes (%s)", len(files), len(devices), ", ".join(devices)
+    )
     os.environ["CRNN_PARENT_MERGES"] = "1"
     try:
         codes = spawn("crnn.cli.predict", child, devices)
@@ -632,7 +734,9 @@ def launch_ranks(args: argparse.Namespace, argv: list[str], devices: list[str], 
     n = merge_jsonl(args.output, len(devices), [p for p, _ in errors] + files)
     log.info("wrote %d results to %s", n, args.output)
     if any(c not in (EXIT_OK, EXIT_FAILURE) for c in codes):
-        log.error("processes exited with %s: rerun the same command to read what they missed", codes)
+        log.error(
+            "processes exited with %s: rerun the same command to read what they missed", codes
+        )
         return max(codes)
     return max(codes)
 

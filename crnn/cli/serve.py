@@ -25,33 +25,93 @@ def build_parser() -> argparse.ArgumentParser:
     from crnn.serve.app import Limits
 
     d = Limits()
-    p = Parser(prog="crnn-serve", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
-    p.add_argument("-c", "--checkpoint", help="a checkpoint, release or .onnx file (default: --model)")
-    p.add_argument("--model", choices=("word", "line", "zh"), default="word",
-                   help="without -c, the bundled model to serve (default word)")  # fmt: skip
+    p = Parser(
+        prog="crnn-serve", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument(
+        "-c", "--checkpoint", help="a checkpoint, release or .onnx file (default: --model)"
+    )
+    p.add_argument(
+        "--model",
+        choices=("word", "line", "zh"),
+        default="word",
+        help="without -c, the bundled model to serve (default word)",
+    )
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8000, help="port (default 8000)")
-    p.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: cuda if available)")
+    p.add_argument(
+        "--device", default=None, help="cpu, cuda or cuda:N (default: cuda if available)"
+    )
     add_stretch_arg(p)
-    p.add_argument("--max-batch", type=int, default=32, help="most images per forward pass (1: no batching)")
-    p.add_argument("--max-wait-ms", type=float, default=1.0,
-                   help="how long an image waits, from when it is queued, for others to share its batch (default 1)")  # fmt: skip
-    p.add_argument("--max-file-bytes", type=int, default=d.max_file_bytes, help=f"largest upload per image (default {d.max_file_bytes:,})")
-    p.add_argument("--max-request-bytes", type=int, default=d.max_request_bytes, help=f"largest request body (default {d.max_request_bytes:,})")
-    p.add_argument("--max-files", type=int, default=d.max_files, help=f"most images per request (default {d.max_files})")
-    p.add_argument("--max-pixels", type=int, default=d.max_pixels, help=f"largest image, width x height (default {d.max_pixels:,})")
-    p.add_argument("--timeout-s", type=float, default=d.timeout_s, help=f"longest a request may take; its remaining work is then dropped (default {d.timeout_s:g})")
-    p.add_argument("--max-request-pixels", type=int, default=d.max_request_pixels,
-                   help=f"most pixels (width x height) in one request's images together (default {d.max_request_pixels:,})")  # fmt: skip
-    p.add_argument("--max-queue", type=int, default=d.max_queue,
-                   help=f"most images waiting for the model; past it requests are answered 503 (default {d.max_queue})")  # fmt: skip
-    p.add_argument("--workers", type=int, default=0,
-                   help="images decoded and laid out at once (default: the machine's cores)")
-    p.add_argument("--model-workers", type=int, default=0,
-                   help="batches run through the model at once; an ONNX model then runs each on "
-                        "cores/N threads (default: one per core for an ONNX model on the CPU, "
-                        "else 1)")  # fmt: skip
+    p.add_argument(
+        "--max-batch", type=int, default=32, help="most images per forward pass (1: no batching)"
+    )
+    p.add_argument(
+        "--max-wait-ms",
+        type=float,
+        default=1.0,
+        help="how long an image waits, from when it is queued, for others to share its batch "
+        "(default 1)",
+    )
+    p.add_argument(
+        "--max-file-bytes",
+        type=int,
+        default=d.max_file_bytes,
+        help=f"largest upload per image (default {d.max_file_bytes:,})",
+    )
+    p.add_argument(
+        "--max-request-bytes",
+        type=int,
+        default=d.max_request_bytes,
+        help=f"largest request body (default {d.max_request_bytes:,})",
+    )
+    p.add_argument(
+        "--max-files",
+        type=int,
+        default=d.max_files,
+        help=f"most images per request (default {d.max_files})",
+    )
+    p.add_argument(
+        "--max-pixels",
+        type=int,
+        default=d.max_pixels,
+        help=f"largest image, width x height (default {d.max_pixels:,})",
+    )
+    p.add_argument(
+        "--timeout-s",
+        type=float,
+        default=d.timeout_s,
+        help="longest a request may take; its remaining work is then dropped (default "
+        f"{d.timeout_s:g})",
+    )
+    p.add_argument(
+        "--max-request-pixels",
+        type=int,
+        default=d.max_request_pixels,
+        help="most pixels (width x height) in one request's images together (default "
+        f"{d.max_request_pixels:,})",
+    )
+    p.add_argument(
+        "--max-queue",
+        type=int,
+        default=d.max_queue,
+        help="most images waiting for the model; past it requests are answered 503 (default "
+        f"{d.max_queue})",
+    )
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=0,
+        help="images decoded and laid out at once (default: the machine's cores)",
+    )
+    p.add_argument(
+        "--model-workers",
+        type=int,
+        default=0,
+        help="batches run through the model at once; an ONNX model then runs each on "
+        "cores/N threads (default: one per core for an ONNX model on the CPU, "
+        "else 1)",
+    )
     p.add_argument("-v", "--verbose", action="store_true")
     return p
 
@@ -92,11 +152,34 @@ def main(argv: list[str] | None = None) -> int:
         model_workers, threads = forward_workers(path, args.model_workers)
         # ONNX Runtime's threads sleep between batches instead of spinning: a server shares
         # its cores with its event loop, its clients and other work (docs/benchmarks.md).
-        rec = Recognizer.from_checkpoint(path, device=args.device, rotate="none", spinning=False, threads=threads,
-                                         stretch=args.stretch, zoom=args.zoom, deslant=args.deslant)
-        limits = Limits(args.max_file_bytes, args.max_request_bytes, args.max_files, args.max_pixels, args.timeout_s,
-                        max_request_pixels=args.max_request_pixels, max_queue=args.max_queue, workers=args.workers)  # fmt: skip
-        app = create_app(rec, limits, args.max_batch, args.max_wait_ms, name=str(path), model_workers=model_workers)
+        rec = Recognizer.from_checkpoint(
+            path,
+            device=args.device,
+            rotate="none",
+            spinning=False,
+            threads=threads,
+            stretch=args.stretch,
+            zoom=args.zoom,
+            deslant=args.deslant,
+        )
+        limits = Limits(
+            args.max_file_bytes,
+            args.max_request_bytes,
+            args.max_files,
+            args.max_pixels,
+            args.timeout_s,
+            max_request_pixels=args.max_request_pixels,
+            max_queue=args.max_queue,
+            workers=args.workers,
+        )
+        app = create_app(
+            rec,
+            limits,
+            args.max_batch,
+            args.max_wait_ms,
+            name=str(path),
+            model_workers=model_workers,
+        )
     except (FileNotFoundError, RuntimeError, ValueError) as e:
         log.error("%s", e)
         return EXIT_USAGE

@@ -33,14 +33,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--charset",
-        help="alnum36, alnum62, ascii94, ascii95, a .txt file or 'chars:...' (default: data.charset)",
+        help="alnum36, alnum62, ascii94, ascii95, a .txt file or 'chars:...' (default: "
+        "data.charset)",
     )
     p.add_argument(
         "--fonts",
         action="append",
         default=[],
         metavar="DIR",
-        help="extra folder of .ttf/.otf fonts or .ttc/.otc collections, searched recursively (repeatable)",
+        help="extra folder of .ttf/.otf fonts or .ttc/.otc collections, searched recursively "
+        "(repeatable)",
     )
     p.add_argument("--no-bundled-fonts", action="store_true", help="use only the --fonts folders")
     p.add_argument("--seed", type=int, help="generator seed (default: train.seed)")
@@ -95,17 +97,19 @@ def make_generator(args: argparse.Namespace) -> Any:
         synth.bundled_fonts = False
     if args.clean:
         synth = effects_off(synth)
-    charset = Charset.from_spec(
-        args.charset or cfg.data.charset, cfg.data.case_fold, cfg.data.bidi
-    )
+    charset = Charset.from_spec(args.charset or cfg.data.charset, cfg.data.case_fold, cfg.data.bidi)
     height = args.height if args.height is not None else cfg.data.height
     rgb = cfg.data.rgb if args.rgb is None else args.rgb
     seed = cfg.train.seed if args.seed is None else args.seed
     gen = SynthGenerator(charset, synth, seed=seed, height=height, rgb=rgb)
     log.info(
         "%d fonts, charset %s (%d drawable characters), seed %d, height %d",
-        len(gen.fonts), charset.name, len(gen.alphabet), seed, height,
-    )  # fmt: skip
+        len(gen.fonts),
+        charset.name,
+        len(gen.alphabet),
+        seed,
+        height,
+    )
     return gen
 
 
@@ -146,9 +150,14 @@ def main(argv: list[str] | None = None) -> int:
         if args.out:
             progress = not args.no_progress and sys.stderr.isatty()
             write_lmdb(
-                gen, args.out, count, start=args.start, workers=args.workers,
-                overwrite=args.overwrite, progress=progress,
-            )  # fmt: skip
+                gen,
+                args.out,
+                count,
+                start=args.start,
+                workers=args.workers,
+                overwrite=args.overwrite,
+                progress=progress,
+            )
     except FileExistsError as e:
         log.error("%s", e)
         return EXIT_USAGE

@@ -97,7 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--config",
         help="YAML config, or a bundled recipe by name (a pip install has them too: "
         + ", ".join(bundled_configs())
-        + "); defaults apply to anything it leaves out"
+        + "); defaults apply to anything it leaves out",
     )
     p.add_argument(
         "--set",
@@ -106,7 +106,8 @@ def build_parser() -> argparse.ArgumentParser:
         nargs="+",
         default=[],
         metavar="KEY=VALUE",
-        help="override config values, e.g. --set train.lr=3e-4 data.num_workers=4 (types are checked)",
+        help="override config values, e.g. --set train.lr=3e-4 data.num_workers=4 (types are "
+        "checked)",
     )
     p.add_argument(
         "--train",
@@ -161,7 +162,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--nproc",
         type=int,
         default=None,
-        help="processes for --gpus cpu (DDP over gloo, for testing the multi-process path); default 1",
+        help="processes for --gpus cpu (DDP over gloo, for testing the multi-process path); "
+        "default 1",
     )
     p.add_argument(
         "--dry-run",
@@ -251,16 +253,27 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_OK
         child = rank_command(sys.argv[1:] if argv is None else argv, devices)
         result = run_training(
-            cfg, devices, resume=resume, child=child, stop_at_step=args.until_step,
+            cfg,
+            devices,
+            resume=resume,
+            child=child,
+            stop_at_step=args.until_step,
             time_limit_s=args.time_limit * 60 if args.time_limit else None,
-        )  # fmt: skip
+        )
     except (DistributedRunError, WriteError, TrainingError) as e:
         log.error("%s", e)
         record_rank_error(e)
         return EXIT_FAILURE
     except (
-        ConfigError, CheckpointError, LaunchError, DataError, FileNotFoundError,
-        RunDirectoryBusy, CharsetFileError, FontError, CorpusError,
+        ConfigError,
+        CheckpointError,
+        LaunchError,
+        DataError,
+        FileNotFoundError,
+        RunDirectoryBusy,
+        CharsetFileError,
+        FontError,
+        CorpusError,
     ) as e:
         log.error("%s", e)
         record_rank_error(e)  # a launched rank: let the launcher say why it stopped

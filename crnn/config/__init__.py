@@ -30,7 +30,25 @@ from crnn.config.schema import (
 from crnn.config.synth import SynthConfig
 
 __all__ = [
-    "LAYOUTS", "RECURRENT", "SHORTCUT", "AugmentConfig", "Config", "ConfigError", "DataConfig", "DetConfig",
-    "DetConfig", "DistConfig", "ModelConfig", "SynthConfig", "TrainConfig", "apply_overrides", "check_choices",
-    "choices", "config_from_dict", "load_config", "output_length", "parse_override", "save_config",
-]  # fmt: skip
+    "LAYOUTS",
+    "RECURRENT",
+    "SHORTCUT",
+    "AugmentConfig",
+    "Config",
+    "ConfigError",
+    "DataConfig",
+    "DetConfig",
+    "DetConfig",
+    "DistConfig",
+    "ModelConfig",
+    "SynthConfig",
+    "TrainConfig",
+    "apply_overrides",
+    "check_choices",
+    "choices",
+    "config_from_dict",
+    "load_config",
+    "output_length",
+    "parse_override",
+    "save_config",
+]

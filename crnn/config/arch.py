@@ -12,19 +12,31 @@ from typing import Any
 # (kind, out_index or kernel, ...) per layer, in order; "conv" entries are
 # (name index, kernel, padding, batchnorm, bias) and "pool" entries are (kernel, stride, padding).
 _CRNN_LAYOUT: list[tuple[Any, ...]] = [
-    ("conv", 0, 3, 1, False, True), ("pool", (2, 2), (2, 2), (0, 0)),
-    ("conv", 1, 3, 1, False, True), ("pool", (2, 2), (2, 2), (0, 0)),
-    ("conv", 2, 3, 1, True, True), ("conv", 3, 3, 1, False, True), ("pool", (2, 2), (2, 1), (0, 1)),
-    ("conv", 4, 3, 1, True, True), ("conv", 5, 3, 1, False, True), ("pool", (2, 2), (2, 1), (0, 1)),
+    ("conv", 0, 3, 1, False, True),
+    ("pool", (2, 2), (2, 2), (0, 0)),
+    ("conv", 1, 3, 1, False, True),
+    ("pool", (2, 2), (2, 2), (0, 0)),
+    ("conv", 2, 3, 1, True, True),
+    ("conv", 3, 3, 1, False, True),
+    ("pool", (2, 2), (2, 1), (0, 1)),
+    ("conv", 4, 3, 1, True, True),
+    ("conv", 5, 3, 1, False, True),
+    ("pool", (2, 2), (2, 1), (0, 1)),
     ("conv", 6, 2, 0, True, True),
-]  # fmt: skip
+]
 _VGG_LAYOUT: list[tuple[Any, ...]] = [
-    ("conv", 0, 3, 1, False, True), ("pool", (2, 2), (2, 2), (0, 0)),
-    ("conv", 1, 3, 1, False, True), ("pool", (2, 2), (2, 2), (0, 0)),
-    ("conv", 2, 3, 1, False, True), ("conv", 3, 3, 1, False, True), ("pool", (2, 1), (2, 1), (0, 0)),
-    ("conv", 4, 3, 1, True, False), ("conv", 5, 3, 1, True, False), ("pool", (2, 1), (2, 1), (0, 0)),
+    ("conv", 0, 3, 1, False, True),
+    ("pool", (2, 2), (2, 2), (0, 0)),
+    ("conv", 1, 3, 1, False, True),
+    ("pool", (2, 2), (2, 2), (0, 0)),
+    ("conv", 2, 3, 1, False, True),
+    ("conv", 3, 3, 1, False, True),
+    ("pool", (2, 1), (2, 1), (0, 0)),
+    ("conv", 4, 3, 1, True, False),
+    ("conv", 5, 3, 1, True, False),
+    ("pool", (2, 1), (2, 1), (0, 0)),
     ("conv", 6, 2, 0, False, True),
-]  # fmt: skip
+]
 # The CRNN with its third pooling halving the width too: a time step every 8 px instead
 # of 4. Characters of CJK lines are about as wide as the line is high (~28 px at height
 # 32), so 3-4 steps per character are plenty for CTC, and the LSTMs, the classifier
@@ -33,19 +45,27 @@ _VGG_LAYOUT: list[tuple[Any, ...]] = [
 # (bias-free convs): a 200-character model reads at CER 0.71 after 800 CPU steps where
 # BatchNorm at conv 2, 4 and 6 only gives 0.96 (docs/training/crnn_zh.md).
 _CRNN_S8_LAYOUT: list[tuple[Any, ...]] = [
-    ("conv", 0, 3, 1, True, False), ("pool", (2, 2), (2, 2), (0, 0)),
-    ("conv", 1, 3, 1, True, False), ("pool", (2, 2), (2, 2), (0, 0)),
-    ("conv", 2, 3, 1, True, False), ("conv", 3, 3, 1, True, False), ("pool", (2, 2), (2, 2), (0, 0)),
-    ("conv", 4, 3, 1, True, False), ("conv", 5, 3, 1, True, False), ("pool", (2, 2), (2, 1), (0, 1)),
+    ("conv", 0, 3, 1, True, False),
+    ("pool", (2, 2), (2, 2), (0, 0)),
+    ("conv", 1, 3, 1, True, False),
+    ("pool", (2, 2), (2, 2), (0, 0)),
+    ("conv", 2, 3, 1, True, False),
+    ("conv", 3, 3, 1, True, False),
+    ("pool", (2, 2), (2, 2), (0, 0)),
+    ("conv", 4, 3, 1, True, False),
+    ("conv", 5, 3, 1, True, False),
+    ("pool", (2, 2), (2, 1), (0, 1)),
     ("conv", 6, 2, 0, True, False),
-]  # fmt: skip
+]
 # crnn_s8's network with its third pooling keeping the width, as in "crnn": a time step
 # every 4 px (about six per character of a 32 px Chinese line) for glyphs whose strokes
 # fall between 8 px steps. It has exactly crnn_s8's weights (pooling has none), so a
 # crnn_s8 checkpoint fine-tunes into it (train.init_from) as it is.
 _CRNN_S4_LAYOUT: list[tuple[Any, ...]] = [
-    *_CRNN_S8_LAYOUT[:6], ("pool", (2, 2), (2, 1), (0, 1)), *_CRNN_S8_LAYOUT[7:],
-]  # fmt: skip
+    *_CRNN_S8_LAYOUT[:6],
+    ("pool", (2, 2), (2, 1), (0, 1)),
+    *_CRNN_S8_LAYOUT[7:],
+]
 # Conv layouts per model.arch; "dense" is the "crnn" CNN with a linear classifier on its
 # features and no LSTM (chineseocr's lstmFlag=False model).
 LAYOUTS = {

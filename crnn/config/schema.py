@@ -282,7 +282,8 @@ class Config:
             raise ConfigError(f"data.num_workers={nw!r}: expected a number >= 0 or 'auto'")
         if self.data.min_width > self.data.max_width:
             raise ConfigError(
-                f"data.min_width ({self.data.min_width}) exceeds data.max_width ({self.data.max_width})"
+                f"data.min_width ({self.data.min_width}) exceeds data.max_width "
+                f"({self.data.max_width})"
             )
         if not 0.0 <= self.train.ema_decay < 1.0:
             raise ConfigError(
@@ -303,7 +304,8 @@ class Config:
             )
         if self.train.time_budget_min < 0:
             raise ConfigError(
-                f"train.time_budget_min must be >= 0 (0: no budget), got {self.train.time_budget_min}"
+                "train.time_budget_min must be >= 0 (0: no budget), got "
+                f"{self.train.time_budget_min}"
             )
         for name in ("max_steps", "batch_size", "accum_steps", "val_every", "log_every"):
             if getattr(self.train, name) < 1:

@@ -224,8 +224,17 @@ class SynthConfig:
             v = getattr(cfg, f.name)
             if f.name.startswith("p_") and not 0.0 <= v <= 1.0:
                 raise bad(f.name, v, "a probability in [0, 1]")
-        weights = ("p_word", "p_number", "p_date", "p_price", "p_code", "p_random", "p_phrase",
-                   "p_sentence", "p_line")  # fmt: skip
+        weights = (
+            "p_word",
+            "p_number",
+            "p_date",
+            "p_price",
+            "p_code",
+            "p_random",
+            "p_phrase",
+            "p_sentence",
+            "p_line",
+        )
         if sum(getattr(cfg, k) for k in weights[:-1]) + (cfg.p_corpus if cfg.corpus else 0) <= 0:
             raise ConfigError(
                 "data.synth text weights p_word, p_number, p_date, p_price, p_code, p_random are "
@@ -234,14 +243,17 @@ class SynthConfig:
         bg = cfg.p_gradient_bg + cfg.p_noise_bg + cfg.p_texture_bg
         if bg > 1.0 + 1e-9:
             raise ConfigError(
-                f"data.synth.p_gradient_bg + p_noise_bg + p_texture_bg = {bg:g}: they are shares of "
+                f"data.synth.p_gradient_bg + p_noise_bg + p_texture_bg = {bg:g}: they are shares "
+                "of "
                 "one choice (the rest is flat), so their sum must be <= 1"
             )
         parse_font_weights(cfg.font_weights)  # raises on a malformed entry
         if cfg.p_upper + cfg.p_title > 1.0 + 1e-9:
             raise bad("p_upper + p_title", cfg.p_upper + cfg.p_title, "a sum <= 1")
         if cfg.line_max_words < 2:
-            raise bad("line_max_words", cfg.line_max_words, "at least 2 (a line of one word is p_word)")
+            raise bad(
+                "line_max_words", cfg.line_max_words, "at least 2 (a line of one word is p_word)"
+            )
         if cfg.min_length < 1 or cfg.max_length < cfg.min_length:
             raise ConfigError(
                 f"data.synth lengths min_length={cfg.min_length}, max_length={cfg.max_length}: "
@@ -255,7 +267,8 @@ class SynthConfig:
         ):
             if getattr(cfg, lo) > getattr(cfg, hi):
                 raise ConfigError(
-                    f"data.synth.{lo}={getattr(cfg, lo)!r} exceeds data.synth.{hi}={getattr(cfg, hi)!r}"
+                    f"data.synth.{lo}={getattr(cfg, lo)!r} exceeds "
+                    f"data.synth.{hi}={getattr(cfg, hi)!r}"
                 )
         if cfg.render_scale_min <= 0:
             raise bad("render_scale_min", cfg.render_scale_min, "a ratio > 0")
@@ -319,7 +332,9 @@ class SynthConfig:
         if cfg.spacing_min <= -0.5:
             raise bad("spacing_min", cfg.spacing_min, "a fraction of the font size > -0.5")
         if not 0.0 <= cfg.min_legibility < 0.9:
-            raise bad("min_legibility", cfg.min_legibility, "a correlation in [0, 0.9), e.g. 0.4 (0: off)")
+            raise bad(
+                "min_legibility", cfg.min_legibility, "a correlation in [0, 0.9), e.g. 0.4 (0: off)"
+            )
 
 
 def parse_font_weights(entries: list[str]) -> list[tuple[str, float]]:

@@ -19,7 +19,12 @@ from crnn.ctc.decode import (
 from crnn.ctc.lexicon import Lexicon
 
 __all__ = [
-    "Lexicon", "Prediction", "alignment_confidences", "decode", "greedy_decode",
-    "log_softmax_np", "prefix_beam_search", "sequence_log_probs",
-]  # fmt: skip
-
+    "Lexicon",
+    "Prediction",
+    "alignment_confidences",
+    "decode",
+    "greedy_decode",
+    "log_softmax_np",
+    "prefix_beam_search",
+    "sequence_log_probs",
+]

@@ -123,7 +123,14 @@ def greedy_decode(
         else:
             conf = min(ps[:n]) if n else 0.0
         text, pos = charset.decode_aligned(chars)
-        out.append(Prediction(text, conf, tuple(confs[k] for k in pos), char_frames=tuple((frames[k][0], frames[k][1]) for k in pos)))
+        out.append(
+            Prediction(
+                text,
+                conf,
+                tuple(confs[k] for k in pos),
+                char_frames=tuple((frames[k][0], frames[k][1]) for k in pos),
+            )
+        )
     return out
 
 
@@ -406,8 +413,14 @@ def _alignment(
         first[rc, cc] = np.minimum(first[rc, cc], t)
         last[rc, cc] = np.maximum(last[rc, cc], t)
         state = state - back[r, t, state]
-    confs = [tuple(float(v) for v in best[i, : n[i]]) if aligned[i] else (0.0,) * int(n[i]) for i in range(b)]
-    spans = [tuple((int(first[i, k]), int(last[i, k])) for k in range(n[i])) if aligned[i] else () for i in range(b)]
+    confs = [
+        tuple(float(v) for v in best[i, : n[i]]) if aligned[i] else (0.0,) * int(n[i])
+        for i in range(b)
+    ]
+    spans = [
+        tuple((int(first[i, k]), int(last[i, k])) for k in range(n[i])) if aligned[i] else ()
+        for i in range(b)
+    ]
     return confs, spans
 
 
@@ -482,6 +495,12 @@ def decode(
     for (ids, score), conf, span, n in zip(chosen, confs, spans, lens):
         text, pos = charset.decode_aligned(ids)
         # No frame, no evidence: confidence 0, as greedy decoding says (not exp(0) = 1).
-        out.append(Prediction(text, float(np.exp(score)) if n > 0 else 0.0, tuple(conf[k] for k in pos),
-                              char_frames=tuple(span[k] for k in pos) if span else ()))  # fmt: skip
+        out.append(
+            Prediction(
+                text,
+                float(np.exp(score)) if n > 0 else 0.0,
+                tuple(conf[k] for k in pos),
+                char_frames=tuple(span[k] for k in pos) if span else (),
+            )
+        )
     return out

@@ -114,7 +114,9 @@ class CharBigram:
         order = np.argsort(keys)
         # No word of two characters: one key that no pair matches.
         self.keys = keys[order] if len(keys) else np.array([-1], np.int64)
-        self.values = np.clip(np.log(p) - np.log(p_uni[b]), -CLIP, CLIP)[order] if len(keys) else np.zeros(1)
+        self.values = (
+            np.clip(np.log(p) - np.log(p_uni[b]), -CLIP, CLIP)[order] if len(keys) else np.zeros(1)
+        )
         self.known = known
         self.k = k
 
@@ -136,12 +138,16 @@ class CharBigram:
     def score(self, ids: Iterable[int]) -> float:
         """The summed bonus of a whole sequence of ids."""
         ids = list(ids)
-        return float(self.bonus(np.array(ids[:-1]), np.array(ids[1:])).sum()) if len(ids) > 1 else 0.0
+        return (
+            float(self.bonus(np.array(ids[:-1]), np.array(ids[1:])).sum()) if len(ids) > 1 else 0.0
+        )
 
 
 def _dense(counts: dict[int, float], k: int) -> np.ndarray:
     out = np.zeros(k)
-    out[np.fromiter(counts.keys(), np.int64, len(counts))] = np.fromiter(counts.values(), np.float64, len(counts))
+    out[np.fromiter(counts.keys(), np.int64, len(counts))] = np.fromiter(
+        counts.values(), np.float64, len(counts)
+    )
     return out
 
 
@@ -178,8 +184,9 @@ def bundled_prior(charset: Charset) -> CharBigram | None:
 MAX_LM_WEIGHT = 10.0
 
 
-def resolve_prior(lm: CharBigram | str | os.PathLike[str] | bool | None, weight: float | None,
-                  charset: Charset) -> tuple[CharBigram | None, float]:  # fmt: skip
+def resolve_prior(
+    lm: CharBigram | str | os.PathLike[str] | bool | None, weight: float | None, charset: Charset
+) -> tuple[CharBigram | None, float]:
     """What ``Recognizer(lm=..., lm_weight=...)``, ``--lm`` and ``--lm-weight`` ask for:
     None or True, the bundled prior for a Chinese model (:func:`bundled_prior`); False or
     ``"none"``, no prior; a prior as is; a path, the prior built from that

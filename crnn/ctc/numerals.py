@@ -43,8 +43,12 @@ def fix_numerals(text: str) -> str:
     def zero(m: re.Match[str]) -> str:
         s, a, b = m.group(0), m.start(), m.end()
         # A capital O that opens the run is a letter: O2O, O2 sensor, (O2), O-1 visa.
-        if (not any(c.isdigit() for c in s) or s[0] == "O" or (a and _LETTER.match(text[a - 1]))
-                or _LETTER.match(text[b : b + 1])):  # fmt: skip
+        if (
+            not any(c.isdigit() for c in s)
+            or s[0] == "O"
+            or (a and _LETTER.match(text[a - 1]))
+            or _LETTER.match(text[b : b + 1])
+        ):
             return s
         return s.translate(_ZEROS)
 

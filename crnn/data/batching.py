@@ -41,8 +41,16 @@ def collate(samples: list[dict[str, Any]]) -> dict[str, Any]:
     good = [s for s in samples if "error" not in s]
     errors = [s["error"] for s in samples if "error" in s]
     if not good:
-        return {"images": None, "widths": None, "targets": None, "target_lengths": None,
-                "labels": [], "raw_labels": [], "sources": [], "errors": errors}  # fmt: skip
+        return {
+            "images": None,
+            "widths": None,
+            "targets": None,
+            "target_lengths": None,
+            "labels": [],
+            "raw_labels": [],
+            "sources": [],
+            "errors": errors,
+        }
     images, widths = pad_batch([s["image"] for s in good])
     lengths = [len(s["target"]) for s in good]
     targets = np.zeros((len(good), max(max(lengths), 1)), dtype=np.int64)
@@ -364,6 +372,9 @@ def width_sorted_windows(
         for mb in sort_by_width(chunk, np.random.default_rng([seed, w, 3]))[skip:]:
             batch = collate(mb)
             if pin_memory:
-                batch = {k: v.pin_memory() if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
+                batch = {
+                    k: v.pin_memory() if isinstance(v, torch.Tensor) else v
+                    for k, v in batch.items()
+                }
             yield batch
         skip, w = 0, w + 1

@@ -74,7 +74,8 @@ def create_lmdb(
 
     Every file is read once and checked once (a PNG stored as it is by
     :func:`check_png`, anything else by decoding it), in ``workers`` processes (0: one
-    per core; the writer stays in this process, in gt order); lines with a missing or unreadable image or an empty label are reported in
+    per core; the writer stays in this process, in gt order); lines with a missing or unreadable
+    image or an empty label are reported in
     the result and left out. ``charset`` (a ``Charset``) only counts labels with
     characters it lacks (they are written: training skips and counts them).
     ``height`` re-encodes each image as a PNG resized to that height (aspect ratio kept;
@@ -121,8 +122,14 @@ def create_lmdb(
         dests.append(d)
         slots.append(counts[d])
         counts[d] += 1
-    work = _Work(job, [line.path for line in lines], [line.label for line in lines], dests,
-                 slots, [str(o) for o in outs])  # fmt: skip
+    work = _Work(
+        job,
+        [line.path for line in lines],
+        [line.label for line in lines],
+        dests,
+        slots,
+        [str(o) for o in outs],
+    )
     failed: dict[int, str] = {}
     with tqdm(total=len(lines), desc="create_lmdb", unit="img", disable=not progress) as bar:
         for a, b, errors in _run(work, workers):
@@ -138,9 +145,10 @@ def create_lmdb(
     report.held_out = written[1] if val_out else 0
     if charset is not None:
         report.outside_charset = sum(
-            1 for i, line in enumerate(lines)
+            1
+            for i, line in enumerate(lines)
             if i not in failed and charset.unknown_chars(line.label)
-        )  # fmt: skip
+        )
     report.bad.sort()
     return report
 
@@ -233,7 +241,11 @@ def _run(work: _Work, workers: int) -> Iterator[tuple[int, int, list[tuple[int, 
     n = len(work.paths)
     import multiprocessing
 
-    if workers <= 1 or n < _MIN_POOL_IMAGES or "fork" not in multiprocessing.get_all_start_methods():
+    if (
+        workers <= 1
+        or n < _MIN_POOL_IMAGES
+        or "fork" not in multiprocessing.get_all_start_methods()
+    ):
         _set_work(work)
         try:
             for a in range(0, n, _CHUNK):
@@ -249,7 +261,9 @@ def _run(work: _Work, workers: int) -> Iterator[tuple[int, int, list[tuple[int, 
         import crnn.data.image  # noqa: F401 -- likewise (NumPy)
     ctx = multiprocessing.get_context("fork")
     with ctx.Pool(workers, initializer=_set_work, initargs=(work,)) as pool:
-        yield from pool.imap_unordered(_write_range, [(a, min(a + chunk, n)) for a in range(0, n, chunk)])
+        yield from pool.imap_unordered(
+            _write_range, [(a, min(a + chunk, n)) for a in range(0, n, chunk)]
+        )
 
 
 def _finish(path: Path, planned: int, missing: list[int]) -> int:
@@ -314,15 +328,21 @@ class _Job:
                     from crnn.data.image import MAX_PIXELS
 
                     if size[0] * size[1] > MAX_PIXELS:
-                        return None, None, (
-                            f"image {path!r} has {size[0]} x {size[1]} pixels, more than the "
-                            f"{MAX_PIXELS:,} any tool decodes (crnn.data.image.MAX_PIXELS)"
+                        return (
+                            None,
+                            None,
+                            (
+                                f"image {path!r} has {size[0]} x {size[1]} pixels, more than the "
+                                f"{MAX_PIXELS:,} any tool decodes (crnn.data.image.MAX_PIXELS)"
+                            ),
                         )
                     return data, size, ""
             if self.prepared:
                 from crnn.data.image import load_image, to_array, to_model_height
 
-                pixels = to_array(to_model_height(load_image(data, not self.grayscale), self.spec()))
+                pixels = to_array(
+                    to_model_height(load_image(data, not self.grayscale), self.spec())
+                )
                 return pixels, (pixels.shape[2], pixels.shape[1]), ""
             from crnn.data.image import open_image, oriented_size, upright
 
@@ -340,8 +360,13 @@ class _Job:
 
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 # Channels per colour type (grey, RGB, palette, grey + alpha, RGBA) and allowed depths.
-_PNG_TYPES = {0: (1, (1, 2, 4, 8, 16)), 2: (3, (8, 16)), 3: (1, (1, 2, 4, 8)),
-              4: (2, (8, 16)), 6: (4, (8, 16))}  # fmt: skip
+_PNG_TYPES = {
+    0: (1, (1, 2, 4, 8, 16)),
+    2: (3, (8, 16)),
+    3: (1, (1, 2, 4, 8)),
+    4: (2, (8, 16)),
+    6: (4, (8, 16)),
+}
 _PNG_CRITICAL = (b"IHDR", b"PLTE", b"IDAT", b"IEND")
 
 
@@ -393,8 +418,16 @@ def check_png(data: bytes) -> tuple[int, int] | None:
         raise _broken("truncated before its header")
     width, height, depth, color, compression, filtering, interlace = header
     channels, depths = _PNG_TYPES.get(color, (0, ()))
-    if (not seen_end or interlace or compression or filtering or depth not in depths
-            or (color == 3 and not palette) or not width or not height):  # fmt: skip
+    if (
+        not seen_end
+        or interlace
+        or compression
+        or filtering
+        or depth not in depths
+        or (color == 3 and not palette)
+        or not width
+        or not height
+    ):
         return None  # truncated, or unusual: let the decoder decide
     row = 1 + (width * channels * depth + 7) // 8
     need = row * height

@@ -85,15 +85,19 @@ class _LmdbSource(LmdbReader):
                 "on an LMDB of image files."
             )
         if (meta.get("min_width"), meta.get("width_multiple")) != (
-            spec.min_width, spec.width_multiple
-        ):  # fmt: skip
+            spec.min_width,
+            spec.width_multiple,
+        ):
             log.info(
                 "%s: prepared with min_width %s and width_multiple %s, the model uses %d and "
                 "%d: images are re-fitted from the stored pixels (same as the image files "
                 "give up to rounding)",
-                self.path, meta.get("min_width"), meta.get("width_multiple"),
-                spec.min_width, spec.width_multiple,
-            )  # fmt: skip
+                self.path,
+                meta.get("min_width"),
+                meta.get("width_multiple"),
+                spec.min_width,
+                spec.width_multiple,
+            )
 
     def at_model_height(self, index0: int, spec: ImageSpec) -> Image.Image | np.ndarray:
         if self.prepared is not None:
@@ -121,10 +125,12 @@ def open_sources(
         elif (path / GT_NAME).is_file() and not is_lmdb_dir(path):
             sources.append(FolderSource(path, GT_NAME, index_file))
         elif (
-            path.is_dir() and not is_lmdb_dir(path) and not find_lmdb_roots(path)
+            path.is_dir()
+            and not is_lmdb_dir(path)
+            and not find_lmdb_roots(path)
             and any(q.suffix == ".txt" for q in path.iterdir())
             and any(q.suffix.lower() in IMAGE_SUFFIXES for q in path.iterdir())
-        ):  # fmt: skip
+        ):
             sources.append(FolderSource(path, None))
         else:
             sources.extend(_LmdbSource(root) for root in find_lmdb_roots(path))
@@ -241,9 +247,7 @@ class RecognitionDataset(Dataset):
                 targets.extend(ids)
                 offsets.append(len(targets))
                 if sizes is not None and sizes[i][0] > 0:
-                    widths.append(
-                        resized_width(sizes[i][0], sizes[i][1], spec, 0, self._max_width)
-                    )
+                    widths.append(resized_width(sizes[i][0], sizes[i][1], spec, 0, self._max_width))
                 else:  # no size known: about 0.6 height per character
                     guess = int(0.6 * spec.height * len(ids)) + 1
                     widths.append(resized_width(guess, spec.height, spec, 0, self._max_width))
@@ -405,8 +409,13 @@ class SynthDataset(Dataset):
         if self.augment is not None:
             img = self.augment(img, random.Random(seed))
         label = self.charset.decode(target)
-        return {"image": to_tensor(img), "target": target, "label": label, "raw_label": label,
-                "source": f"synth#{self.offset + i}"}  # fmt: skip
+        return {
+            "image": to_tensor(img),
+            "target": target,
+            "label": label,
+            "raw_label": label,
+            "source": f"synth#{self.offset + i}",
+        }
 
 
 class MixedDataset(Dataset):

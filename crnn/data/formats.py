@@ -78,7 +78,9 @@ def repaired_mojibake(text: str) -> str | None:
         fixed = text.encode("gb18030").decode("utf-8")
     except (UnicodeEncodeError, UnicodeDecodeError):
         return None
-    if fixed == text or not any("\u3000" <= c <= "\u9fff" or "\uff00" <= c <= "\uffef" for c in fixed):
+    if fixed == text or not any(
+        "\u3000" <= c <= "\u9fff" or "\uff00" <= c <= "\uffef" for c in fixed
+    ):
         return None
     return fixed
 
@@ -108,7 +110,9 @@ def read_labels(
     """
     root = Path(root)
     if fmt not in LABEL_FORMATS:
-        raise LabelFormatError(f"unknown label format {fmt!r}; expected one of {', '.join(LABEL_FORMATS)}")
+        raise LabelFormatError(
+            f"unknown label format {fmt!r}; expected one of {', '.join(LABEL_FORMATS)}"
+        )
     if fmt == "auto":
         fmt = _detect(root, gt, encoding)
     if fmt == "per-image":
@@ -176,10 +180,13 @@ def _read_index(gt: Path, index_file: str | Path, encoding: str) -> GtFile:
                 f"index {first} is the blank's placeholder line {lines[0]!r}, not a character"
                 if first == 0 and table.placeholder
                 else f"index {first} is outside {Path(index_file).name} ({len(lines)} lines, "
-                f"0-{len(lines) - 1})" if not 0 <= first < len(lines)
+                f"0-{len(lines) - 1})"
+                if not 0 <= first < len(lines)
                 else f"index {first} is an empty line of {Path(index_file).name}"
-            )  # fmt: skip
-            out.bad.append((lineno, why + ": is it the alphabet file these labels were written with?"))
+            )
+            out.bad.append(
+                (lineno, why + ": is it the alphabet file these labels were written with?")
+            )
             continue
         out.lines.append(GtLine(lineno, name, "".join(lines[i] for i in ids)))
     return out
@@ -188,7 +195,9 @@ def _read_index(gt: Path, index_file: str | Path, encoding: str) -> GtFile:
 def _read_per_image(root: Path, encoding: str) -> GtFile:
     images = sorted(p for p in root.rglob("*") if p.suffix.lower() in IMAGE_SUFFIXES)
     if not images:
-        raise LabelFormatError(f"{root}: no images ({', '.join(IMAGE_SUFFIXES)}) to pair with .txt labels")
+        raise LabelFormatError(
+            f"{root}: no images ({', '.join(IMAGE_SUFFIXES)}) to pair with .txt labels"
+        )
     out = GtFile(root / "*.txt")
     for n, img in enumerate(images, start=1):
         rel = img.relative_to(root).as_posix()
@@ -203,7 +212,9 @@ def _read_per_image(root: Path, encoding: str) -> GtFile:
             try:
                 label = raw.decode("gb18030")
             except UnicodeDecodeError:
-                out.bad.append((n, f"{txt.name} is neither {encoding} nor GBK; re-save it as UTF-8"))
+                out.bad.append(
+                    (n, f"{txt.name} is neither {encoding} nor GBK; re-save it as UTF-8")
+                )
                 continue
         label = label.strip("\r\n\ufeff")
         if "\n" in label:
@@ -222,12 +233,17 @@ def _flag_mojibake(parsed: GtFile) -> None:
         if fixed is None:
             keep.append(line)
             continue
-        parsed.bad.append((line.lineno, (
-            f"label {line.label[:30]!r} looks like UTF-8 text decoded as GBK by some tool "
-            f"(it reads {fixed[:30]!r} when undone); repair the file with "
-            f"iconv -f UTF-8 -t GB18030 {parsed.path.name} > {parsed.path.stem}.fixed.txt "
-            "(that undoes the wrong conversion) and use the fixed file"
-        )))  # fmt: skip
+        parsed.bad.append(
+            (
+                line.lineno,
+                (
+                    f"label {line.label[:30]!r} looks like UTF-8 text decoded as GBK by some tool "
+                    f"(it reads {fixed[:30]!r} when undone); repair the file with "
+                    f"iconv -f UTF-8 -t GB18030 {parsed.path.name} > {parsed.path.stem}.fixed.txt "
+                    "(that undoes the wrong conversion) and use the fixed file"
+                ),
+            )
+        )
     parsed.lines = keep
     parsed.bad.sort()
 
@@ -270,9 +286,12 @@ class FolderSource:
         if self.bad_lines:
             shown = "; ".join(f"line {n}: {why}" for n, why in self.bad_lines[:5])
             log.warning(
-                "%s: %d bad lines in %s left out (%s)", self.name, len(self.bad_lines),
-                gt or self.root, shown,
-            )  # fmt: skip
+                "%s: %d bad lines in %s left out (%s)",
+                self.name,
+                len(self.bad_lines),
+                gt or self.root,
+                shown,
+            )
 
     def __len__(self) -> int:
         return len(self.paths)

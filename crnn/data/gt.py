@@ -32,7 +32,9 @@ class GtFile:
     bad: list[tuple[int, str]] = field(default_factory=list)
 
 
-def read_gt(path: str | os.PathLike[str], encoding: str = "utf-8", tab_only: bool = False) -> GtFile:
+def read_gt(
+    path: str | os.PathLike[str], encoding: str = "utf-8", tab_only: bool = False
+) -> GtFile:
     """Parse a gt.txt in ``encoding`` (UTF-8 by default; a byte-order mark is allowed).
 
     A line that does not decode is reported by number with the offending byte, never
@@ -47,7 +49,9 @@ def read_gt(path: str | os.PathLike[str], encoding: str = "utf-8", tab_only: boo
         )
     out = GtFile(path)
     data = path.read_bytes()
-    if encoding.lower().replace("-", "") in ("utf8", "utf8sig") and data.startswith(b"\xef\xbb\xbf"):
+    if encoding.lower().replace("-", "") in ("utf8", "utf8sig") and data.startswith(
+        b"\xef\xbb\xbf"
+    ):
         data = data[3:]
     for lineno, raw in enumerate(data.splitlines(), start=1):
         try:
@@ -59,10 +63,16 @@ def read_gt(path: str | os.PathLike[str], encoding: str = "utf-8", tab_only: boo
                 hint = "it reads as GBK: create_lmdb --encoding gbk"
             except UnicodeDecodeError:
                 pass
-            out.bad.append((lineno, (
-                f"not valid {encoding} (byte 0x{raw[e.start]:02x} at column {e.start + 1} of "
-                f"{raw[:60]!r}); re-save the file as UTF-8, or give its encoding ({hint})"
-            )))  # fmt: skip
+            out.bad.append(
+                (
+                    lineno,
+                    (
+                        f"not valid {encoding} (byte 0x{raw[e.start]:02x} at column "
+                        f"{e.start + 1} of "
+                        f"{raw[:60]!r}); re-save the file as UTF-8, or give its encoding ({hint})"
+                    ),
+                )
+            )
             continue
         if not line.strip():
             continue

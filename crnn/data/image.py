@@ -53,14 +53,19 @@ def open_image(source: str | os.PathLike[str] | bytes, name: str = "image") -> I
     :data:`MAX_PIXELS` before any pixel is decompressed. Raises
     :class:`ImageDecodeError`; the caller loads the pixels."""
     try:
-        img = Image.open(io.BytesIO(source) if isinstance(source, (bytes, bytearray)) else source, formats=FORMATS)
+        img = Image.open(
+            io.BytesIO(source) if isinstance(source, (bytes, bytearray)) else source,
+            formats=FORMATS,
+        )
     except Image.DecompressionBombError as e:  # Pillow's own limit, checked at open
         raise ImageTooLargeError(f"{name}: {_too_large(e)}") from None
     except FileNotFoundError:
         raise ImageDecodeError(f"{name}: file not found") from None
     except UnidentifiedImageError:
-        raise ImageDecodeError(f"{name}: not a readable image (read as {', '.join(FORMATS)}; convert "
-                               "other formats, PDF and PostScript included, to PNG first)") from None
+        raise ImageDecodeError(
+            f"{name}: not a readable image (read as {', '.join(FORMATS)}; convert "
+            "other formats, PDF and PostScript included, to PNG first)"
+        ) from None
     except (OSError, SyntaxError, ValueError, EOFError) as e:
         raise ImageDecodeError(f"{name}: not a readable image ({e})") from None
     if img.width * img.height > MAX_PIXELS:
@@ -74,8 +79,10 @@ def open_image(source: str | os.PathLike[str] | bytes, name: str = "image") -> I
 
 
 def _too_large(e: Exception) -> str:
-    return (f"too many pixels to decode safely ({e}); the limit of any tool is {MAX_PIXELS:,} "
-            "pixels (crnn.data.image.MAX_PIXELS): a decompression bomb or a huge scan")
+    return (
+        f"too many pixels to decode safely ({e}); the limit of any tool is {MAX_PIXELS:,} "
+        "pixels (crnn.data.image.MAX_PIXELS): a decompression bomb or a huge scan"
+    )
 
 
 def oriented_size(img: Image.Image) -> tuple[int, int]:
@@ -226,7 +233,11 @@ def load_image(source: ImageSource, rgb: bool = False) -> Image.Image:
                     f"array of shape {arr.shape}: expected (H, W) grey, (H, W, 2) grey and "
                     "alpha, (H, W, 3) RGB or (H, W, 4) RGBA"
                 )
-            img = Image.fromarray(np.ascontiguousarray(arr), "LA") if arr.ndim == 3 and arr.shape[2] == 2 else Image.fromarray(arr)
+            img = (
+                Image.fromarray(np.ascontiguousarray(arr), "LA")
+                if arr.ndim == 3 and arr.shape[2] == 2
+                else Image.fromarray(arr)
+            )
         else:
             raise ImageDecodeError(
                 f"cannot read an image from {type(source).__name__}: expected a path, bytes, "
@@ -241,8 +252,10 @@ def load_image(source: ImageSource, rgb: bool = False) -> Image.Image:
     except Image.DecompressionBombError as e:
         raise ImageTooLargeError(f"{name}: {_too_large(e)}") from None
     except UnidentifiedImageError:
-        raise ImageDecodeError(f"{name}: not a readable image (read as {', '.join(FORMATS)}; convert "
-                               "other formats, PDF and PostScript included, to PNG first)") from None
+        raise ImageDecodeError(
+            f"{name}: not a readable image (read as {', '.join(FORMATS)}; convert "
+            "other formats, PDF and PostScript included, to PNG first)"
+        ) from None
     except (OSError, SyntaxError, ValueError, EOFError) as e:
         raise ImageDecodeError(f"{name}: not a readable image ({e})") from None
     if img.width < 1 or img.height < 1:

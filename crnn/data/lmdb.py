@@ -217,7 +217,9 @@ def _shared_env(path: Path, revalidate: bool = False) -> lmdb.Environment:
 
 
 def _open(path: Path) -> lmdb.Environment:
-    return lmdb.open(str(path), readonly=True, lock=False, readahead=False, meminit=False, max_readers=4)
+    return lmdb.open(
+        str(path), readonly=True, lock=False, readahead=False, meminit=False, max_readers=4
+    )
 
 
 def _close_stale() -> bool:
@@ -287,7 +289,8 @@ class LmdbReader:
             self._len = int(bytes(raw).decode("ascii").strip())
         except (UnicodeDecodeError, ValueError):
             raise LmdbFormatError(
-                f"{str(self.path)!r}: 'num-samples' should be an ASCII integer, got {bytes(raw)[:40]!r}"
+                f"{str(self.path)!r}: 'num-samples' should be an ASCII integer, got "
+                f"{bytes(raw)[:40]!r}"
             ) from None
         self.has_sizes = self._len > 0 and has_size
         # The prepared LMDB's settings (height, channels, min_width, width_multiple), or

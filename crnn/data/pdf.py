@@ -60,7 +60,9 @@ def page_ranges(spec: str | None) -> list[tuple[int, int | None]]:
     for part in (spec or "").split(",") if spec else []:
         m = re.fullmatch(r"\s*(\d*)\s*(-?)\s*(\d*)\s*", part)
         if m is None or not (m[1] or m[3]) or (not m[2] and not m[1]):
-            raise ValueError(f"--pages {spec!r}: expected page numbers and ranges like 1-3,5,9- (from 1)")
+            raise ValueError(
+                f"--pages {spec!r}: expected page numbers and ranges like 1-3,5,9- (from 1)"
+            )
         first = int(m[1]) if m[1] else 1
         last = (int(m[3]) if m[3] else None) if m[2] else first
         if first < 1 or (last is not None and last < first):
@@ -87,13 +89,17 @@ def _open(source: str | os.PathLike[str] | bytes, password: str | None = None) -
 
     name = "the PDF" if isinstance(source, (bytes, bytearray)) else str(source)
     try:
-        return pdfium.PdfDocument(bytes(source) if isinstance(source, bytearray) else source, password=password)
+        return pdfium.PdfDocument(
+            bytes(source) if isinstance(source, bytearray) else source, password=password
+        )
     except pdfium.PdfiumError as e:
         # PDFium's error code is left over from the last failure when this one sets none:
         # "password" is believed only where the file says it is encrypted.
         if "password" in str(e).lower() and _declares_encryption(source):
-            raise PdfError(f"{name} is encrypted: give its password (--pdf-password) or save an "
-                           "unencrypted copy") from None  # fmt: skip
+            raise PdfError(
+                f"{name} is encrypted: give its password (--pdf-password) or save an "
+                "unencrypted copy"
+            ) from None
         if _holds_no_page(source):  # PDFium refuses a document whose page tree is empty
             raise PdfError(f"{name} has no pages (its page tree is empty)") from None
         raise PdfError(f"{name} is not a readable PDF ({e}): is it complete?") from None
@@ -130,7 +136,9 @@ def _holds_no_page(source: str | os.PathLike[str] | bytes) -> bool:
                 data = f.read(64 << 20)
     except OSError:
         return False
-    return bool(re.search(rb"/Count\s+0\b", data)) and not re.search(rb"/Type\s*/Page(?![a-zA-Z])", data)
+    return bool(re.search(rb"/Count\s+0\b", data)) and not re.search(
+        rb"/Type\s*/Page(?![a-zA-Z])", data
+    )
 
 
 def load_page(doc: Any, name: str, page: int) -> Any:
@@ -142,8 +150,10 @@ def load_page(doc: Any, name: str, page: int) -> Any:
     try:
         return doc[page - 1]
     except pdfium.PdfiumError as e:
-        raise PdfError(f"{page_ref(name, page)} cannot be loaded ({e}): the PDF's page tree "
-                       f"lists {len(doc)} pages, this one is missing or broken") from None  # fmt: skip
+        raise PdfError(
+            f"{page_ref(name, page)} cannot be loaded ({e}): the PDF's page tree "
+            f"lists {len(doc)} pages, this one is missing or broken"
+        ) from None
 
 
 def page_count(source: str | os.PathLike[str] | bytes, password: str | None = None) -> int:
@@ -183,9 +193,10 @@ def _render(doc: Any, name: str, page: int, dpi: int, rgb: bool) -> Any:
         w, h = round(w_pt * dpi / 72), round(h_pt * dpi / 72)
         if w * h > MAX_PIXELS:
             raise ImageTooLargeError(
-                f"{page_ref(name, page)}: {w_pt / 72:.1f} x {h_pt / 72:.1f} in at {dpi} dpi is {w} x {h} "
+                f"{page_ref(name, page)}: {w_pt / 72:.1f} x {h_pt / 72:.1f} in at {dpi} dpi is "
+                f"{w} x {h} "
                 f"pixels, more than the {MAX_PIXELS:,} any tool decodes: give a lower --dpi"
-            )  # fmt: skip
+            )
         if w < 1 or h < 1:
             raise PdfError(f"{page_ref(name, page)} is empty ({w_pt:.0f} x {h_pt:.0f} pt)")
         try:
@@ -197,8 +208,9 @@ def _render(doc: Any, name: str, page: int, dpi: int, rgb: bool) -> Any:
         doc.close()
 
 
-def page_sizes(source: str | os.PathLike[str] | bytes, dpi: int = DEFAULT_DPI,
-               password: str | None = None) -> list[tuple[int, int]]:  # fmt: skip
+def page_sizes(
+    source: str | os.PathLike[str] | bytes, dpi: int = DEFAULT_DPI, password: str | None = None
+) -> list[tuple[int, int]]:
     """Each page's size in pixels at ``dpi`` (what :func:`render` would make), from the
     PDF's page boxes: nothing is rendered. Raises :class:`PdfError`."""
     with _LOCK:
@@ -216,7 +228,9 @@ def page_sizes(source: str | os.PathLike[str] | bytes, dpi: int = DEFAULT_DPI,
             doc.close()
 
 
-def page_text(source: str | os.PathLike[str] | bytes, page: int, password: str | None = None) -> str:
+def page_text(
+    source: str | os.PathLike[str] | bytes, page: int, password: str | None = None
+) -> str:
     """The text layer of page ``page`` (1-based), as PDFium extracts it ("" if none)."""
     with _LOCK:
         doc = _open(source, password)
@@ -236,7 +250,9 @@ def expand_pdf(path: str, pages: str | None = None, password: str | None = None)
     return [page_ref(path, p) for p in parse_pages(pages, page_count(path, password))]
 
 
-def open_source(name: str, dpi: int = DEFAULT_DPI, password: str | None = None, rgb: bool = False) -> Any:
+def open_source(
+    name: str, dpi: int = DEFAULT_DPI, password: str | None = None, rgb: bool = False
+) -> Any:
     """What a tool reads for an input name: a PDF page rendered (``doc.pdf#page=3``), or
     the path itself. Raises :class:`PdfError`."""
     ref = split_ref(name)

@@ -47,7 +47,8 @@ class OnnxDetector:
         }
         if meta.get("kind") != "detector":
             raise ValueError(
-                f"{path} is not a crnn-ocr detector (no crnn_ocr.kind = detector in its metadata); export one with crnn-export RUN/best.pt"
+                f"{path} is not a crnn-ocr detector (no crnn_ocr.kind = detector in its "
+                "metadata); export one with crnn-export RUN/best.pt"
             )
         self.limit_side = int(meta.get("limit_side", LIMIT_SIDE))
         self.opts = options_of(json.loads(meta.get("postprocess") or "{}"), opts)
@@ -71,7 +72,8 @@ class TorchDetector(OnnxDetector):
         ckpt: dict[str, Any] = torch.load(path, map_location="cpu", weights_only=True)
         if ckpt.get("kind") != "detector":
             raise ValueError(
-                f"{path} is not a detector checkpoint (train one with crnn-train --config det_zh_cpu)"
+                f"{path} is not a detector checkpoint (train one with crnn-train --config "
+                "det_zh_cpu)"
             )
         self.path = Path(path)
         self.model = build_detector(ckpt["hparams"]).eval()

@@ -171,8 +171,7 @@ class TimeBudget:
         t.save()
         save_s = clock() - t0
         # Ranks agree on one plan: the mean of their timings (they run in lockstep).
-        timings = torch.tensor([step_s, val_s, save_s, clock() - self.t_start],
-                               dtype=torch.float64)  # fmt: skip
+        timings = torch.tensor([step_s, val_s, save_s, clock() - self.t_start], dtype=torch.float64)
         mean = all_reduce_sum(timings, t.info) / t.info.world_size
         step_s, val_s, save_s, elapsed = mean.tolist()
         max_steps = plan_max_steps(
@@ -181,20 +180,31 @@ class TimeBudget:
         warmup = tc.warmup_steps
         self._set_max_steps(step, max_steps)
         t.state.budget = {
-            "minutes": tc.time_budget_min, "decided_at_step": step,
-            "step_s": round(step_s, 6), "validation_s": round(val_s, 3),
-            "save_s": round(save_s, 3), "elapsed_s": round(elapsed, 1), "max_steps": max_steps,
-        }  # fmt: skip
+            "minutes": tc.time_budget_min,
+            "decided_at_step": step,
+            "step_s": round(step_s, 6),
+            "validation_s": round(val_s, 3),
+            "save_s": round(save_s, 3),
+            "elapsed_s": round(elapsed, 1),
+            "max_steps": max_steps,
+        }
         if t.info.is_main:
             images = max_steps * tc.batch_size
             log.info(
                 "time budget %.1f min: %.1f steps/s (%.0f images/s), validation %.1f s, save "
                 "%.1f s, %.0f s used so far -> train.max_steps=%d (%s images)%s",
-                tc.time_budget_min, 1 / step_s, tc.batch_size / step_s, val_s, save_s,
-                elapsed, max_steps, f"{images:,}",
+                tc.time_budget_min,
+                1 / step_s,
+                tc.batch_size / step_s,
+                val_s,
+                save_s,
+                elapsed,
+                max_steps,
+                f"{images:,}",
                 f", warm-up shortened {warmup} -> {tc.warmup_steps} steps"
-                if tc.warmup_steps != warmup else "",
-            )  # fmt: skip
+                if tc.warmup_steps != warmup
+                else "",
+            )
         self.t_decided = clock()
         # The measurement opens the window of recent step times, so that the first
         # projections do not rest on a few steps (their time varies with the lines' widths).
@@ -225,13 +235,18 @@ class TimeBudget:
                 log.warning(
                     "time budget: step %d took %.0f s, %.0fx the recent step time (the process "
                     "was paused or stalled): that time is spent, but the projection leaves it out",
-                    step - 1, took, took / typical,
-                )  # fmt: skip
+                    step - 1,
+                    took,
+                    took / typical,
+                )
             self.paused = paused
             if not saved and not paused:
                 self.recent.append(took)
                 self.recent_s += self.recent[-1]
-                while len(self.recent) > RECHECK_MIN_STEPS and self.recent_s - self.recent[0] >= self.window_s:
+                while (
+                    len(self.recent) > RECHECK_MIN_STEPS
+                    and self.recent_s - self.recent[0] >= self.window_s
+                ):
                     self.recent_s -= self.recent.popleft()
         self.last = (now, step)
         # Every rank reaches this collective at the same steps: the gate is the step alone,
@@ -240,8 +255,10 @@ class TimeBudget:
         if step % RECHECK_EVERY:
             return
         full = float(self.recent_s >= self.window_s and bool(self.recent))
-        timings = torch.tensor([self.recent_s / max(1, len(self.recent)), now - self.t_start, full],
-                               dtype=torch.float64)  # fmt: skip
+        timings = torch.tensor(
+            [self.recent_s / max(1, len(self.recent)), now - self.t_start, full],
+            dtype=torch.float64,
+        )
         total = all_reduce_sum(timings, t.info).tolist()
         # Projections wait until every rank's window is full: a step's time varies with its
         # lines' widths, and the first minutes speed up as the data workers' caches fill.
@@ -266,10 +283,17 @@ class TimeBudget:
                 (log.info if longer else log.warning)(
                     "time budget %.1f min: %.1f steps/s now (%.1f when planned); the run would end "
                     "%.0f s %s -> train.max_steps %d -> %d%s",
-                    tc.time_budget_min, 1 / step_s, 1 / b["step_s"], abs(end - self.budget_s),
-                    "late" if end > self.budget_s else "early", tc.max_steps, max_steps,
-                    f" ({self.unlogged} re-plan{'s' * (self.unlogged > 1)} since the last line)" if self.unlogged else "",
-                )  # fmt: skip
+                    tc.time_budget_min,
+                    1 / step_s,
+                    1 / b["step_s"],
+                    abs(end - self.budget_s),
+                    "late" if end > self.budget_s else "early",
+                    tc.max_steps,
+                    max_steps,
+                    f" ({self.unlogged} re-plan{'s' * (self.unlogged > 1)} since the last line)"
+                    if self.unlogged
+                    else "",
+                )
             self.logged, self.unlogged = (now, longer), 0
         else:
             self.unlogged += 1

@@ -42,19 +42,28 @@ def decide(
         return "bf16"
     units = cpu_bf16_units(cpuinfo)
     if not units:
-        log.info("training in fp32: this CPU has no bfloat16 units (avx512_bf16, amx_bf16), so "
-                 "bf16 would be emulated and slower (train.cpu_bf16)")  # fmt: skip
+        log.info(
+            "training in fp32: this CPU has no bfloat16 units (avx512_bf16, amx_bf16), so "
+            "bf16 would be emulated and slower (train.cpu_bf16)"
+        )
         return "none"
     if distributed:
-        log.info("training in fp32: train.cpu_bf16=auto does not time bf16 in a distributed run "
-                 "(set train.cpu_bf16=true to use it)")  # fmt: skip
+        log.info(
+            "training in fp32: train.cpu_bf16=auto does not time bf16 in a distributed run "
+            "(set train.cpu_bf16=true to use it)"
+        )
         return "none"
     step = make_step()
     t32, t16 = _time(step, "none"), _time(step, "bf16")
     use = t16 < MARGIN * t32
-    log.info("bf16 autocast on this CPU (%s): %.2fx the fp32 step (%.3f s against %.3f s): %s",
-             "+".join(units), t32 / t16, t16, t32,
-             "training in bf16" if use else "training in fp32")  # fmt: skip
+    log.info(
+        "bf16 autocast on this CPU (%s): %.2fx the fp32 step (%.3f s against %.3f s): %s",
+        "+".join(units),
+        t32 / t16,
+        t16,
+        t32,
+        "training in bf16" if use else "training in fp32",
+    )
     return "bf16" if use else "none"
 
 
@@ -84,7 +93,11 @@ def probe(trainer: Any) -> Callable[[str], None]:
         batch = collate(batch)
     inputs = to_device(batch, trainer.device)
     module = getattr(trainer.train_module, "module", trainer.train_module)
-    buffers = {k: v.clone() for k, v in trainer.model.state_dict().items() if "running" in k or "num_batches" in k}
+    buffers = {
+        k: v.clone()
+        for k, v in trainer.model.state_dict().items()
+        if "running" in k or "num_batches" in k
+    }
 
     def step(amp: str) -> None:
         old = getattr(module, "amp", "none")
@@ -102,6 +115,10 @@ def probe(trainer: Any) -> Callable[[str], None]:
 
 def apply(trainer: Any) -> None:
     """Decide ``trainer``'s CPU precision (``train.cpu_bf16``) and set it on its module."""
-    trainer.amp = decide(trainer.cfg.train.cpu_bf16, trainer.device, lambda: probe(trainer),
-                         distributed=trainer.info.distributed)  # fmt: skip
+    trainer.amp = decide(
+        trainer.cfg.train.cpu_bf16,
+        trainer.device,
+        lambda: probe(trainer),
+        distributed=trainer.info.distributed,
+    )
     getattr(trainer.train_module, "module", trainer.train_module).amp = trainer.amp

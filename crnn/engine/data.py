@@ -86,9 +86,13 @@ class TrainData:
             self.sampler.set_epoch(position.epoch, w * self.sort_window)
             accum = self.sampler.accum_steps
             yield from width_sorted_windows(
-                self.loader, self.sort_window * accum, w, k * accum,
-                self.sampler.seed, self.pin_memory,
-            )  # fmt: skip
+                self.loader,
+                self.sort_window * accum,
+                w,
+                k * accum,
+                self.sampler.seed,
+                self.pin_memory,
+            )
 
 
 def synth_generator(
@@ -164,7 +168,9 @@ def check_usable(ds: RecognitionDataset, entry: str | list[str]) -> None:
             f"{name}: no usable training sample ({reasons}); see the messages above for "
             "why each kind was left out"
         )
-    probe = sorted({round(k * (len(ds) - 1) / max(PROBE_IMAGES - 1, 1)) for k in range(PROBE_IMAGES)})
+    probe = sorted(
+        {round(k * (len(ds) - 1) / max(PROBE_IMAGES - 1, 1)) for k in range(PROBE_IMAGES)}
+    )
     errors = [item["error"] for item in (ds[i] for i in probe) if "error" in item]
     if len(errors) == len(probe):
         raise DataError(
@@ -199,14 +205,19 @@ def build_train_data(
         if ratios:
             ratios = [replay.share] + [(1 - replay.share) * r / sum(ratios) for r in ratios]
         else:
-            train, ratios = [train if len(train) > 1 else train[0]], [replay.share, 1 - replay.share]
+            train, ratios = (
+                [train if len(train) > 1 else train[0]],
+                [replay.share, 1 - replay.share],
+            )
         train = ["synth", *train]
         synth_cfg = replay.synth
     sampler: TrainSampler
     sort_window = 0
     if ratios or train == ["synth"]:
         ratios = ratios or [1.0]
-        parts = [_train_part(cfg, e, charset, spec, output_length, augment, synth_cfg) for e in train]
+        parts = [
+            _train_part(cfg, e, charset, spec, output_length, augment, synth_cfg) for e in train
+        ]
         ds: Dataset = MixedDataset(parts)
         sampler = MixedBatchSampler(
             [None if entry == "synth" else len(p) for entry, p in zip(train, parts)],
@@ -219,8 +230,10 @@ def build_train_data(
         sort_window = SORT_WINDOW if _bucket_stream(cfg, charset) else 0
         log.info(
             "training on %s, %s per global batch of %d",
-            ", ".join(train), sampler.counts, tc.batch_size,
-        )  # fmt: skip
+            ", ".join(train),
+            sampler.counts,
+            tc.batch_size,
+        )
     else:
         ds = _train_part(cfg, train, charset, spec, output_length, augment)
         if len(ds) < tc.batch_size:  # type: ignore[arg-type]
@@ -327,4 +340,6 @@ def placeholder_batch(spec: ImageSpec, device: torch.device) -> tuple[torch.Tens
 def _bucket_stream(cfg: Config, charset: Charset) -> bool:
     """Whether the generator's stream is batched by width (``data.stream_bucketing``)."""
     setting = cfg.data.stream_bucketing
-    return cfg.data.bucketing and (setting is True or (setting == "auto" and charset.num_classes > 1000))
+    return cfg.data.bucketing and (
+        setting is True or (setting == "auto" and charset.num_classes > 1000)
+    )

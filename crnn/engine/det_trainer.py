@@ -191,7 +191,8 @@ class DetTrainer:
         ckpt = torch.load(path, map_location="cpu", weights_only=True)
         if ckpt.get("kind") != KIND:
             raise DataError(
-                f"{path} is not a detector checkpoint (kind {ckpt.get('kind')!r}); resume a run of task: detect"
+                f"{path} is not a detector checkpoint (kind {ckpt.get('kind')!r}); resume a run "
+                "of task: detect"
             )
         self.model.load_state_dict(ckpt["model"])
         return ckpt
@@ -324,9 +325,16 @@ class DetTrainer:
             log.info(
                 "detector: %.2f M parameters; %d training images (%d lines), %d validation; "
                 "batch %d, %s px crops, %s on %s; run directory %s",
-                n_params / 1e6, len(self.train_set), sum(len(i) for i in self.train_set), len(self.val_set),
-                tc.batch_size, self.cfg.det.crop, self.amp if self.amp != "none" else "fp32", self.device, self.out,
-            )  # fmt: skip
+                n_params / 1e6,
+                len(self.train_set),
+                sum(len(i) for i in self.train_set),
+                len(self.val_set),
+                tc.batch_size,
+                self.cfg.det.crop,
+                self.amp if self.amp != "none" else "fp32",
+                self.device,
+                self.out,
+            )
         stop_workers_at_exit()
         batches = iter(self.loader())
         bar = tqdm(
@@ -431,7 +439,9 @@ def draw_boxes(image: np.ndarray, truth: np.ndarray, found: list[np.ndarray]) ->
     return out
 
 
-def release(ckpt_path: str | Path, out: str | Path, postprocess: dict[str, Any] | None = None) -> Path:
+def release(
+    ckpt_path: str | Path, out: str | Path, postprocess: dict[str, Any] | None = None
+) -> Path:
     """An inference-only detector file (kind, hyper-parameters, read scale, weights, and
     the post-processing options chosen for it)."""
     ckpt = torch.load(ckpt_path, map_location="cpu", weights_only=True)

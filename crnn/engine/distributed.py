@@ -134,7 +134,8 @@ def select_device(devices: list[torch.device], local_rank: int) -> torch.device:
     ``devices`` are this machine's devices in ``--gpus`` order, so local rank ``i`` gets
     the ``i``-th listed GPU (``--gpus 2,3``: local rank 1 -> ``cuda:3``). On the CPU every
     rank uses the CPU. A process that sees exactly one GPU uses it whatever its local rank
-    (the scheduler bound one GPU to each process). The *local* rank picks a GPU; the *global* rank picks data and
+    (the scheduler bound one GPU to each process). The *local* rank picks a GPU; the *global*
+    rank picks data and
     decides who writes, and the two differ on every node but the first.
     """
     if not devices:
@@ -146,8 +147,9 @@ def select_device(devices: list[torch.device], local_rank: int) -> torch.device:
         # Kubernetes device plugins): every rank sees exactly its own GPU as cuda:0.
         log.info(
             "local rank %d sees one GPU (CUDA_VISIBLE_DEVICES=%s): using it",
-            local_rank, os.environ.get("CUDA_VISIBLE_DEVICES", "unset"),
-        )  # fmt: skip
+            local_rank,
+            os.environ.get("CUDA_VISIBLE_DEVICES", "unset"),
+        )
         return devices[0]
     if not 0 <= local_rank < len(devices):
         raise RuntimeError(

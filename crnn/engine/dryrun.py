@@ -18,7 +18,10 @@ def _describe_dataset(ds: Any) -> list[str]:
         return [line for part in ds.parts for line in _describe_dataset(part)]
     if isinstance(ds, SynthDataset):
         gen = ds.generator
-        return [f"synthetic text, endless: {len(gen.fonts)} fonts, {len(gen.alphabet)} drawable characters"]
+        return [
+            f"synthetic text, endless: {len(gen.fonts)} fonts, {len(gen.alphabet)} drawable "
+            "characters"
+        ]
     if isinstance(ds, RecognitionDataset):
         names = ", ".join(getattr(s, "name", "?") for s in ds.sources)
         skipped = ", ".join(f"{n} {r}" for r, n in sorted(ds.skipped.items())) or "none"
@@ -73,11 +76,16 @@ def dry_run(cfg: Config, devices: Any, resume: str | None = None) -> str:
         + (f" (DataParallel splits each over {n_devices} GPUs)" if strategy == "dp" else ""),
         f"schedule   {tc.max_steps} steps ({epochs}, {tc.max_steps * tc.batch_size:,} images), "
         f"lr {tc.lr:g} {tc.schedule} after {tc.warmup_steps} warm-up steps, validation every "
-        f"{tc.val_every}" + (f", time budget {tc.time_budget_min:g} min" if tc.time_budget_min else ""),
+        f"{tc.val_every}"
+        + (f", time budget {tc.time_budget_min:g} min" if tc.time_budget_min else ""),
         f"steps      first loss {float(loss_sum) / max(n, 1):.3f}; {step_s:.2f} s a step after "
         f"warm-up: about {math.ceil(tc.max_steps * step_s / 60)} min for {tc.max_steps} steps"
-        + (f" (one rank's step, measured alone here; the {world} processes share this "
-           "machine's cores in the real run)" if world > 1 and devices.kind == "cpu" else ""),
+        + (
+            f" (one rank's step, measured alone here; the {world} processes share this "
+            "machine's cores in the real run)"
+            if world > 1 and devices.kind == "cpu"
+            else ""
+        ),
         f"would write {out}/last.pt, best.pt, config.yaml, train.log, tb/ (TensorBoard: "
         f"tensorboard --logdir {out})",
         f"data       {d.num_workers} DataLoader workers setting; bucketing "

@@ -47,8 +47,11 @@ class NonFiniteGuard:
         shown = ", ".join(repr(t) for t in labels[:8]) + (", ..." if len(labels) > 8 else "")
         log.warning(
             "step %d: the loss or the gradients are not finite (norm %s); the step is skipped. "
-            "Labels of its samples: %s", step + 1, float(grad_norm), shown,
-        )  # fmt: skip
+            "Labels of its samples: %s",
+            step + 1,
+            float(grad_norm),
+            shown,
+        )
         if self.in_a_row >= self.limit:
             raise TrainingError(
                 f"the loss or the gradients were not finite for {self.in_a_row} steps in a "
@@ -97,9 +100,16 @@ class BlankWatch:
             "labels (see the skipped-label counts at start-up); or simply too few steps yet "
             "(a small model can sit on the plateau for hundreds of steps: compare "
             "train.warmup_steps=%d with your run). Try train.lr=%g, or a shorter warm-up.",
-            self.runs, step, 100 * metrics.get("empty_rate", 0.0), wide or "Usually one of: ",
-            tc.lr, d.max_width, frames, tc.warmup_steps, tc.lr / 3,
-        )  # fmt: skip
+            self.runs,
+            step,
+            100 * metrics.get("empty_rate", 0.0),
+            wide or "Usually one of: ",
+            tc.lr,
+            d.max_width,
+            frames,
+            tc.warmup_steps,
+            tc.lr / 3,
+        )
 
 
 # Above this many classes the all-blank hint recommends the shortcut layout.
@@ -144,7 +154,10 @@ class RunGuards:
         if stop and is_main:
             log.info(
                 "early stop at step %d: no better %s for %d validations (best %.4f at step %d)",
-                state.step, tc.best_metric, tc.early_stop_patience, state.best["value"],
+                state.step,
+                tc.best_metric,
+                tc.early_stop_patience,
+                state.best["value"],
                 state.best["step"],
-            )  # fmt: skip
+            )
         return stop

@@ -300,9 +300,10 @@ def describe_failures(
         if text and all(w in text.lower() for w in _WORKER_STOPPED):
             peer = "stopped"
         watchdog = (
-            signame == "SIGABRT" and not text
+            signame == "SIGABRT"
+            and not text
             and any(w in logs.get(rank, "").lower() for w in _WATCHDOG_WORDS)
-        )  # fmt: skip
+        )
         rows.append((rank, f, text, signame, "timeout" if watchdog else peer, watchdog, extra))
     # The others timed out waiting: a rank that was then killed had hung, not crashed.
     hung = any(r[4] == "timeout" for r in rows)
@@ -314,18 +315,17 @@ def describe_failures(
     )
     # Without a failure of its own, the first to fail is the cause: the launcher SIGKILLs
     # survivors that ignored its SIGTERM (blocked in a CUDA call) well after it.
-    first = min(
-        (float(r[6].get("time", r[1].timestamp)) for r in rows if not r[4]), default=0.0
-    )
+    first = min((float(r[6].get("time", r[1].timestamp)) for r in rows if not r[4]), default=0.0)
     out = []
     for rank, f, text, signame, peer, watchdog, extra in rows:
         echo = bool(peer)
         when = float(extra.get("time", f.timestamp))
         if peer == "stopped":
             what = (
-                text if text.startswith("stopped")
+                text
+                if text.startswith("stopped")
                 else f"was stopped by the launcher (its data workers got the stop first: {text})"
-            )  # fmt: skip
+            )
         elif text:
             what = f"raised {text}"
             if signame:
@@ -350,7 +350,9 @@ def describe_failures(
             echo = signame == "SIGTERM" and not hung
         else:
             what = f"exited with code {f.exitcode} (no exception recorded; see its log above)"
-        out.append((echo, when, rank, f"rank {rank} (local rank {f.local_rank}, pid {f.pid}) {what}"))
+        out.append(
+            (echo, when, rank, f"rank {rank} (local rank {f.local_rank}, pid {f.pid}) {what}")
+        )
     if hung and nproc and failures:
         # On NCCL the rank that hung is often not among the failures at all: the
         # launcher stopped it after the others were aborted.
@@ -371,7 +373,9 @@ def describe_failures(
         seen = {f.local_rank for f in failures.values()}
         for lr in sorted(set(range(nproc)) - seen):
             what = "was stopped by the launcher after that failure"
-            out.append((True, float("inf"), base + lr, f"rank {base + lr} (local rank {lr}) {what}"))
+            out.append(
+                (True, float("inf"), base + lr, f"rank {base + lr} (local rank {lr}) {what}")
+            )
     out.sort()
     causes = [r for r in out if not r[0]] or out[:1]
     echoes = [r for r in out if r not in causes]
@@ -463,8 +467,7 @@ def launch(
         # SIGTERM sent to the whole group (it must not die before the rank has said why
         # it stops) and ends when the rank's stderr closes, so it outlives an abort.
         keep = (
-            'exec "$@" 2> >(trap "" INT TERM; '
-            'exec tee -a "$CRNN_RANK_LOGS/rank$RANK.stderr" >&2)'
+            'exec "$@" 2> >(trap "" INT TERM; exec tee -a "$CRNN_RANK_LOGS/rank$RANK.stderr" >&2)'
         )
         command = [bash, "-c", keep, "crnn-rank", *command]
     env = {**child.env, **({"CRNN_RANK_LOGS": str(log_dir)} if log_dir is not None else {})}

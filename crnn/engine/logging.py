@@ -37,10 +37,17 @@ def run_log_file(path: str | Path, enabled: bool = True) -> Iterator[None]:
         # The command line reports it on the console after this block: the log file
         # must say why the run ended too (never an empty train.log).
         why = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
-        handler.handle(logging.makeLogRecord(
-            {"name": "crnn.train", "levelno": logging.ERROR, "levelname": "ERROR",
-             "msg": "the run stopped: %s", "args": (why,)}
-        ))  # fmt: skip
+        handler.handle(
+            logging.makeLogRecord(
+                {
+                    "name": "crnn.train",
+                    "levelno": logging.ERROR,
+                    "levelname": "ERROR",
+                    "msg": "the run stopped: %s",
+                    "args": (why,),
+                }
+            )
+        )
         raise
     finally:
         root.removeHandler(handler)
@@ -214,9 +221,13 @@ class TrainMeter:
         self._t = time.perf_counter()
 
     def log(
-        self, run_loss: torch.Tensor, run_n: int, values: dict[str, float], step: int,
+        self,
+        run_loss: torch.Tensor,
+        run_n: int,
+        values: dict[str, float],
+        step: int,
         logger: RunLogger,
-    ) -> tuple[float, float]:  # fmt: skip
+    ) -> tuple[float, float]:
         """Write ``train/loss``, ``train/images_per_s``, throughput and memory scalars
         plus ``values``; returns ``(mean loss, images/s)`` over all ranks."""
         now = time.perf_counter()
@@ -245,9 +256,12 @@ METRICS = ("accuracy", "alnum_accuracy", "cer", "ned", "empty_rate")
 
 
 def log_validation(
-    logger: RunLogger, results: list[tuple[str, Any]], pooled: dict[str, float], step: int,
+    logger: RunLogger,
+    results: list[tuple[str, Any]],
+    pooled: dict[str, float],
+    step: int,
     images: int = 0,
-) -> None:  # fmt: skip
+) -> None:
     """Metrics per validation set (``val/NAME/...``) and pooled (``val/...``) to
     TensorBoard, a line per set to the log (so train.log keeps them), and a grid of
     ``images`` predictions per set."""
@@ -260,9 +274,13 @@ def log_validation(
         ex = res.examples
         if ex and images:
             logger.prediction_grid(
-                f"val/{name}/predictions", ex["images"][:images], ex["widths"][:images],
-                ex["labels"][:images], ex["preds"][:images], step,
-            )  # fmt: skip
+                f"val/{name}/predictions",
+                ex["images"][:images],
+                ex["widths"][:images],
+                ex["labels"][:images],
+                ex["preds"][:images],
+                step,
+            )
     logger.scalars(scalars, step)
     logger.flush()
 
@@ -274,17 +292,25 @@ def announce_run(
     log.info(
         "run directory %s (checkpoints last.pt/best.pt, log train.log, "
         "TensorBoard: tensorboard --logdir %s)",
-        out.resolve(), out,
-    )  # fmt: skip
+        out.resolve(),
+        out,
+    )
     n_params = sum(p.numel() for p in model.parameters())
     tc = cfg.train
     micro = tc.batch_size // (info.world_size * tc.accum_steps)
     log.info(
         "model %s, %.2f M parameters, %d classes; strategy %s, world size %d, device %s; "
         "global batch %d (%d per device x %d accumulation)",
-        model.arch, n_params / 1e6, model.num_classes, strategy, info.world_size, device,
-        tc.batch_size, micro, tc.accum_steps,
-    )  # fmt: skip
+        model.arch,
+        n_params / 1e6,
+        model.num_classes,
+        strategy,
+        info.world_size,
+        device,
+        tc.batch_size,
+        micro,
+        tc.accum_steps,
+    )
 
 
 def log_progress(trainer: Any, run_loss: torch.Tensor, run_n: int, bar: Any) -> None:
@@ -292,9 +318,11 @@ def log_progress(trainer: Any, run_loss: torch.Tensor, run_n: int, bar: Any) -> 
     (rank 0) and the progress bar."""
     lr = trainer.scheduler.get_last_lr()[0]
     values = {
-        "train/lr": lr, "train/grad_norm": float(trainer.grad_norm),
-        "train/epoch": float(trainer.state.epoch), "data/bad_images": float(trainer.bad_images.count),
-    }  # fmt: skip
+        "train/lr": lr,
+        "train/grad_norm": float(trainer.grad_norm),
+        "train/epoch": float(trainer.state.epoch),
+        "data/bad_images": float(trainer.bad_images.count),
+    }
     loss, ips = trainer.meter.log(run_loss, run_n, values, trainer.state.step, trainer.logger)
     bar.total = trainer.cfg.train.max_steps  # a time budget may have set it
     bar.set_postfix(loss=f"{loss:.3f}", lr=f"{lr:.2e}", img_s=f"{ips:.0f}")

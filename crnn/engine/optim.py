@@ -27,7 +27,9 @@ def lr_factor(step: int, cfg: TrainConfig) -> float:
     return lo + (1.0 - lo) * 0.5 * (1.0 + math.cos(math.pi * p))
 
 
-def make_optimizer(model: nn.Module, cfg: TrainConfig, device: torch.device) -> torch.optim.Optimizer:
+def make_optimizer(
+    model: nn.Module, cfg: TrainConfig, device: torch.device
+) -> torch.optim.Optimizer:
     """Adam(W) with weight decay on weights only (biases and normalisation scales are
     not weights to shrink); fused kernels on CUDA."""
     decay, no_decay = [], []

@@ -41,7 +41,11 @@ class OrientationNet(nn.Module):
         layers: list[nn.Module] = []
         c_in = 1
         for i, c in enumerate(channels):
-            layers += [nn.Conv2d(c_in, c, 3, padding=1, bias=False), nn.BatchNorm2d(c), nn.ReLU(inplace=True)]
+            layers += [
+                nn.Conv2d(c_in, c, 3, padding=1, bias=False),
+                nn.BatchNorm2d(c),
+                nn.ReLU(inplace=True),
+            ]
             if i < len(channels) - 1:
                 layers.append(nn.MaxPool2d(2))
             c_in = c
@@ -128,7 +132,12 @@ def train_classifier(
             step += 1
             seen += len(idx)
             correct += int((logits.argmax(1) == y_all[idx]).sum())
-        log.info("orientation epoch %d/%d: train accuracy %.4f", epoch + 1, epochs, correct / max(1, seen))
+        log.info(
+            "orientation epoch %d/%d: train accuracy %.4f",
+            epoch + 1,
+            epochs,
+            correct / max(1, seen),
+        )
         if minutes and time.monotonic() - start > minutes * 60:
             log.info("stopped after %.1f minutes (the time cap)", (time.monotonic() - start) / 60)
             break
@@ -148,7 +157,9 @@ def report(classifier: Any, held_out: dict[str, Sequence[Image.Image]]) -> dict[
         down = np.asarray([classifier.upside_down(im.rotate(180)) for im in images])
         out[name] = {
             "crops": len(images),
-            "accuracy": round(float(((up < 0.5).sum() + (down >= 0.5).sum()) / (2 * len(images))), 4),
+            "accuracy": round(
+                float(((up < 0.5).sum() + (down >= 0.5).sum()) / (2 * len(images))), 4
+            ),
             "upright_called_turned": {str(t): int((up >= t).sum()) for t in THRESHOLDS},
             "turned_caught": {str(t): int((down >= t).sum()) for t in THRESHOLDS},
         }
@@ -166,10 +177,15 @@ def export_classifier(model: OrientationNet, out_dir: str | Path) -> Path:
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", category=DeprecationWarning)
         torch.onnx.export(
-            model.eval(), (torch.zeros(1, 1, HEIGHT, WIDTH),), str(tmp), dynamo=False,
-            input_names=["windows"], output_names=["logits"],
-            dynamic_axes={"windows": {0: "batch"}, "logits": {0: "batch"}}, opset_version=17,
-        )  # fmt: skip
+            model.eval(),
+            (torch.zeros(1, 1, HEIGHT, WIDTH),),
+            str(tmp),
+            dynamo=False,
+            input_names=["windows"],
+            output_names=["logits"],
+            dynamic_axes={"windows": {0: "batch"}, "logits": {0: "batch"}},
+            opset_version=17,
+        )
     path = out_dir / f"orient-{sha256_file(tmp)[:8]}.onnx"
     atomic_write(path, lambda f: f.write(tmp.read_bytes()))
     tmp.unlink()

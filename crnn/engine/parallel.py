@@ -1,7 +1,8 @@
 """Wrapping a model for one device, DataParallel or DDP, and unwrapping it again.
 
 The module that gets wrapped is :class:`CTCTrainModule`: it normalises the uint8
-batch (``crnn.backends.torch.Uint8Model``, the same module inference and export use), runs the CRNN under autocast and computes the per-sample CTC loss *inside*
+batch (``crnn.backends.torch.Uint8Model``, the same module inference and export use), runs the
+CRNN under autocast and computes the per-sample CTC loss *inside*
 the replica. Under DataParallel each GPU then returns ``(B_i,)`` losses instead of
 ``(B_i, T, K)`` logits, so nothing large is gathered on GPU 0 (the usual DP memory
 imbalance). Every tensor argument is batch first, so DP's dim-0 scatter splits them

@@ -118,5 +118,7 @@ def apply(model: CRNN, dataset: Any, output_length: Callable[[int], int], cfg: C
     log.info(
         "classifier started at the training data's class frequencies (train.prior_init): "
         "blank %.0f %% of frames, commonest character %.2g %%, unseen ones %.1g %%",
-        100 * blank, 100 * math.exp(top), 100 * math.exp(prior[1:].min().item()),
-    )  # fmt: skip
+        100 * blank,
+        100 * math.exp(top),
+        100 * math.exp(prior[1:].min().item()),
+    )

@@ -97,8 +97,9 @@ def plan(cfg: Config) -> Any:
     log.info(
         "fine-tuning keeps the model's general reading: %.0f %% of every batch comes from "
         "the synthetic generator it learnt from, and validation adds its lines as "
-        "'general' (train.replay; 0 turns this off)", 100 * fraction,
-    )  # fmt: skip
+        "'general' (train.replay; 0 turns this off)",
+        100 * fraction,
+    )
     return Replay(fraction, synth_config(cfg, init))
 
 
@@ -111,7 +112,9 @@ class WeightMix:
     weights and ``1 - share`` of the trained ones (``source``: the model, or its EMA),
     BatchNorm statistics included. :meth:`refresh` recomputes them from ``source``."""
 
-    def __init__(self, source: torch.nn.Module, init: dict[str, torch.Tensor], share: float) -> None:
+    def __init__(
+        self, source: torch.nn.Module, init: dict[str, torch.Tensor], share: float
+    ) -> None:
         self.source, self.share = source, share
         self.model = copy.deepcopy(source).eval()
         for p in self.model.parameters():
@@ -167,6 +170,8 @@ def weight_mix(cfg: Config, source: torch.nn.Module, charset: Charset) -> Weight
     log.info(
         "fine-tuning keeps the model's general reading: the weights validated and saved are "
         "%.0f %% the ones it started from, %.0f %% the trained ones (train.init_share; 0 "
-        "turns this off)", 100 * share_, 100 * (1 - share_),
-    )  # fmt: skip
+        "turns this off)",
+        100 * share_,
+        100 * (1 - share_),
+    )
     return mix

@@ -59,7 +59,9 @@ class RunLock:
             return None
         return (st.st_dev, st.st_ino, st.st_mtime_ns), text, time.time() - st.st_mtime
 
-    def _owner(self, snap: tuple[tuple[int, int, int], str, float] | None = None) -> dict[str, Any] | None:
+    def _owner(
+        self, snap: tuple[tuple[int, int, int], str, float] | None = None
+    ) -> dict[str, Any] | None:
         """The holder of the lock as ``snap`` (default: now) shows it, or None when the
         lock is free or stale."""
         snap = self._snapshot() if snap is None else snap

@@ -102,8 +102,9 @@ class TrainState:
             log.warning(
                 "train.best_metric=%s means nothing for these validation labels (mostly not "
                 "Latin letters or digits); the best checkpoint is chosen by cer instead "
-                "(set train.best_metric=cer or accuracy to keep it that way)", metric,
-            )  # fmt: skip
+                "(set train.best_metric=cer or accuracy to keep it that way)",
+                metric,
+            )
             metric = self.best["metric"] = "cer"
             self.best["value"] = None
         value = metrics[metric]
@@ -255,8 +256,12 @@ def load_initial_weights(
                 "(data.height): its filters meet characters %.2fx the size they learned, so "
                 "it reads worse at first and relearns the scale over thousands of steps; "
                 "--set data.height=%d keeps its scale",
-                init_from, theirs, bundle.spec.height, bundle.spec.height / theirs, theirs,
-            )  # fmt: skip
+                init_from,
+                theirs,
+                bundle.spec.height,
+                bundle.spec.height / theirs,
+                theirs,
+            )
     return None
 
 
@@ -280,8 +285,13 @@ def restore_training(
                 "and learning rate, but the samples it sees from here are not the ones the "
                 "original run would have seen (the data position counts global batches of "
                 "the saved settings); resume with the saved %s.%s for an exact continuation",
-                section, key, old, new, section, key,
-            )  # fmt: skip
+                section,
+                key,
+                old,
+                new,
+                section,
+                key,
+            )
     best_metric = cfg.train.best_metric
     optimizer.load_state_dict(ckpt["optimizer"])
     scheduler.load_state_dict(ckpt["scheduler"])
@@ -291,8 +301,10 @@ def restore_training(
     state = TrainState.from_checkpoint(ckpt, best_metric)
     log.info(
         "resumed at step %d (epoch %d, batch %d of the epoch)",
-        state.step, state.epoch, state.step_in_epoch,
-    )  # fmt: skip
+        state.step,
+        state.epoch,
+        state.step_in_epoch,
+    )
     return state
 
 
@@ -394,15 +406,20 @@ def calibrate_best(trainer: Any) -> None:
             fit.empty += empty
         temperature = fit.fit()
         ckpt["calibration"] = {
-            "temperature": temperature, "ece_before": fit.ece(1.0),
-            "ece_after": fit.ece(temperature), "samples": len(fit.samples),
-        }  # fmt: skip
+            "temperature": temperature,
+            "ece_before": fit.ece(1.0),
+            "ece_after": fit.ece(temperature),
+            "samples": len(fit.samples),
+        }
         atomic_save(ckpt, path)
         log.info(
             "confidence calibration of best.pt on %d validation reads: temperature %.2f, "
-            "calibration error %.3f -> %.3f", len(fit.samples), temperature,
-            ckpt["calibration"]["ece_before"], ckpt["calibration"]["ece_after"],
-        )  # fmt: skip
+            "calibration error %.3f -> %.3f",
+            len(fit.samples),
+            temperature,
+            ckpt["calibration"]["ece_before"],
+            ckpt["calibration"]["ece_after"],
+        )
     barrier(t.info)
 
 
@@ -415,7 +432,8 @@ class WeightAverage:
     updated after every optimizer step: ``avg = decay * avg + (1 - decay) * weights``;
     BatchNorm statistics are copied. The decay warms up as ``min(decay, (1 + step) /
     (10 + step))``: a plain 0.999 still holds 37 % of the random initial weights at step
-    1,000, and a model whose raw weights already read validated as CER 1.0. Validation, ``best.pt`` and releases use the
+    1,000, and a model whose raw weights already read validated as CER 1.0. Validation,
+    ``best.pt`` and releases use the
     average; training goes on with the raw weights."""
 
     def __init__(self, source: torch.nn.Module, decay: float) -> None:
@@ -447,7 +465,10 @@ class WeightAverage:
         ours, theirs = self.model.state_dict(), self.source.state_dict()
         for name, avg in ours.items():
             w = theirs[name]
-            if avg.is_floating_point() and name.split(".")[-1] not in ("running_mean", "running_var"):
+            if avg.is_floating_point() and name.split(".")[-1] not in (
+                "running_mean",
+                "running_var",
+            ):
                 avg.lerp_(w.to(avg.dtype), 1.0 - decay)
             else:
                 avg.copy_(w)

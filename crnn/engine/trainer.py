@@ -104,21 +104,33 @@ class Trainer:
         self.device_ids = device_ids if self.strategy == "dp" else None
         self.amp = resolve_amp(tc.amp, info.device)
         self.train_module, self.model = wrap(
-            model, strategy=self.strategy, device=info.device, device_ids=device_ids,
-            distributed=info.distributed, amp=self.amp, sync_bn=cfg.dist.sync_bn,
-            compile=tc.compile, channels_last=tc.channels_last, grad_checkpoint=tc.grad_checkpoint,
-        )  # fmt: skip
+            model,
+            strategy=self.strategy,
+            device=info.device,
+            device_ids=device_ids,
+            distributed=info.distributed,
+            amp=self.amp,
+            sync_bn=cfg.dist.sync_bn,
+            compile=tc.compile,
+            channels_last=tc.channels_last,
+            grad_checkpoint=tc.grad_checkpoint,
+        )
         self.device = next(self.model.parameters()).device
         if self.device.type == "cuda":
             torch.backends.cudnn.benchmark = tc.cudnn_benchmark
         self.optimizer = make_optimizer(self.model, tc, self.device)
         self.scheduler = make_scheduler(self.optimizer, tc)
-        self.scaler = torch.amp.GradScaler("cuda", enabled=self.device.type == "cuda" and self.amp == "fp16")
+        self.scaler = torch.amp.GradScaler(
+            "cuda", enabled=self.device.type == "cuda" and self.amp == "fp16"
+        )
         self.state = st.TrainState(tc.best_metric)
         lengths = lambda w: int(self.model.output_length(w))  # noqa: E731 (width -> frames)
         common = (cfg, info, self.charset, self.spec, lengths, self.device.type == "cuda")
         rp = self.replay = replay.plan(cfg)
-        self.data, self.val_sets = build_train_data(*common, replay=rp), build_val_sets(*common, replay=rp)
+        self.data, self.val_sets = (
+            build_train_data(*common, replay=rp),
+            build_val_sets(*common, replay=rp),
+        )
         if self.device.type == "cpu":  # bf16 only where measured faster
             cpu_precision.apply(self)
         if ckpt is None and not tc.init_from:  # a new run
@@ -143,7 +155,15 @@ class Trainer:
     def checkpoint(self) -> dict[str, Any]:
         """The training checkpoint of the current step (see ``crnn.engine.state``)."""
         self.state.bad_images = self.bad_images.count
-        args = (self.cfg, self.state, self.optimizer, self.scheduler, self.scaler, self.ema, self.mix)
+        args = (
+            self.cfg,
+            self.state,
+            self.optimizer,
+            self.scheduler,
+            self.scaler,
+            self.ema,
+            self.mix,
+        )
         return st.training_checkpoint(ModelBundle(self.model, self.charset, self.spec), *args)
 
     def save(self, is_best: bool = False) -> None:
@@ -201,7 +221,9 @@ class Trainer:
 
     def validate(self) -> tuple[dict[str, float], list[tuple[str, EvalResult]]]:
         """Evaluate every validation set; also returns the metrics of all sets pooled."""
-        for m in dict.fromkeys((self.model, self.trained)):  # rank 0's BatchNorm statistics everywhere
+        for m in dict.fromkeys(
+            (self.model, self.trained)
+        ):  # rank 0's BatchNorm statistics everywhere
             sync_buffers(m, self.info)
         model = self.trained if self.mix is None else self.mix.refresh()  # what gets saved as best
         args = (self.charset, self.spec, self.device, self.amp, self.cfg.train.channels_last)
@@ -235,9 +257,13 @@ class Trainer:
             announce_run(self.out, self.model, self.cfg, self.strategy, self.info, self.device)
         batches = self.batches()
         bar = tqdm(
-            total=tc.max_steps, initial=state.step, disable=not main,
-            desc="train", unit="step", dynamic_ncols=True,
-        )  # fmt: skip
+            total=tc.max_steps,
+            initial=state.step,
+            disable=not main,
+            desc="train",
+            unit="step",
+            dynamic_ncols=True,
+        )
         interrupted = False
         run_loss, run_n = torch.zeros((), device=self.device), 0
         self.meter.restart_clock()
@@ -265,15 +291,18 @@ class Trainer:
                     # Agreeing on a stop costs a collective: not at every step.
                     check = not self.info.distributed or state.step % every == 0
                     interrupted = check and any_rank(stop.requested, self.info) and not last
-                    late = time_limit_s is not None and check and any_rank(
-                        time.monotonic() - t_start > time_limit_s, self.info
+                    late = (
+                        time_limit_s is not None
+                        and check
+                        and any_rank(time.monotonic() - t_start > time_limit_s, self.info)
                     )
                     if not last and (interrupted or late or state.step == stop_at_step):
                         if not interrupted:
                             log.info(
                                 "stopping at step %d as asked; resume with --resume %s",
-                                state.step, self.out,
-                            )  # fmt: skip
+                                state.step,
+                                self.out,
+                            )
                         if self.saver.saved_step != state.step:
                             self.save()
                         break

@@ -11,5 +11,14 @@ from crnn.layout.page import (
     unrotate_box,
 )
 
-__all__ = ["Layout", "Line", "LineBox", "Page", "choose_layout", "decide_layout", "find_lines",
-           "reads_better_as_page", "unrotate_box"]
+__all__ = [
+    "Layout",
+    "Line",
+    "LineBox",
+    "Page",
+    "choose_layout",
+    "decide_layout",
+    "find_lines",
+    "reads_better_as_page",
+    "unrotate_box",
+]

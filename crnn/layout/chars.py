@@ -41,13 +41,17 @@ def ink_mask(arr: np.ndarray, width: int | None = None) -> np.ndarray:
     return dev > max(16.0, 0.4 * top)
 
 
-def char_cells(frames: Sequence[tuple[int, int]], stride: float, ink: np.ndarray) -> list[tuple[float, float]]:
+def char_cells(
+    frames: Sequence[tuple[int, int]], stride: float, ink: np.ndarray
+) -> list[tuple[float, float]]:
     """Each character's ``[x0, x1)`` on the line, from its frames (``stride``: pixels per
     output frame) and the line's ink mask (steps 1 and 2 above)."""
     return _cells(frames, stride, ink.sum(axis=0).tolist())
 
 
-def _cells(frames: Sequence[tuple[int, int]], stride: float, col: list[int]) -> list[tuple[float, float]]:
+def _cells(
+    frames: Sequence[tuple[int, int]], stride: float, col: list[int]
+) -> list[tuple[float, float]]:
     """:func:`char_cells` on the ink's column sums ``col`` (plain Python: a line has a few
     dozen characters, and numpy's per-call cost was most of the time)."""
     n, w = len(frames), len(col)
@@ -64,8 +68,10 @@ def _cells(frames: Sequence[tuple[int, int]], stride: float, col: list[int]) -> 
     # The line's spike bias: how far the lightest column between two neighbours sits
     # from their centres' midpoint, as a median over the line (0 for the Chinese model,
     # about +3 px at 32 px high for the English ones, whose spikes fire early).
-    bias = statistics.median(_lightest(col, (a + b) / 2.0, 0.5 * (b - a)) - (a + b) / 2.0
-                             for a, b in zip(centres, centres[1:]))  # fmt: skip
+    bias = statistics.median(
+        _lightest(col, (a + b) / 2.0, 0.5 * (b - a)) - (a + b) / 2.0
+        for a, b in zip(centres, centres[1:])
+    )
     cuts = [lo]
     for a, b in zip(centres, centres[1:]):
         mid = (a + b) / 2.0 + bias
@@ -82,7 +88,9 @@ def _lightest(col: Sequence[int], mid: float, half: float) -> float:
     if x1 <= x0:
         return mid
     least = min(col[x0:x1])
-    return min((x for x in range(x0, x1) if col[x] == least), key=lambda x: abs(x + 0.5 - mid)) + 0.5
+    return (
+        min((x for x in range(x0, x1) if col[x] == least), key=lambda x: abs(x + 0.5 - mid)) + 0.5
+    )
 
 
 def char_boxes(
@@ -142,7 +150,10 @@ class Placement:
             a = math.radians(self.angle)
             c, s = math.cos(a), math.sin(a)
             cx, cy = w / 2.0, h / 2.0
-            corners = [(cx + c * (x - cx) + s * (y - cy), cy - s * (x - cx) + c * (y - cy)) for x, y in corners]
+            corners = [
+                (cx + c * (x - cx) + s * (y - cy), cy - s * (x - cx) + c * (y - cy))
+                for x, y in corners
+            ]
         if self.page_turn == 180:
             corners = [(w - x, h - y) for x, y in corners]
         elif self.page_turn == 90:  # read turned clockwise: (x, y) read is (y, w - x) given
@@ -150,5 +161,9 @@ class Placement:
         elif self.page_turn == 270:  # turned anticlockwise: (x, y) read is (h - y, x) given
             corners, (w, h) = [(h - y, x) for x, y in corners], (h, w)
         xs, ys = [x for x, _ in corners], [y for _, y in corners]
-        return [max(0, int(math.floor(min(xs)))), max(0, int(math.floor(min(ys)))),
-                min(w, int(math.ceil(max(xs)))), min(h, int(math.ceil(max(ys))))]  # fmt: skip
+        return [
+            max(0, int(math.floor(min(xs)))),
+            max(0, int(math.floor(min(ys)))),
+            min(w, int(math.ceil(max(xs)))),
+            min(h, int(math.ceil(max(ys)))),
+        ]

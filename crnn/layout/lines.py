@@ -233,7 +233,9 @@ def dense_areas(grey: np.ndarray, ch: float) -> np.ndarray:
     of such a window paper: strokes, the gaps between them, the gaps between lines."""
     page, _ = normalise(grey, scale=6.0)
     k = max(5, int(round(2 * ch)))
-    dense = cv2.blur((page < 220).astype(np.float32), (k, k), borderType=cv2.BORDER_REFLECT) > _DENSE
+    dense = (
+        cv2.blur((page < 220).astype(np.float32), (k, k), borderType=cv2.BORDER_REFLECT) > _DENSE
+    )
     m = max(3, int(round(ch)))
     dense = cv2.dilate(cv2.erode(dense.astype(np.uint8), _square(m)), _square(m))
     return cv2.dilate(dense, _square(2 * m + 1)).astype(bool)
@@ -253,7 +255,9 @@ def text_mask(ink: np.ndarray, ch: float) -> np.ndarray:
     keep = np.zeros(len(slices) + 1, bool)
     for i, (sy, sx) in enumerate(slices, start=1):
         h, w = sy.stop - sy.start, sx.stop - sx.start
-        rule = (w > _RULE_LONG * ch and h < _RULE_THIN * ch) or (h > _RULE_LONG * ch and w < _RULE_THIN * ch)
+        rule = (w > _RULE_LONG * ch and h < _RULE_THIN * ch) or (
+            h > _RULE_LONG * ch and w < _RULE_THIN * ch
+        )
         block = h > 2.5 * ch and w > 2.5 * ch
         speck = max(h, w) <= _SPECK * ch
         keep[i] = not (rule or block or speck)
@@ -313,7 +317,11 @@ def split_tall(box: LineBox, text: np.ndarray, ch: float) -> list[LineBox]:
             if rows[at] <= 0.25 * typical:
                 cuts.append(at)
     edges = [0, *sorted(set(cuts)), box.height]
-    return [LineBox(box.x0, box.y0 + a, box.x1, box.y0 + b) for a, b in zip(edges, edges[1:]) if b - a > 2]
+    return [
+        LineBox(box.x0, box.y0 + a, box.x1, box.y0 + b)
+        for a, b in zip(edges, edges[1:])
+        if b - a > 2
+    ]
 
 
 def attach_marks(boxes: list[LineBox], ch: float) -> list[LineBox]:
@@ -383,7 +391,10 @@ def merge_row_pieces(boxes: list[LineBox], ch: float) -> list[LineBox]:
                 if b.x0 - a.x1 >= 0.5 * ch:  # every later box starts further right
                     break
                 overlap = min(a.y1, b.y1) - max(a.y0, b.y0)
-                if overlap >= 0.6 * min(a.height, b.height) and max(a.x0, b.x0) - min(a.x1, b.x1) < 0.5 * ch:
+                if (
+                    overlap >= 0.6 * min(a.height, b.height)
+                    and max(a.x0, b.x0) - min(a.x1, b.x1) < 0.5 * ch
+                ):
                     out[i] = LineBox(a.x0, min(a.y0, b.y0), max(a.x1, b.x1), max(a.y1, b.y1))
                     del out[j]
                     merged = True
@@ -445,7 +456,9 @@ def crop(page: np.ndarray, box: LineBox, ch: float, line_h: float = 0.0) -> np.n
     return page[y0:y1, x0:x1]
 
 
-def crop_rect(shape: tuple[int, ...], box: LineBox, ch: float, line_h: float = 0.0) -> tuple[int, int, int, int]:
+def crop_rect(
+    shape: tuple[int, ...], box: LineBox, ch: float, line_h: float = 0.0
+) -> tuple[int, int, int, int]:
     """The region :func:`crop` takes for ``box`` on a page of ``shape``: ``(x0, y0, x1, y1)``."""
     extra = max(0.0, line_h - box.height) / 4.0
     size = max(ch, box.height / 1.4)  # a heading in a larger size gets margins to match

@@ -46,7 +46,9 @@ def _columns(boxes: list[LineBox], cut: float) -> bool:
     right = [b for b in boxes if b.x1 > cut]
     if len(left) < 3 or len(right) < 3:
         return False
-    (a0, a1), (b0, b1) = [(min(b.y0 for b in side), max(b.y1 for b in side)) for side in (left, right)]
+    (a0, a1), (b0, b1) = [
+        (min(b.y0 for b in side), max(b.y1 for b in side)) for side in (left, right)
+    ]
     return min(a1, b1) - max(a0, b0) >= 0.6 * min(a1 - a0, b1 - b0)
 
 

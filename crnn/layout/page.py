@@ -41,7 +41,11 @@ class Line:
     quad: tuple[tuple[float, float], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"text": self.text, "confidence": round(self.confidence, 4), "box": self.box}
+        out: dict[str, Any] = {
+            "text": self.text,
+            "confidence": round(self.confidence, 4),
+            "box": self.box,
+        }
         if self.quad:
             out["quad"] = [[round(float(x), 1), round(float(y), 1)] for x, y in self.quad]
         if self.char_boxes:
@@ -49,9 +53,14 @@ class Line:
         return out
 
 
-def chars_json(text: str, confidences: Sequence[float], boxes: Sequence[Sequence[int]]) -> list[dict[str, Any]]:
+def chars_json(
+    text: str, confidences: Sequence[float], boxes: Sequence[Sequence[int]]
+) -> list[dict[str, Any]]:
     """``[{"char", "confidence", "box"}]``: a read's characters with their boxes."""
-    return [{"char": c, "confidence": round(float(p), 4), "box": list(b)} for c, p, b in zip(text, confidences, boxes)]
+    return [
+        {"char": c, "confidence": round(float(p), 4), "box": list(b)}
+        for c, p, b in zip(text, confidences, boxes)
+    ]
 
 
 @dataclass
@@ -92,8 +101,14 @@ class Page:
 
     def to_dict(self, path: str = "") -> dict[str, Any]:
         out: dict[str, Any] = {"path": path} if path else {}
-        out.update({"text": self.text, "confidence": round(self.confidence, 4),
-                    "layout": self.layout, "lines": [line.to_dict() for line in self.lines]})  # fmt: skip
+        out.update(
+            {
+                "text": self.text,
+                "confidence": round(self.confidence, 4),
+                "layout": self.layout,
+                "lines": [line.to_dict() for line in self.lines],
+            }
+        )
         if self.note:
             out["note"] = self.note
         if self.rotation:
@@ -116,11 +131,15 @@ def text_rows(found: Layout) -> list[LineBox]:
     for b in sorted(found.lines, key=lambda b: b.y0):
         for i, r in enumerate(rows):
             if min(b.y1, r.y1) - max(b.y0, r.y0) >= 0.5 * min(b.height, r.height):
-                rows[i] = LineBox(min(r.x0, b.x0), min(r.y0, b.y0), max(r.x1, b.x1), max(r.y1, b.y1))
+                rows[i] = LineBox(
+                    min(r.x0, b.x0), min(r.y0, b.y0), max(r.x1, b.x1), max(r.y1, b.y1)
+                )
                 break
         else:
             rows.append(b)
-    rows = [r for r in rows if r.width >= ROW_MIN_CHARS * r.height and 0.6 * ch <= r.height <= 2.5 * ch]
+    rows = [
+        r for r in rows if r.width >= ROW_MIN_CHARS * r.height and 0.6 * ch <= r.height <= 2.5 * ch
+    ]
     if not rows:
         return []
     tallest = max(r.height for r in rows)
@@ -164,7 +183,10 @@ def decide_layout(found: Layout, image_h: int) -> tuple[str, str]:
     if not found.lines:
         return "line", "no text lines found: read as one line"
     rows = page_rows(found)
-    if len(rows) < PAGE_MIN_ROWS or float(np.median([r.width / r.height for r in rows])) < PAGE_MIN_ASPECT:
+    if (
+        len(rows) < PAGE_MIN_ROWS
+        or float(np.median([r.width / r.height for r in rows])) < PAGE_MIN_ASPECT
+    ):
         return "line", ""
     return "page", ""
 
@@ -194,7 +216,9 @@ def reads_better_as_page(
     return mean_log([c for line in lines for c in line]) > mean_log(whole)
 
 
-def choose_layout(grey: np.ndarray, layout: str = "auto", found: Layout | None = None) -> tuple[str, str, Layout | None]:
+def choose_layout(
+    grey: np.ndarray, layout: str = "auto", found: Layout | None = None
+) -> tuple[str, str, Layout | None]:
     """How to read a grey image (uint8 ``(H, W)``): ``(choice, note, found)``, ``choice``
     ``"page"`` or ``"line"``, ``note`` why when no line was found, ``found`` the line
     finder's result (None where it was not run). ``layout``: ``"page"`` and ``"line"``
@@ -228,5 +252,9 @@ def unrotate_box(box: Any, angle: float, size: tuple[int, int]) -> list[int]:
         # The page was turned by -angle (counter-clockwise for +, lines.rotate): undo.
         xs.append(cx + c * dx + s * dy)
         ys.append(cy - s * dx + c * dy)
-    return [max(0, int(min(xs))), max(0, int(min(ys))), min(w, int(math.ceil(max(xs)))),
-            min(h, int(math.ceil(max(ys))))]  # fmt: skip
+    return [
+        max(0, int(min(xs))),
+        max(0, int(min(ys))),
+        min(w, int(math.ceil(max(xs)))),
+        min(h, int(math.ceil(max(ys)))),
+    ]

@@ -70,6 +70,7 @@ def unslant(img: Image.Image, lean: float) -> Image.Image:
     wide = Image.fromarray(a, img.mode)
     # The output pixel (x, y) is the input's (x - s * (y - h / 2), y): rows above the middle
     # move left by as much as a leaning stroke moved them right.
-    upright = wide.transform(wide.size, Image.AFFINE, (1, -s, s * img.height / 2, 0, 1, 0),
-                             resample=Image.BICUBIC)  # fmt: skip
+    upright = wide.transform(
+        wide.size, Image.AFFINE, (1, -s, s * img.height / 2, 0, 1, 0), resample=Image.BICUBIC
+    )
     return upright.crop((pad, 0, wide.width - pad, img.height))

@@ -127,7 +127,9 @@ def _is_mark(ink: np.ndarray, cw: float) -> bool:
     return ink.shape[0] < 0.5 * cw and len(xs) > 0 and xs[-1] - xs[0] < 0.5 * cw
 
 
-def stack_cells(grey: np.ndarray, cells: list[tuple[int, int]], ink: np.ndarray) -> tuple[np.ndarray, StackPlacement]:
+def stack_cells(
+    grey: np.ndarray, cells: list[tuple[int, int]], ink: np.ndarray
+) -> tuple[np.ndarray, StackPlacement]:
     """The column's cells laid left to right as a horizontal line (uint8 ``(h, w)``, its
     background the column's), and where each of its tiles came from. A cell keeps its
     pixels as they are, but a narrow one (a Latin letter or a digit set upright; not a
@@ -141,7 +143,11 @@ def stack_cells(grey: np.ndarray, cells: list[tuple[int, int]], ink: np.ndarray)
     tiles, boxes = [], []
     for y0, y1 in cells:
         xs = np.flatnonzero(ink[y0:y1].any(axis=0))
-        narrow = len(xs) and xs[-1] - xs[0] < 0.7 * cw and not _is_mark(ink[y0:y1][ink[y0:y1].any(axis=1)], cw)
+        narrow = (
+            len(xs)
+            and xs[-1] - xs[0] < 0.7 * cw
+            and not _is_mark(ink[y0:y1][ink[y0:y1].any(axis=1)], cw)
+        )
         a, b = (int(xs[0]), int(xs[-1]) + 1) if narrow else (x0, x1)
         lo, hi = max(0, a - pad), min(grey.shape[1], b + pad)
         tile = np.full((height, b - a + 2 * pad), bg, np.uint8)
@@ -230,4 +236,3 @@ def runs_across(
 # the words turned on their side of ICDAR 2015 that pass every other test read at -0.5
 # to -1.4, Chinese columns at -0.0 to -0.2.
 COLUMN_MIN_LOG_CONFIDENCE = -0.3
-

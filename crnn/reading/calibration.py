@@ -41,7 +41,9 @@ def _logp_argmax(frames: np.ndarray) -> np.ndarray:
     torch = sys.modules.get("torch")
     if torch is None:
         f = frames.astype(np.float64)
-        return f.max(-1)[:, None] / GRID[None, :] - _logsumexp(f[:, :, None] / GRID[None, None, :], 1)
+        return f.max(-1)[:, None] / GRID[None, :] - _logsumexp(
+            f[:, :, None] / GRID[None, None, :], 1
+        )
     x = torch.from_numpy(np.ascontiguousarray(frames, np.float32))
     g = torch.from_numpy(GRID.astype(np.float32))
     out = x.max(-1).values[:, None] / g - torch.logsumexp(x[:, None, :] / g[None, :, None], 2)
@@ -65,7 +67,11 @@ class TemperatureFit:
         """A batch: ``(B, T, K)`` logits (array or tensor), valid frames, right or not."""
         if len(self.samples) >= self.max_samples:
             return
-        x = logits.detach().float().cpu().numpy() if hasattr(logits, "detach") else np.asarray(logits, np.float32)
+        x = (
+            logits.detach().float().cpu().numpy()
+            if hasattr(logits, "detach")
+            else np.asarray(logits, np.float32)
+        )
         lens = np.asarray(lengths.cpu() if hasattr(lengths, "cpu") else lengths).tolist()
         for b, (n, ok) in enumerate(zip(lens, correct)):
             frames = x[b, : int(n)]  # (T, K)
@@ -90,7 +96,9 @@ class TemperatureFit:
             logp = _logp_argmax(frames[used])  # (U, G)
             if chars:
                 at = {t: i for i, t in enumerate(used)}
-                rows = [logp[[at[t] for t in idx]].max(0) for idx in chars]  # each char's best frame
+                rows = [
+                    logp[[at[t] for t in idx]].max(0) for idx in chars
+                ]  # each char's best frame
                 self.empty.append(False)
             else:
                 rows = [logp.min(0)]
@@ -126,8 +134,13 @@ def expected_calibration_error(confidences: Any, correct: Any, bins: int = 15) -
     if conf.size == 0:
         return 0.0
     idx = np.minimum((conf * bins).astype(int), bins - 1)
-    return float(sum((idx == b).mean() * abs(ok[idx == b].mean() - conf[idx == b].mean())
-                     for b in range(bins) if (idx == b).any()))  # fmt: skip
+    return float(
+        sum(
+            (idx == b).mean() * abs(ok[idx == b].mean() - conf[idx == b].mean())
+            for b in range(bins)
+            if (idx == b).any()
+        )
+    )
 
 
 def scale_logits(logits: Any, temperature: float) -> Any:

@@ -57,20 +57,26 @@ class PageReading:
                 continue
             pages.append(page)
             jobs.extend((k, *job) for job in lines)
-        preds = self.predict_preprocessed([j[1] for j in jobs], [j[2] for j in jobs]) if jobs else []
+        preds = (
+            self.predict_preprocessed([j[1] for j in jobs], [j[2] for j in jobs]) if jobs else []
+        )
         for (k, item, width, box), p in zip(jobs, preds):
             page = pages[k]
             i = len(page.lines)
             place = page.placements[i]  # the lines' places, in the jobs' order
             p = self.locate(p, item, place.size, width, place)
             quad = tuple(map(tuple, page.quads[i])) if page.quads else ()
-            page.lines.append(Line(p.text, p.confidence, box, p.char_confidences, p.rotation, p.char_boxes, quad))
+            page.lines.append(
+                Line(p.text, p.confidence, box, p.char_confidences, p.rotation, p.char_boxes, quad)
+            )
         for page in pages:  # a detected line that reads as nothing is no line
             if isinstance(page, Page) and page.finder == "detector":
                 page.lines = [line for line in page.lines if line.text.strip()]
         return pages
 
-    def plan_page(self, image: ImageSource, layout: str = "auto") -> tuple[Page, list[tuple[Any, int | None, list[int]]]]:
+    def plan_page(
+        self, image: ImageSource, layout: str = "auto"
+    ) -> tuple[Page, list[tuple[Any, int | None, list[int]]]]:
         """How :meth:`read_pages` reads one image: its :class:`~crnn.layout.Page` (no lines
         read yet) and, per line to read, ``(pixels, real width, box)``: the preprocessed
         line padded to a multiple of :data:`PAGE_WIDTH_STEP` px (width None: an image
@@ -85,11 +91,18 @@ class PageReading:
         finder = getattr(self, "finder", "auto")
         # Decoded once: the line finder reads it grey, the detector in colour, the
         # recognizer in its own mode.
-        img = load_image(image, rgb=self.spec.rgb or (detector is not None and finder != "classical"))
+        img = load_image(
+            image, rgb=self.spec.rgb or (detector is not None and finder != "classical")
+        )
         grey = np.asarray(img.convert("L") if img.mode != "L" else img)
         h, w = grey.shape
         rgb = img
-        if detector is not None and finder == "detector" and layout != "line" and h > LINE_MAX_HEIGHT:
+        if (
+            detector is not None
+            and finder == "detector"
+            and layout != "line"
+            and h > LINE_MAX_HEIGHT
+        ):
             planned = self._detected(rgb, detector)
             if planned is not None:
                 return planned
@@ -110,13 +123,20 @@ class PageReading:
         # Columns may also be a page's lines on their side (their characters lying down read
         # as columns more probably than the rows across them): then it is tried on its side.
         others = []
-        if layout != "line" and self.rotate != "none" and found is not None and (
-            _maybe_sideways(found, h, w) or vertical is not None
+        if (
+            layout != "line"
+            and self.rotate != "none"
+            and found is not None
+            and (_maybe_sideways(found, h, w) or vertical is not None)
         ):
             others.append(self._sideways(img, grey, rows))
         others = [o for o in (*others, vertical) if o is not None]
         if others:
-            return others[0] if len(others) == 1 or self._reads_better(others[0][1], others[1][1]) else others[1]
+            return (
+                others[0]
+                if len(others) == 1 or self._reads_better(others[0][1], others[1][1])
+                else others[1]
+            )
         if note:
             name = image if isinstance(image, (str, os.PathLike)) else "an image"
             log.warning("%s: %s", name, note)
@@ -141,10 +161,14 @@ class PageReading:
                     return planned
         if not lines:  # as predict() reads it, rotations included
             whole = [Placement((0.0, 0.0, float(w), float(h)), (w, h))]
-            return Page([], "line", 0.0, note, placements=whole), [(self.preprocess(img), None, [0, 0, w, h])]
+            return Page([], "line", 0.0, note, placements=whole), [
+                (self.preprocess(img), None, [0, 0, w, h])
+            ]
         return Page([], "page", found.angle, note, rotation=turn, placements=places), lines
 
-    def _detected(self, img: Any, detector: Any) -> tuple[Page, list[tuple[Any, int | None, list[int]]]] | None:
+    def _detected(
+        self, img: Any, detector: Any
+    ) -> tuple[Page, list[tuple[Any, int | None, list[int]]]] | None:
         """The lines the detector (``crnn.detect.runtime``) finds, in reading order, each
         cut perspective-corrected from its quadrilateral; a column of Chinese is cut into
         its characters and read as a line (``crnn.layout.vertical``), another upright
@@ -187,7 +211,9 @@ class PageReading:
             return None
         return Page([], "page", 0.0, placements=places, quads=quads, finder="detector"), jobs
 
-    def _vertical(self, img: Any, grey: np.ndarray) -> tuple[Page, list[tuple[Any, int | None, list[int]]]] | None:
+    def _vertical(
+        self, img: Any, grey: np.ndarray
+    ) -> tuple[Page, list[tuple[Any, int | None, list[int]]]] | None:
         """``auto``'s check of a tall image: one vertical column of characters (cut into
         cells and read as a line, ``crnn.layout.vertical``) when it may be one and its
         cells read more probably than the image read whole; else None."""
@@ -206,11 +232,16 @@ class PageReading:
         line, place = stack_cells(grey, cells, ink)
         stacked = preprocess_array(line, self.spec)
         whole, column = self.predict_preprocessed([self._as_given(img), stacked], stretch=(1.0,))
-        if not (one_per_cell(column.text, cells) and mean_log(column.char_confidences) >= COLUMN_MIN_LOG_CONFIDENCE
-                and reads_better_as_page(whole.char_confidences, [column.char_confidences])):  # fmt: skip
+        if not (
+            one_per_cell(column.text, cells)
+            and mean_log(column.char_confidences) >= COLUMN_MIN_LOG_CONFIDENCE
+            and reads_better_as_page(whole.char_confidences, [column.char_confidences])
+        ):
             return None
         h, w = grey.shape
-        return Page([], "line", 0.0, direction="ttb", placements=[place]), [(stacked, None, [0, 0, w, h])]
+        return Page([], "line", 0.0, direction="ttb", placements=[place]), [
+            (stacked, None, [0, 0, w, h])
+        ]
 
     @property
     def _writes_cjk(self) -> bool:
@@ -266,7 +297,9 @@ class PageReading:
             return None
         return Page([], "page", 0.0, direction="ttb", placements=places), jobs
 
-    def _sideways(self, img: Any, grey: np.ndarray, rows: Any = None) -> tuple[Page, list[tuple[Any, int, list[int]]]] | None:
+    def _sideways(
+        self, img: Any, grey: np.ndarray, rows: Any = None
+    ) -> tuple[Page, list[tuple[Any, int, list[int]]]] | None:
         """A page lying on its side (a scan fed sideways, a photo of a page in landscape):
         its lines found on the page turned a quarter clockwise, turned the other way
         instead when its widest lines read more probably so (:meth:`_upside_down`), and
@@ -289,7 +322,11 @@ class PageReading:
         if not self._beats_rows(img, lines, rows, (w, h)):
             return None
         # Boxes from the turned page onto the image as given (as Placement.box maps them).
-        back = (lambda b: [b[1], h - b[2], b[3], h - b[0]]) if turn == 90 else (lambda b: [w - b[3], b[0], w - b[1], b[2]])
+        back = (
+            (lambda b: [b[1], h - b[2], b[3], h - b[0]])
+            if turn == 90
+            else (lambda b: [w - b[3], b[0], w - b[1], b[2]])
+        )
         lines = [(a, wd, back(b)) for a, wd, b in lines]
         return Page([], "page", found.angle, "", rotation=turn, placements=places), lines
 
@@ -309,9 +346,17 @@ class PageReading:
             # A line wider than the recognizer reads (at its height) is read in pieces.
             scale = self.spec.height / max(1.0, line.height * 1.3) * self.spec.width_scale
             for box in split_wide(found.page, line, int(0.9 * INFERENCE_MAX_WIDTH / scale)):
-                x0, y0, x1, y1 = crop_rect(found.page.shape, box, found.char_height, found.line_height)
+                x0, y0, x1, y1 = crop_rect(
+                    found.page.shape, box, found.char_height, found.line_height
+                )
                 arr = preprocess_array(found.page[y0:y1, x0:x1], self.spec)
-                out.append((_pad_to(arr, PAGE_WIDTH_STEP), arr.shape[-1], unrotate_box(box, found.angle, size)))
+                out.append(
+                    (
+                        _pad_to(arr, PAGE_WIDTH_STEP),
+                        arr.shape[-1],
+                        unrotate_box(box, found.angle, size),
+                    )
+                )
                 places.append(Placement((x0, y0, x1, y1), size, found.angle, turn))
         return out, places
 
@@ -328,7 +373,9 @@ class PageReading:
         turned = sum(len(t[1].text) for u, t in pairs if t[0] > u[0])
         return turned > sum(len((t if t[0] > u[0] else u)[1].text) for u, t in pairs) / 2
 
-    def _beats_rows(self, img: Any, lines: list[tuple[Any, int, list[int]]], rows: Any, size: tuple[int, int]) -> bool:
+    def _beats_rows(
+        self, img: Any, lines: list[tuple[Any, int, list[int]]], rows: Any, size: tuple[int, int]
+    ) -> bool:
         """Whether another reading's planned ``lines`` read more probably than the rows
         ``rows`` the line finder found on the image as given (of ``size``), or, without
         rows, than the image read whole (as a page candidate is checked)."""
@@ -336,15 +383,21 @@ class PageReading:
             return self._reads_better_as_page(img, lines)
         return self._reads_better(lines, self._page_lines(rows, size)[0])
 
-    def _reads_better(self, these: list[tuple[Any, int, list[int]]], those: list[tuple[Any, int, list[int]]]) -> bool:
+    def _reads_better(
+        self, these: list[tuple[Any, int, list[int]]], those: list[tuple[Any, int, list[int]]]
+    ) -> bool:
         """Whether the widest of ``these`` planned lines read more probably than the widest
         of ``those`` (``crnn.layout.reads_better_as_page``)."""
         from crnn.layout import reads_better_as_page
 
         a, b = _widest(these), _widest(those)
-        read = self.predict_preprocessed([j[0] for j in (*b, *a)], [j[1] for j in (*b, *a)], stretch=(1.0,))
-        return reads_better_as_page([c for p in read[: len(b)] for c in p.char_confidences],
-                                    [p.char_confidences for p in read[len(b) :]])  # fmt: skip
+        read = self.predict_preprocessed(
+            [j[0] for j in (*b, *a)], [j[1] for j in (*b, *a)], stretch=(1.0,)
+        )
+        return reads_better_as_page(
+            [c for p in read[: len(b)] for c in p.char_confidences],
+            [p.char_confidences for p in read[len(b) :]],
+        )
 
     def _reads_better_as_page(self, img: Any, lines: list[tuple[Any, int, list[int]]]) -> bool:
         """``auto``'s check of a page candidate: the image read whole against its
@@ -352,10 +405,16 @@ class PageReading:
         from crnn.layout import reads_better_as_page
 
         sample = _widest(lines)
-        read = self.predict_preprocessed([self._as_given(img), *(j[0] for j in sample)], [None, *(j[1] for j in sample)],
-                                        stretch=(1.0,))
-        return reads_better_as_page(read[0].char_confidences, [p.char_confidences for p in read[1:]],
-                                    PAGE_MIN_CHARS_PER_LINE)  # fmt: skip
+        read = self.predict_preprocessed(
+            [self._as_given(img), *(j[0] for j in sample)],
+            [None, *(j[1] for j in sample)],
+            stretch=(1.0,),
+        )
+        return reads_better_as_page(
+            read[0].char_confidences,
+            [p.char_confidences for p in read[1:]],
+            PAGE_MIN_CHARS_PER_LINE,
+        )
 
     def _as_given(self, img: Any) -> np.ndarray:
         """An image preprocessed as given, without its turns: what the layout checks read
@@ -370,6 +429,7 @@ class PageReading:
 # One row of detected lines this high a share of the image is the image itself: a crop,
 # read whole as it always was.
 CROP_FILL = 0.25
+
 
 def is_crop(found: Any, size: tuple[int, int]) -> bool:
     """Whether the detector's lines are the image itself: one row of lines (each
@@ -396,6 +456,7 @@ PAGE_MIN_CHARS_PER_LINE = 2.0
 # probably upside down (2 read both ways: +11-23 % of an upright page's time on 2 busy
 # cores, against 4: +23-77 %; the 48 benchmark pages turned over all read as upright).
 ORIENTATION_CHECK_LINES = 2
+
 
 def _maybe_sideways(found: Any, h: int, w: int) -> bool:
     """Whether an image more than two characters high may be a page lying on its side:

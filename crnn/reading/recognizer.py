@@ -189,7 +189,10 @@ class Recognizer(PageReading):
         if zoom is None:
             zoom = CJK_ZOOM if self._writes_cjk else once
         self.stretch = factors(
-            stretch, 0.25, 4, "stretch must be one or more widths between 0.25 and 4 (1.0: as given)"
+            stretch,
+            0.25,
+            4,
+            "stretch must be one or more widths between 0.25 and 4 (1.0: as given)",
         )
         self.zoom = factors(
             zoom, 1, 2, "zoom must be one or more zooms between 1 and 2 (1.0: the whole height)"
@@ -204,9 +207,12 @@ class Recognizer(PageReading):
         self.views: tuple[View, ...] = tuple(sorted(views, key=lambda v: v != AS_GIVEN))
         # Consulted only by rotate="pages" (auto reads every turn, none none): loaded only then.
         self.orientation = (
-            None if orientation is None or rotate != "pages" else
-            bundled_classifier() if orientation == "bundled" else OrientationClassifier(orientation)
-        )  # fmt: skip
+            None
+            if orientation is None or rotate != "pages"
+            else bundled_classifier()
+            if orientation == "bundled"
+            else OrientationClassifier(orientation)
+        )
         if rotate not in ("none", "pages", "auto"):
             raise ValueError(f"rotate must be 'none', 'pages' or 'auto', got {rotate!r}")
         self.rotate = rotate
@@ -245,9 +251,14 @@ class Recognizer(PageReading):
         :func:`crnn.backends.load_backend` for the backend options. ``decoding``:
         ``batch_size``, ``beam_width``, ``lexicon``, ``max_edits``, ``lm``, ``lm_weight``, ..."""
         backend = load_backend(
-            path, device=device, amp=amp, channels_last=channels_last, threads=threads,
-            providers=providers, spinning=spinning,
-        )  # fmt: skip
+            path,
+            device=device,
+            amp=amp,
+            channels_last=channels_last,
+            threads=threads,
+            providers=providers,
+            spinning=spinning,
+        )
         return cls(backend, **decoding)
 
     @classmethod
@@ -259,7 +270,6 @@ class Recognizer(PageReading):
         path = default_checkpoint(prefers_onnx(options.get("device")), model)
         return cls.from_checkpoint(path, **options)
 
-
     def preprocess(self, image: ImageSource) -> Any:
         """One image -> ``(C, H, W)`` uint8, or where it is to be read more than once a
         :class:`Turns` of such arrays (the first as given): its turns (with
@@ -270,10 +280,20 @@ class Recognizer(PageReading):
         img = load_image(image, self.spec.rgb)
         tall = img.height > img.width
         turns = (
-            (0,) if self.rotate == "none" else
-            ((0, 180, 90, 270) if tall else (0, 180)) if self.rotate == "auto" else (0, 90, 270) if tall else (0,)
-        )  # fmt: skip
-        if turns == (0,) and self.rotate == "pages" and self.orientation is not None and self.orientation.upside_down(img) >= UPSIDE_DOWN:
+            (0,)
+            if self.rotate == "none"
+            else ((0, 180, 90, 270) if tall else (0, 180))
+            if self.rotate == "auto"
+            else (0, 90, 270)
+            if tall
+            else (0,)
+        )
+        if (
+            turns == (0,)
+            and self.rotate == "pages"
+            and self.orientation is not None
+            and self.orientation.upside_down(img) >= UPSIDE_DOWN
+        ):
             turns = (0, 180)
         lean = self._lean(img)
         if turns == (0,) and self.views == (AS_GIVEN,) and not lean:
@@ -288,8 +308,13 @@ class Recognizer(PageReading):
         for d, turned, leaned in bases:
             for s, z, _ in self.views:
                 height, top = zoom_rows(self.spec.height, z)
-                spec = self.spec if (s, z) == (1.0, 1.0) else dataclasses.replace(
-                    self.spec, height=height, width_scale=self.spec.width_scale * s)
+                spec = (
+                    self.spec
+                    if (s, z) == (1.0, 1.0)
+                    else dataclasses.replace(
+                        self.spec, height=height, width_scale=self.spec.width_scale * s
+                    )
+                )
                 try:
                     arr = preprocess_array(turned, spec, inference=not self.squeeze)
                 except ImageTooWideError:  # a thin crop on its side, a long line widened
@@ -319,9 +344,12 @@ class Recognizer(PageReading):
             log.warning(
                 "an image is %d px wide at height %d, %.0fx the widest the model was trained "
                 "on (%d px): it is read whole, but expect errors on long lines; a model trained "
-                "on lines reads them better", width, self.spec.height,
-                width / self.spec.max_width, self.spec.max_width,
-            )  # fmt: skip
+                "on lines reads them better",
+                width,
+                self.spec.height,
+                width / self.spec.max_width,
+                self.spec.max_width,
+            )
         return arr
 
     def predict_preprocessed(
@@ -356,7 +384,9 @@ class Recognizer(PageReading):
         for score, batch in reads.items():
             if not batch:
                 continue
-            done = self._predict_flat([b[0] for b in batch], score=score, widths=[b[1] for b in batch])
+            done = self._predict_flat(
+                [b[0] for b in batch], score=score, widths=[b[1] for b in batch]
+            )
             for (_, _, (i, turn, v)), (sc, frames, p) in zip(batch, done):
                 if (i, turn) not in chosen or p.confidence > chosen[i, turn][2].confidence:
                     if v != AS_GIVEN:
@@ -431,11 +461,21 @@ class Recognizer(PageReading):
                 lengths = None
                 if widths is not None and any(widths[i] < images[i].shape[-1] for i in chunk):
                     lengths = np.minimum(
-                        np.asarray(self.backend.output_length(np.array([widths[i] for i in chunk]))),
+                        np.asarray(
+                            self.backend.output_length(np.array([widths[i] for i in chunk]))
+                        ),
                         logits.shape[1],
                     )
-                preds = decode(logits, self.charset, lengths, beam_width=self.beam_width, lexicon=self.lexicon,
-                               max_edits=self.max_edits, lm=self.lm, lm_weight=self.lm_weight)  # fmt: skip
+                preds = decode(
+                    logits,
+                    self.charset,
+                    lengths,
+                    beam_width=self.beam_width,
+                    lexicon=self.lexicon,
+                    max_edits=self.max_edits,
+                    lm=self.lm,
+                    lm_weight=self.lm_weight,
+                )
                 lp = log_softmax_np(_numpy(logits).astype(np.float64)) if score else None
                 for j, (i, p) in enumerate(zip(chunk, preds)):
                     if is_blank(images[i], None if widths is None else widths[i]):
@@ -451,7 +491,10 @@ class Recognizer(PageReading):
         return fix_prediction(p) if self.numerals else p
 
     def decode_logits(
-        self, logits: Sequence[Any], beam_width: int | None = None, images: Sequence[tuple[Any, int]] | None = None
+        self,
+        logits: Sequence[Any],
+        beam_width: int | None = None,
+        images: Sequence[tuple[Any, int]] | None = None,
     ) -> list[Prediction]:
         """Predictions from logits ``(T, K)`` of this reader's backend, one per image, each
         trimmed to its image's own frames (the server's batcher computes them): the
@@ -466,9 +509,15 @@ class Recognizer(PageReading):
             if images is not None and is_blank(*images[k]):
                 out.append(Prediction("", 1.0))
                 continue
-            (p,) = decode(scale_logits(np.asarray(lg)[None], temperature), self.charset, beam_width=beam,
-                          lexicon=self.lexicon, max_edits=self.max_edits, lm=self.lm,
-                          lm_weight=self.lm_weight)  # fmt: skip
+            (p,) = decode(
+                scale_logits(np.asarray(lg)[None], temperature),
+                self.charset,
+                beam_width=beam,
+                lexicon=self.lexicon,
+                max_edits=self.max_edits,
+                lm=self.lm,
+                lm_weight=self.lm_weight,
+            )
             out.append(self._finish(p))
         return out
 
@@ -486,7 +535,12 @@ class Recognizer(PageReading):
         return [self.locate(p, item, img.size) for p, item, img in zip(preds, items, loaded)]
 
     def locate(
-        self, p: Prediction, item: Any, size: tuple[int, int], width: int | None = None, placement: Any = None
+        self,
+        p: Prediction,
+        item: Any,
+        size: tuple[int, int],
+        width: int | None = None,
+        placement: Any = None,
     ) -> Prediction:
         """``p`` with its ``char_boxes``: each character's box on the image of ``size``
         (W, H) that :meth:`preprocess` made ``item`` of (a line of a page: ``width``, its

@@ -80,19 +80,22 @@ def to_hocr(page: Any, size: tuple[int, int], name: str = "") -> str:
         f"<title>{escape(name)}</title>",
         '<meta http-equiv="Content-Type" content="text/html;charset=utf-8"/>',
         f'<meta name="ocr-system" content="crnn-ocr {__version__}"/>',
-        '<meta name="ocr-capabilities" content="ocr_page ocr_carea ocr_line ocrx_word ocrp_wconf"/>',
+        '<meta name="ocr-capabilities" content="ocr_page ocr_carea ocr_line ocrx_word '
+        'ocrp_wconf"/>',
         "</head>",
         "<body>",
         f'<div class="ocr_page" id="page_1" title={quoteattr(title)}>',
     ]
     if page.lines:
         rows.append(
-            f'<div class="ocr_carea" id="block_1_1" title="bbox {" ".join(map(str, _union(page)))}">'
+            '<div class="ocr_carea" id="block_1_1" title="bbox '
+            f'{" ".join(map(str, _union(page)))}">'
         )
     for i, line in enumerate(page.lines, 1):
         b = " ".join(map(str, line.box))
         rows.append(
-            f'<span class="ocr_line" id="line_1_{i}" title="bbox {b}; x_wconf {round(100 * line.confidence)}">'
+            f'<span class="ocr_line" id="line_1_{i}" title="bbox {b}; x_wconf '
+            f'{round(100 * line.confidence)}">'
         )
         for j, (word, wb, conf) in enumerate(words(line), 1):
             t = f"bbox {' '.join(map(str, wb))}; x_wconf {round(100 * conf)}"
@@ -151,7 +154,8 @@ def to_alto(page: Any, size: tuple[int, int], name: str = "") -> str:
             if j > 1:
                 rows.append("<SP/>")
             rows.append(
-                f'<String ID="string_{i}_{j}" CONTENT={quoteattr(word)} {_pos(wb)} WC="{conf:.3f}"/>'
+                f'<String ID="string_{i}_{j}" CONTENT={quoteattr(word)} {_pos(wb)} '
+                f'WC="{conf:.3f}"/>'
             )
         rows.append("</TextLine>")
     if page.lines:

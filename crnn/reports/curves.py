@@ -122,8 +122,12 @@ def draw_curves(
             d.line([x0, y, x1, y], fill=(232, 232, 232))
             fonts.draw(d, (4, int(y) - 8), _fmt(t), (90, 90, 90))
         last_step, last = pts[-1]
-        fonts.draw(d, (x0, y0 - 20), f"{tag}   (step {last_step}: {_fmt(last)})"
-                   + ("   log scale" if log else ""), (0, 0, 0))  # fmt: skip
+        fonts.draw(
+            d,
+            (x0, y0 - 20),
+            f"{tag}   (step {last_step}: {_fmt(last)})" + ("   log scale" if log else ""),
+            (0, 0, 0),
+        )
         xy = [(sx(s), sy(v)) for s, v in pts if math.isfinite(v) and (not log or v > 0)]
         if len(xy) > 1:
             d.line(xy, fill=(31, 119, 180), width=2)

@@ -64,9 +64,13 @@ class ErrorCollector:
             ed = Levenshtein.distance(text, label)
             self._count_confusions(label, text)
             rec = ErrorRecord(
-                (ed / max(len(label), len(text), 1), pred.confidence), src, label, text,
-                pred.confidence, ed,
-            )  # fmt: skip
+                (ed / max(len(label), len(text), 1), pred.confidence),
+                src,
+                label,
+                text,
+                pred.confidence,
+                ed,
+            )
             self.errors.append(rec)
             if self.keep_images:
                 width = int(batch["widths"][k])
@@ -99,7 +103,9 @@ class ErrorCollector:
             w = csv.writer(f, delimiter="\t", lineterminator="\n")
             w.writerow(["source", "label", "prediction", "confidence", "edit_distance"])
             for r in sorted(self.errors, reverse=True):
-                w.writerow([r.source, r.label, r.prediction, f"{r.confidence:.4f}", r.edit_distance])
+                w.writerow(
+                    [r.source, r.label, r.prediction, f"{r.confidence:.4f}", r.edit_distance]
+                )
         summary = out / "summary.md"
         summary.write_text(self.summary(title), encoding="utf-8")
         written = [tsv, summary]
@@ -111,15 +117,26 @@ class ErrorCollector:
         return written
 
     def summary(self, title: str) -> str:
-        lines = [f"# Errors: {title}", "", "## By label length", "",
-                 "| characters | samples | wrong | accuracy |", "|---|---:|---:|---:|"]  # fmt: skip
+        lines = [
+            f"# Errors: {title}",
+            "",
+            "## By label length",
+            "",
+            "| characters | samples | wrong | accuracy |",
+            "|---|---:|---:|---:|",
+        ]
         for lo, _ in LENGTH_BUCKETS:
             b = length_bucket(lo)
             n_ok, n_bad = self.by_length[(b, True)], self.by_length[(b, False)]
             if n_ok + n_bad:
                 lines.append(f"| {b} | {n_ok + n_bad} | {n_bad} | {n_ok / (n_ok + n_bad):.2%} |")
-        lines += ["", "## Most confused characters", "",
-                  "| label | read as | times |", "|---|---|---:|"]  # fmt: skip
+        lines += [
+            "",
+            "## Most confused characters",
+            "",
+            "| label | read as | times |",
+            "|---|---|---:|",
+        ]
         for (a, b), n in self.confusions.most_common(25):
             lines.append(f"| {_show(a)} | {_show(b)} | {n} |")
         return "\n".join(lines) + "\n"
@@ -136,7 +153,6 @@ def length_bucket(n: int, buckets: Sequence[tuple[int, int]] = LENGTH_BUCKETS) -
 
 def _show(c: str) -> str:
     return "(missing)" if c == "" else ("(space)" if c == " " else f"`{c}`")
-
 
 
 def error_sheet(
@@ -167,8 +183,6 @@ def error_sheet(
     return sheet
 
 
-
-
 class Calibration:
     """How far confidence is from accuracy: the expected calibration error over
     ``bins`` equal-width confidence bins, and accuracy when only the most confident
@@ -186,7 +200,9 @@ class Calibration:
     def ece(self) -> float:
         """The expected calibration error of the reads seen (see
         :func:`crnn.reading.calibration.expected_calibration_error`)."""
-        return expected_calibration_error([c for c, _ in self.pairs], [k for _, k in self.pairs], self.bins)
+        return expected_calibration_error(
+            [c for c, _ in self.pairs], [k for _, k in self.pairs], self.bins
+        )
 
     def accuracy_at_coverage(self) -> dict[str, float]:
         """``{"90%": accuracy of the 90 % most confident reads, ...}``."""
@@ -198,5 +214,3 @@ class Calibration:
             k = max(1, round(cov * len(ranked)))
             out[f"{cov:.0%}"] = sum(ok for _, ok in ranked[:k]) / k
         return out
-
-

@@ -13,7 +13,8 @@ def draw_page(image: Image.Image, page: Any, fonts: Any = None) -> Image.Image:
     """A page and its reads side by side, for checking a page reader by looking: the
     image with each line's box (its quadrilateral where the detector found it; green, or
     orange below 0.5 confidence) and numbered,
-    each character's box in thin blue (where the read has them), and beside it a white panel with each read written where its line is, in a font
+    each character's box in thin blue (where the read has them), and beside it a white panel with
+    each read written where its line is, in a font
     that has its glyphs (``fonts``: a ``LabelFonts``; the default finds one)."""
     from crnn.data.synth.labelfonts import LabelFonts
 
@@ -34,7 +35,11 @@ def draw_page(image: Image.Image, page: Any, fonts: Any = None) -> Image.Image:
             draw.rectangle((x0, y0, x1 - 1, y1 - 1), outline=colour, width=2)
         for c, b in zip(line.text, getattr(line, "char_boxes", ())):
             if not c.isspace():
-                draw.rectangle((b[0], b[1], max(b[0], b[2] - 1), max(b[1], b[3] - 1)), outline=(40, 90, 220), width=1)
+                draw.rectangle(
+                    (b[0], b[1], max(b[0], b[2] - 1), max(b[1], b[3] - 1)),
+                    outline=(40, 90, 220),
+                    width=1,
+                )
         size = max(10, min(48, int(0.7 * (y1 - y0))))
         if fonts is None:
             label = sizes.setdefault(size, LabelFonts(size))
@@ -45,7 +50,9 @@ def draw_page(image: Image.Image, page: Any, fonts: Any = None) -> Image.Image:
     return out
 
 
-def draw_read(path: str, page: Any, folder: str | Path, dpi: int, password: str | None = None) -> Path:
+def draw_read(
+    path: str, page: Any, folder: str | Path, dpi: int, password: str | None = None
+) -> Path:
     """``crnn-predict --draw``: the image (or a PDF's page) at ``path`` drawn with its read
     ``page`` (:func:`draw_page`) into ``folder/<name>.draw.png``, which is returned."""
     from crnn.data.image import load_image

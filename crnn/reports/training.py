@@ -33,7 +33,9 @@ def render_prediction_grid(
         canvas.paste(Image.fromarray(img).convert("RGB"), (4, 4 + i * row_h))
         ok = labels[i] == preds[i]
         fonts.draw(
-            draw, (max_w + 10, 4 + i * row_h + (row_h - 16) // 2), texts[i],
+            draw,
+            (max_w + 10, 4 + i * row_h + (row_h - 16) // 2),
+            texts[i],
             (0, 120, 0) if ok else (200, 0, 0),
-        )  # fmt: skip
+        )
     return canvas

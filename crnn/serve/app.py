@@ -6,7 +6,8 @@
                        and the forward passes so far (images, passes, the largest batch)
     POST /v1/recognize multipart form: one or more ``file`` fields, and the options
                        ``beam`` (0 = greedy; default: the reader's, 8 with the
-                       Chinese model's language prior), ``min_confidence``, ``layout`` (auto|line|page),
+                       Chinese model's language prior), ``min_confidence``, ``layout``
+                       (auto|line|page),
                        ``dpi`` (PDF pages' resolution, default 200)
                        -> {"results": [{"filename", "text", "confidence",
                            "char_confidences", ...}]} in request order; a PDF gives
@@ -50,7 +51,9 @@ from crnn.serve.batcher import MicroBatcher, Overloaded
 log = logging.getLogger("crnn.serve")
 
 STATIC = Path(str(resources.files("crnn") / "serve" / "static"))
-LABEL_FONT = Path(str(resources.files("crnn") / "assets" / "label_fonts" / "crnn-ocr-LabelCJK-Regular.otf"))
+LABEL_FONT = Path(
+    str(resources.files("crnn") / "assets" / "label_fonts" / "crnn-ocr-LabelCJK-Regular.otf")
+)
 
 
 @dataclass
@@ -69,7 +72,10 @@ class Limits:
 
     def __post_init__(self) -> None:
         if self.max_pixels > MAX_PIXELS:
-            raise ValueError(f"max_pixels={self.max_pixels:,}: at most {MAX_PIXELS:,} (crnn.data.image.MAX_PIXELS)")
+            raise ValueError(
+                f"max_pixels={self.max_pixels:,}: at most {MAX_PIXELS:,} "
+                "(crnn.data.image.MAX_PIXELS)"
+            )
         if self.workers <= 0:
             self.workers = usable_cores()
 
@@ -128,8 +134,10 @@ class BodyLimit:
 
     def _message(self, size: int, streamed: bool = False) -> str:
         what = "more than" if streamed else ""
-        return (f"request body is {what} {size:,} bytes, over the limit of {self.limit:,} "
-                "(crnn-serve --max-request-bytes); send fewer or smaller images per request").replace("  ", " ")  # fmt: skip
+        return (
+            f"request body is {what} {size:,} bytes, over the limit of {self.limit:,} "
+            "(crnn-serve --max-request-bytes); send fewer or smaller images per request"
+        ).replace("  ", " ")
 
 
 class _TooLarge(Exception):
@@ -148,7 +156,11 @@ class Direct:
         self.app, self.routes = app, routes
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        handler = self.routes.get(scope.get("path", "")) if scope["type"] == "http" and scope["method"] == "POST" else None
+        handler = (
+            self.routes.get(scope.get("path", ""))
+            if scope["type"] == "http" and scope["method"] == "POST"
+            else None
+        )
         if handler is None:
             await self.app(scope, receive, send)
             return
@@ -158,7 +170,9 @@ class Direct:
             raise  # BodyLimit answers it
         except Exception:  # noqa: BLE001 -- as the framework would: a 500, and the log
             log.exception("%s failed", scope.get("path"))
-            response = _json_response({"error": "the server failed on this request (see its log)"}, 500)
+            response = _json_response(
+                {"error": "the server failed on this request (see its log)"}, 500
+            )
         await response(scope, receive, send)
 
 
@@ -180,8 +194,16 @@ def _json_response(body: dict[str, Any], status: int = 200) -> Any:
 
 async def _send_json(send: Any, status: int, body: dict[str, Any]) -> None:
     data = _json_bytes(body)
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]})  # fmt: skip
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(data)).encode()),
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": data})
 
 
@@ -189,7 +211,9 @@ class Service:
     """What the routes call: a Recognizer (for its preprocessing and line finding), its
     backend behind a :class:`MicroBatcher`, and the limits."""
 
-    def __init__(self, recognizer: Any, limits: Limits, batcher: MicroBatcher, info: dict[str, Any]) -> None:
+    def __init__(
+        self, recognizer: Any, limits: Limits, batcher: MicroBatcher, info: dict[str, Any]
+    ) -> None:
         self.rec, self.limits, self.batcher, self.info = recognizer, limits, batcher, info
         self.served = 0
         # Decoding and line finding hold an image's float temporaries (about 16 bytes a
@@ -197,36 +221,58 @@ class Service:
         self._planning = asyncio.Semaphore(limits.workers)
 
     async def read_file(
-        self, name: str, data: bytes, beam: int | None, layout: str, page: int | None = None, dpi: int = DEFAULT_DPI,
+        self,
+        name: str,
+        data: bytes,
+        beam: int | None,
+        layout: str,
+        page: int | None = None,
+        dpi: int = DEFAULT_DPI,
         pixels: int | None = None,
     ) -> dict[str, Any]:
         """One uploaded image's (or a PDF's ``page``'s) result entry (raises
         :class:`RequestError` for its error)."""
         if len(data) > self.limits.max_file_bytes:
-            raise RequestError(413, f"{name}: {len(data):,} bytes, over the limit of "
-                                    f"{self.limits.max_file_bytes:,} per file (--max-file-bytes)")  # fmt: skip
+            raise RequestError(
+                413,
+                f"{name}: {len(data):,} bytes, over the limit of "
+                f"{self.limits.max_file_bytes:,} per file (--max-file-bytes)",
+            )
         if not data:
             raise RequestError(400, f"{name}: the file is empty")
         loop = asyncio.get_running_loop()
         # Large images take a planning slot (a cancelled request stops here, before any more
         # work); small ones go by, so a request of huge images cannot hold up every word.
-        small = page is None and 0 < (header_pixels(data) if pixels is None else pixels) <= SMALL_IMAGE_PIXELS
+        small = (
+            page is None
+            and 0 < (header_pixels(data) if pixels is None else pixels) <= SMALL_IMAGE_PIXELS
+        )
         async with contextlib.nullcontext() if small else self._planning:
-            planned, jobs = await loop.run_in_executor(None, self._plan, name, data, layout, page, dpi)
-        out: dict[str, Any] = {"filename": name} if page is None else {"filename": name, "page": page}
+            planned, jobs = await loop.run_in_executor(
+                None, self._plan, name, data, layout, page, dpi
+            )
+        out: dict[str, Any] = (
+            {"filename": name} if page is None else {"filename": name, "page": page}
+        )
         # The Recognizer's own decoding and post-processing (a served read is a predicted
         # one), on the batch's worker thread right after the forward pass.
         try:
-            preds = await asyncio.gather(*(self._read(job, place, beam) for job, place in zip(jobs, planned.placements)))
+            preds = await asyncio.gather(
+                *(self._read(job, place, beam) for job, place in zip(jobs, planned.placements))
+            )
         except Overloaded as e:
             raise RequestError(503, f"{name}: {e}") from None
         if planned.layout == "line":
             from crnn.layout.page import chars_json
 
             p = preds[0]
-            out.update(text=p.text, confidence=round(p.confidence, 6),
-                       char_confidences=[round(c, 6) for c in p.char_confidences], layout="line",
-                       chars=chars_json(p.text, p.char_confidences, p.char_boxes))  # fmt: skip
+            out.update(
+                text=p.text,
+                confidence=round(p.confidence, 6),
+                char_confidences=[round(c, 6) for c in p.char_confidences],
+                layout="line",
+                chars=chars_json(p.text, p.char_confidences, p.char_boxes),
+            )
             if planned.note:
                 out["note"] = planned.note
             return out
@@ -234,11 +280,22 @@ class Service:
 
         for k, ((_, _, box), p) in enumerate(zip(jobs, preds)):
             quad = tuple(map(tuple, planned.quads[k])) if planned.quads else ()
-            planned.lines.append(Line(p.text, p.confidence, box, p.char_confidences, char_boxes=p.char_boxes, quad=quad))
+            planned.lines.append(
+                Line(
+                    p.text,
+                    p.confidence,
+                    box,
+                    p.char_confidences,
+                    char_boxes=p.char_boxes,
+                    quad=quad,
+                )
+            )
         if planned.finder == "detector":  # as Recognizer.read_pages: a line read as nothing is none
             planned.lines = [ln for ln in planned.lines if ln.text.strip()]
         out.update(planned.to_dict())
-        out["char_confidences"] = [[round(c, 6) for c in ln.char_confidences] for ln in planned.lines]
+        out["char_confidences"] = [
+            [round(c, 6) for c in ln.char_confidences] for ln in planned.lines
+        ]
         return out
 
     async def _read(self, job: Any, place: Any, beam: int | None) -> Any:
@@ -247,10 +304,18 @@ class Service:
         (the first on a tie), as
         ``Recognizer.predict`` reads it."""
         item, width, _ = job
-        reads = await asyncio.gather(*(
-            self.batcher.logits(im, wd, then=functools.partial(
-                self._decode, beam=beam, read=(im, wd, v), job=job, place=place))
-            for _, v, im, wd in self.rec.reads_of(item, width)))  # fmt: skip
+        reads = await asyncio.gather(
+            *(
+                self.batcher.logits(
+                    im,
+                    wd,
+                    then=functools.partial(
+                        self._decode, beam=beam, read=(im, wd, v), job=job, place=place
+                    ),
+                )
+                for _, v, im, wd in self.rec.reads_of(item, width)
+            )
+        )
         return max(reads, key=lambda p: p.confidence)
 
     def _decode(self, logits: Any, beam: int | None, read: Any, job: Any, place: Any) -> Any:
@@ -272,13 +337,22 @@ class Service:
                 size = page_sizes(data, dpi)[page - 1]
             if size[0] * size[1] > self.limits.max_pixels:
                 what = name if page is None else f"{name}, page {page} at {dpi} dpi,"
-                raise RequestError(413, f"{what}: {size[0]} x {size[1]} pixels, over the limit of "
-                                        f"{self.limits.max_pixels:,} (--max-pixels)")  # fmt: skip
+                raise RequestError(
+                    413,
+                    f"{what}: {size[0]} x {size[1]} pixels, over the limit of "
+                    f"{self.limits.max_pixels:,} (--max-pixels)",
+                )
             if page is not None:
                 source = render(data, page, dpi, rgb=self.rec.spec.rgb)
             return self.rec.plan_page(source, layout)
         except ImageDecodeError as e:  # too many pixels: 413; too wide a line: 422; else 415
-            status = 413 if isinstance(e, ImageTooLargeError) else 422 if isinstance(e, ImageTooWideError) else 415
+            status = (
+                413
+                if isinstance(e, ImageTooLargeError)
+                else 422
+                if isinstance(e, ImageTooWideError)
+                else 415
+            )
             raise RequestError(status, f"{name}: {str(e).removeprefix(f'{name}: ')}") from None
 
 
@@ -297,7 +371,9 @@ def header_pixels(data: bytes, dpi: int = DEFAULT_DPI) -> int:
         return 0
 
 
-async def _finished_unless_hung_up(work: asyncio.Future[Any], request: Any, timeout_s: float) -> bool:
+async def _finished_unless_hung_up(
+    work: asyncio.Future[Any], request: Any, timeout_s: float
+) -> bool:
     """Wait for ``work``; cancel it (its files not yet laid out or batched are dropped)
     when ``timeout_s`` passes (raising ``asyncio.TimeoutError``) or the client hangs up
     (returning False)."""
@@ -328,7 +404,9 @@ def options(form: Any, limits: Limits) -> tuple[int | None, float | None, str, i
         floor = None if floor in (None, "") else float(floor)
         dpi = int(form.get("dpi") or DEFAULT_DPI)
     except ValueError:
-        raise RequestError(400, "beam and dpi must be whole numbers and min_confidence a number in [0, 1]") from None
+        raise RequestError(
+            400, "beam and dpi must be whole numbers and min_confidence a number in [0, 1]"
+        ) from None
     if not 36 <= dpi <= 600:
         raise RequestError(400, f"dpi={dpi}: expected 36 to 600 (PDF pages' resolution)")
     layout = str(form.get("layout") or "auto")
@@ -369,22 +447,39 @@ def create_app(
     limits = limits or Limits()
     if getattr(recognizer, "rotate", "none") != "none":  # its reads are tuples of turns
         raise ValueError("crnn-serve reads images as given: serve a Recognizer(..., rotate='none')")
-    batcher = MicroBatcher(recognizer.backend, max_batch=max_batch, max_wait_ms=max_wait_ms, max_queue=limits.max_queue,
-                           workers=model_workers)  # fmt: skip
+    batcher = MicroBatcher(
+        recognizer.backend,
+        max_batch=max_batch,
+        max_wait_ms=max_wait_ms,
+        max_queue=limits.max_queue,
+        workers=model_workers,
+    )
     info = {
-        "name": name, "version": __version__,
-        "charset_size": len(recognizer.charset), "num_classes": recognizer.charset.num_classes,
-        "height": recognizer.spec.height, "rgb": recognizer.spec.rgb,
-        "backend": type(recognizer.backend).__name__, "device": str(getattr(recognizer.backend, "device", "cpu")),
-        "max_batch": max_batch, "max_wait_ms": max_wait_ms, "model_workers": model_workers, "limits": asdict(limits),
-    }  # fmt: skip
+        "name": name,
+        "version": __version__,
+        "charset_size": len(recognizer.charset),
+        "num_classes": recognizer.charset.num_classes,
+        "height": recognizer.spec.height,
+        "rgb": recognizer.spec.rgb,
+        "backend": type(recognizer.backend).__name__,
+        "device": str(getattr(recognizer.backend, "device", "cpu")),
+        "max_batch": max_batch,
+        "max_wait_ms": max_wait_ms,
+        "model_workers": model_workers,
+        "limits": asdict(limits),
+    }
     service = Service(recognizer, limits, batcher, info)
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: Any) -> Any:
         await batcher.start()
-        log.info("serving %s (%s, %d classes) with batches of up to %d", name or "a model",
-                 info["backend"], info["num_classes"], max_batch)  # fmt: skip
+        log.info(
+            "serving %s (%s, %d classes) with batches of up to %d",
+            name or "a model",
+            info["backend"],
+            info["num_classes"],
+            max_batch,
+        )
         yield
         await batcher.stop()
 
@@ -398,7 +493,14 @@ def create_app(
     @app.get("/v1/model")
     async def model() -> dict[str, Any]:
         st = batcher.stats  # how the forward passes were shared so far
-        return {**info, "served": {"images": st.images, "forward_passes": st.batches, "largest_batch": st.largest}}
+        return {
+            **info,
+            "served": {
+                "images": st.images,
+                "forward_passes": st.batches,
+                "largest_batch": st.largest,
+            },
+        }
 
     @app.get("/", response_class=HTMLResponse)
     async def page() -> Any:
@@ -414,35 +516,65 @@ def create_app(
         try:
             form = await request.form(max_files=limits.max_files + 1, max_fields=64)
         except _TooLarge as e:  # raised by BodyLimit while the body streams in
-            return _json_response({"error": BodyLimit(None, limits.max_request_bytes)._message(e.args[0], True)}, 413)
+            return _json_response(
+                {"error": BodyLimit(None, limits.max_request_bytes)._message(e.args[0], True)}, 413
+            )
         except Exception as e:  # noqa: BLE001 -- a malformed body, or too many files in it
             if "too many files" in str(e).lower():  # Starlette's parser stops at max_files
-                return _json_response({"error": f"more than {limits.max_files} files, over the limit per "
-                                              "request (--max-files)"}, 413)  # fmt: skip
-            return _json_response({"error": f"the body is not a readable multipart form ({e})"}, 400)
+                return _json_response(
+                    {
+                        "error": f"more than {limits.max_files} files, over the limit per "
+                        "request (--max-files)"
+                    },
+                    413,
+                )
+            return _json_response(
+                {"error": f"the body is not a readable multipart form ({e})"}, 400
+            )
         try:
             beam, floor, layout, dpi = options(form, limits)
             files = form.getlist("file")
             if not files:
-                raise RequestError(400, "no 'file' field: send images as multipart/form-data fields named 'file'")
+                raise RequestError(
+                    400, "no 'file' field: send images as multipart/form-data fields named 'file'"
+                )
             if len(files) > limits.max_files:
-                raise RequestError(413, f"{len(files)} files, over the limit of {limits.max_files} per request (--max-files)")
-            uploads = [(getattr(f, "filename", None) or f"file {i + 1}", f) for i, f in enumerate(files)]
+                raise RequestError(
+                    413,
+                    f"{len(files)} files, over the limit of {limits.max_files} per request "
+                    "(--max-files)",
+                )
+            uploads = [
+                (getattr(f, "filename", None) or f"file {i + 1}", f) for i, f in enumerate(files)
+            ]
             if any(isinstance(f, str) for _, f in uploads):
-                raise RequestError(400, "a 'file' field holds text, not a file: send images as file uploads")
+                raise RequestError(
+                    400, "a 'file' field holds text, not a file: send images as file uploads"
+                )
             datas = [await f.read() for _, f in uploads]
             # A PDF is read page by page, each page a file against --max-files.
-            items = [(n, d, pg, k) for k, ((n, _), d) in enumerate(zip(uploads, datas)) for pg in pdf_pages(n, d)]
+            items = [
+                (n, d, pg, k)
+                for k, ((n, _), d) in enumerate(zip(uploads, datas))
+                for pg in pdf_pages(n, d)
+            ]
             if len(items) > limits.max_files:
-                raise RequestError(413, f"{len(items)} images and PDF pages, over the limit of {limits.max_files} "
-                                        "per request (--max-files): send fewer pages per request")  # fmt: skip
+                raise RequestError(
+                    413,
+                    f"{len(items)} images and PDF pages, over the limit of {limits.max_files} "
+                    "per request (--max-files): send fewer pages per request",
+                )
             # The request's pixels from the headers, before any work (each file's count also
             # decides whether it needs a planning slot).
             pixels = [header_pixels(d, dpi) for d in datas]
             total = sum(pixels)
             if total > limits.max_request_pixels:
-                raise RequestError(413, f"{total:,} pixels in this request's images, over the limit of "
-                                        f"{limits.max_request_pixels:,} (--max-request-pixels): send fewer or smaller images")  # fmt: skip
+                raise RequestError(
+                    413,
+                    f"{total:,} pixels in this request's images, over the limit of "
+                    f"{limits.max_request_pixels:,} (--max-request-pixels): send fewer or "
+                    "smaller images",
+                )
 
             async def one(n: str, data: bytes, pg: int | None, k: int) -> dict[str, Any]:
                 where = {"filename": n} if pg is None else {"filename": n, "page": pg}
@@ -452,7 +584,11 @@ def create_app(
                     return {**where, "error": str(e), "status": e.status}
                 except Exception:  # noqa: BLE001 -- one file's bug must not fail the others
                     log.exception("reading %s failed", n)
-                    return {**where, "error": f"{n}: the server could not read it (see its log)", "status": 500}
+                    return {
+                        **where,
+                        "error": f"{n}: the server could not read it (see its log)",
+                        "status": 500,
+                    }
 
             work = asyncio.ensure_future(asyncio.gather(*(one(*item) for item in items)))
             if not await _finished_unless_hung_up(work, request, limits.timeout_s):
@@ -462,7 +598,9 @@ def create_app(
         except RequestError as e:
             return _json_response({"error": str(e)}, e.status)
         except asyncio.TimeoutError:
-            return _json_response({"error": f"the request took over {limits.timeout_s:g} s (--timeout-s)"}, 504)
+            return _json_response(
+                {"error": f"the request took over {limits.timeout_s:g} s (--timeout-s)"}, 504
+            )
         finally:
             await form.close()
         if floor is not None:
@@ -474,13 +612,20 @@ def create_app(
         service.served += len(results) - len(bad)
         # A request with errors is logged; a clean one only with -v (a line a request cost
         # the event loop 5 % of its time under load).
-        log.log(logging.INFO if bad else logging.DEBUG, "served %d file(s), %d error(s), in %.0f ms",
-                len(results), len(bad), ms)  # fmt: skip
+        log.log(
+            logging.INFO if bad else logging.DEBUG,
+            "served %d file(s), %d error(s), in %.0f ms",
+            len(results),
+            len(bad),
+            ms,
+        )
         if bad and len(bad) == len(results):
             status = bad[0]["status"] if len({r["status"] for r in bad}) == 1 else 400
             for r in bad:
                 r.pop("status")
-            return _json_response({"error": "; ".join(r["error"] for r in bad), "results": results}, status)
+            return _json_response(
+                {"error": "; ".join(r["error"] for r in bad), "results": results}, status
+            )
         for r in bad:
             r.pop("status")
         return _json_response({"results": results})

@@ -76,7 +76,11 @@ class MicroBatcher:
     """
 
     def __init__(
-        self, backend: Any, max_batch: int = 32, max_wait_ms: float = 1.0, max_queue: int = 0,
+        self,
+        backend: Any,
+        max_batch: int = 32,
+        max_wait_ms: float = 1.0,
+        max_queue: int = 0,
         workers: int = 1,
     ) -> None:
         if max_batch < 1 or max_wait_ms < 0 or workers < 1:
@@ -98,8 +102,10 @@ class MicroBatcher:
         """Start the worker threads (the first :meth:`logits` does it too)."""
         if not self._threads:
             self._loop = asyncio.get_running_loop()
-            self._threads = [threading.Thread(target=self._worker, name=f"crnn-batch_{i}", daemon=True)
-                             for i in range(self.workers)]  # fmt: skip
+            self._threads = [
+                threading.Thread(target=self._worker, name=f"crnn-batch_{i}", daemon=True)
+                for i in range(self.workers)
+            ]
             for t in self._threads:
                 t.start()
 
@@ -120,7 +126,12 @@ class MicroBatcher:
         threads, self._threads = self._threads, []
         await asyncio.get_running_loop().run_in_executor(None, _join, threads, 5.0)
 
-    async def logits(self, image: np.ndarray, width: int | None = None, then: Callable[[np.ndarray], Any] | None = None) -> Any:
+    async def logits(
+        self,
+        image: np.ndarray,
+        width: int | None = None,
+        then: Callable[[np.ndarray], Any] | None = None,
+    ) -> Any:
         """The logits ``(T, K)`` of one preprocessed image ``(C, H, W)``, its own frames
         only: those of its first ``width`` columns when it comes padded (a page's line),
         else of its whole width. ``then``: what the caller does with them (decoding), run
@@ -131,10 +142,14 @@ class MicroBatcher:
             await self.start()
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         try:
-            self._queue.put_nowait(_Item(image, width or image.shape[-1], fut, then, time.monotonic()))
+            self._queue.put_nowait(
+                _Item(image, width or image.shape[-1], fut, then, time.monotonic())
+            )
         except queue.Full:
-            raise Overloaded(f"the server is busy: {self.max_queue} images already wait for the model "
-                             "(--max-queue); try again shortly") from None  # fmt: skip
+            raise Overloaded(
+                f"the server is busy: {self.max_queue} images already wait for the model "
+                "(--max-queue); try again shortly"
+            ) from None
         return await fut
 
     def _worker(self) -> None:
@@ -162,7 +177,9 @@ class MicroBatcher:
             if not batch:
                 continue
             try:
-                results: Any = self._work([b.image for b in batch], [b.width for b in batch], [b.then for b in batch])
+                results: Any = self._work(
+                    [b.image for b in batch], [b.width for b in batch], [b.then for b in batch]
+                )
             except Exception as e:  # noqa: BLE001 -- every waiter hears of it
                 results = e
             assert self._loop is not None
@@ -184,7 +201,9 @@ class MicroBatcher:
                 ok, out = results[i]
                 fut.set_result(out) if ok else fut.set_exception(out)
 
-    def _work(self, images: list[np.ndarray], widths: list[int], thens: list[Any]) -> list[tuple[bool, Any]]:
+    def _work(
+        self, images: list[np.ndarray], widths: list[int], thens: list[Any]
+    ) -> list[tuple[bool, Any]]:
         """:meth:`_forward`, then each image's ``then`` on its logits: ``(True, result)``
         or ``(False, its exception)``."""
         out: list[tuple[bool, Any]] = []
@@ -195,7 +214,9 @@ class MicroBatcher:
                 out.append((False, e))
         return out
 
-    def _forward(self, images: list[np.ndarray], widths: list[int] | None = None) -> list[np.ndarray]:
+    def _forward(
+        self, images: list[np.ndarray], widths: list[int] | None = None
+    ) -> list[np.ndarray]:
         """Run the images in stacks of equal width, unpadded (padding a crop changes what
         the BiLSTM reads: the served read then differs from predict's); each one's logits
         trimmed to the frames of its real width (``widths``; default: its own width)."""
@@ -206,7 +227,9 @@ class MicroBatcher:
         out: list[np.ndarray] = [None] * len(images)  # type: ignore[list-item]
         for idx in groups.values():
             logits = self.backend(np.stack([images[i] for i in idx]))
-            logits = logits.detach().cpu().numpy() if hasattr(logits, "detach") else np.asarray(logits)
+            logits = (
+                logits.detach().cpu().numpy() if hasattr(logits, "detach") else np.asarray(logits)
+            )
             lengths = np.asarray(self.backend.output_length(np.array([widths[i] for i in idx])))
             for j, i in enumerate(idx):
                 out[i] = logits[j, : int(min(lengths[j], logits.shape[1]))]

@@ -90,12 +90,14 @@ class Charset:
             # is why it has 5,530 classes): every class stays, labels use the first id.
             shown = ", ".join(f"{c!r} (classes {', '.join(map(str, v))})" for c, v in dups.items())
             _say_once(
-                f"dups:{self.name}:{shown}", logging.WARNING,
+                f"dups:{self.name}:{shown}",
+                logging.WARNING,
                 "%s lists characters more than once: %s. Every class is kept (a model "
                 "trained with this alphabet keeps its shape) and they all read as that "
                 "character; labels are encoded with the first class.",
-                f"charset {self.name!r}" if self.name else "the charset", shown,
-            )  # fmt: skip
+                f"charset {self.name!r}" if self.name else "the charset",
+                shown,
+            )
         object.__setattr__(self, "chars", chars)
         if self.case_fold is None:
             fold = any(c.islower() for c in chars) and not any(c.isupper() for c in chars)
@@ -162,8 +164,12 @@ class Charset:
     @classmethod
     def from_dict(cls, d: dict[str, object]) -> Charset:
         # Files written before "bidi" existed were trained on labels in logical order.
-        return cls(str(d["chars"]), bool(d["case_fold"]), str(d.get("name", "")),
-                   bool(d.get("bidi", False)))  # fmt: skip
+        return cls(
+            str(d["chars"]),
+            bool(d["case_fold"]),
+            str(d.get("name", "")),
+            bool(d.get("bidi", False)),
+        )
 
     # ---- coding -------------------------------------------------------------------
 
@@ -231,7 +237,9 @@ class CharsetReport:
     dropped_labels: list[str] = field(default_factory=list)
 
 
-def build_charset(labels: Iterable[str], min_count: int = 1, case_fold: bool = False) -> CharsetReport:
+def build_charset(
+    labels: Iterable[str], min_count: int = 1, case_fold: bool = False
+) -> CharsetReport:
     """The alphabet of ``labels`` as training will see them (NFC, optionally
     lower-cased), in code-point order, keeping characters seen ``min_count`` times or
     more. Control characters (tabs, newlines) are never part of an alphabet."""

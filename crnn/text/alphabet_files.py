@@ -19,7 +19,8 @@ a Python file (``keys.py``)               the string assigned to ``alphabetChine
 
 Text files are UTF-8 (a byte-order mark is allowed), or GB18030/GBK, Big5, Shift-JIS or
 EUC-KR: the one in which the file reads as ordinary text is taken (``char_std_5990.txt``
-is GBK), and a file no encoding reads plausibly is refused, naming a line. A character listed twice keeps both classes (imported
+is GBK), and a file no encoding reads plausibly is refused, naming a line. A character listed
+twice keeps both classes (imported
 models keep their shape; :class:`crnn.text.alphabet.Charset` warns). Every problem is one
 :class:`CharsetFileError` line naming the file, the line and the fix.
 """
@@ -127,7 +128,12 @@ def _plausible(enc: str, c: str) -> bool:
     return False
 
 
-_EAST_ASIAN = (("gb18030", "GB18030/GBK"), ("big5", "Big5"), ("cp932", "Shift-JIS"), ("cp949", "EUC-KR"))
+_EAST_ASIAN = (
+    ("gb18030", "GB18030/GBK"),
+    ("big5", "Big5"),
+    ("cp932", "Shift-JIS"),
+    ("cp949", "EUC-KR"),
+)
 
 
 def _decode(path: Path) -> tuple[str, str]:
@@ -181,7 +187,7 @@ def _decode(path: Path) -> tuple[str, str]:
         readings.append(f"as {dict(_EAST_ASIAN)[enc]} {sc:.0%} of it reads as ordinary text{shown}")
     tried = "; ".join(readings)
     raise CharsetFileError(
-        f"{path}:{line}: not UTF-8 (bytes {data[first_bad.start:first_bad.start + 4]!r}), and "
+        f"{path}:{line}: not UTF-8 (bytes {data[first_bad.start : first_bad.start + 4]!r}), and "
         f"no East Asian encoding reads it plausibly{': ' + tried if tried else ''}. Re-save it as "
         f"UTF-8, e.g. iconv -f BIG5 -t UTF-8 {path.name} > {path.stem}.utf8{path.suffix} (or "
         "-f SHIFT-JIS, -f EUC-KR, -f GBK: whichever it was written in)"
@@ -267,8 +273,7 @@ def _read_python(path: Path, name: str) -> AlphabetFile:
     if name:
         if name not in found:
             raise CharsetFileError(
-                f"{path} assigns no string to {name!r}; it assigns "
-                f"{', '.join(found) or 'none'}"
+                f"{path} assigns no string to {name!r}; it assigns {', '.join(found) or 'none'}"
             )
     elif len(found) == 1:
         name = next(iter(found))
@@ -277,10 +282,15 @@ def _read_python(path: Path, name: str) -> AlphabetFile:
         if not name:
             listed = ", ".join(f"{n} ({len(s)} characters)" for n, s in found.items())
             raise CharsetFileError(
-                f"{path}: " + (f"several strings ({listed}); name the alphabet, e.g. "
-                f"--charset {path}#{next(iter(found))}" if found else "assigns no string "
-                "literal; expected e.g. alphabetChinese = '...the characters...'")
-            )  # fmt: skip
+                f"{path}: "
+                + (
+                    f"several strings ({listed}); name the alphabet, e.g. "
+                    f"--charset {path}#{next(iter(found))}"
+                    if found
+                    else "assigns no string "
+                    "literal; expected e.g. alphabetChinese = '...the characters...'"
+                )
+            )
     out = AlphabetFile(path, found[name], encoding)
     out.notes.append(f"the alphabet is the string {name} ({len(found[name])} characters)")
     return out

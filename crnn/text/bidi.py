@@ -36,7 +36,9 @@ _ISOLATES = frozenset({"LRI", "RLI", "FSI", "PDI"})
 
 # Bidi_Mirroring_Glyph for the pairs that appear in text (UAX #9 L4): a character at a
 # right-to-left level is drawn as its mirror image, which is the character it pairs with.
-_PAIRS = "()[]{}<>«»‹›⁅⁆⁽⁾₍₎≤≥≦≧≪≫⟨⟩⟪⟫⟦⟧〈〉《》「」『』【】〔〕〖〗〘〙〚〛（）［］｛｝＜＞｢｣∈∋∉∌⊂⊃⊆⊇"
+_PAIRS = (
+    "()[]{}<>«»‹›⁅⁆⁽⁾₍₎≤≥≦≧≪≫⟨⟩⟪⟫⟦⟧〈〉《》「」『』【】〔〕〖〗〘〙〚〛（）［］｛｝＜＞｢｣∈∋∉∌⊂⊃⊆⊇"
+)
 MIRROR = {a: b for a, b in zip(_PAIRS[::2], _PAIRS[1::2])}
 MIRROR.update({b: a for a, b in MIRROR.items()})
 # Bidi_Paired_Bracket pairs (BD14-BD16): opening -> closing.

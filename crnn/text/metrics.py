@@ -27,9 +27,17 @@ _NON_ALNUM = re.compile(r"[^0-9a-z]")
 
 # Order of the fields in the tensor used for all-reduce.
 _FIELDS = (
-    "count", "correct", "correct_alnum", "edits", "chars", "ned_sum", "empty",
-    "correct_exact", "correct_caseless", "latin_chars",
-)  # fmt: skip
+    "count",
+    "correct",
+    "correct_alnum",
+    "edits",
+    "chars",
+    "ned_sum",
+    "empty",
+    "correct_exact",
+    "correct_caseless",
+    "latin_chars",
+)
 _LATIN = frozenset("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 # alnum_accuracy is reported when at least this share of label characters is 0-9a-zA-Z.
 LATIN_SHARE_FOR_ALNUM = 0.5
@@ -113,13 +121,22 @@ class TextMetrics:
 
 
 # For choosing the best checkpoint: True when larger is better.
-HIGHER_IS_BETTER = {"accuracy": True, "alnum_accuracy": True, "cer": False, "ned": False, "hmean": True}
+HIGHER_IS_BETTER = {
+    "accuracy": True,
+    "alnum_accuracy": True,
+    "cer": False,
+    "ned": False,
+    "hmean": True,
+}
 
 
 # Accuracy modes for reports: metric key and what it means (stated in table headers).
 MODES = {
     "charset": ("accuracy", "exact match with the label as the model's charset writes it"),
-    "alnum": ("alnum_accuracy", "case-insensitive, letters and digits only (the IIIT5K/SVT/IC13 convention)"),
+    "alnum": (
+        "alnum_accuracy",
+        "case-insensitive, letters and digits only (the IIIT5K/SVT/IC13 convention)",
+    ),
     "caseless": ("caseless_accuracy", "case-insensitive, punctuation and symbols kept"),
     "exact": ("exact_accuracy", "case-sensitive, punctuation and symbols kept"),
 }

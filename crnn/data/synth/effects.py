@@ -218,11 +218,7 @@ def paint(
     if pattern is None:
         bg = Image.new(mode, (w, h), _pixel(paper_c))
     else:
-        arr = (
-            (variation * pattern)[:, :, None] + paper_c
-            if rgb
-            else variation * pattern + paper
-        )
+        arr = (variation * pattern)[:, :, None] + paper_c if rgb else variation * pattern + paper
         bg = Image.fromarray(np.clip(arr + 0.5, 0, 255).astype(np.uint8), mode)
     if r.random() < cfg.p_shadow:
         dx, dy = r.randint(1, 3), r.randint(1, 3)
@@ -402,7 +398,9 @@ def motion_blur(r: random.Random, img: Image.Image, max_len: float) -> Image.Ima
     n = max(2, int(round(length)))
     arr = np.asarray(img, dtype=np.float32)
     pad = int(math.ceil(length / 2)) + 1
-    padded = np.pad(arr, [(pad, pad), (pad, pad)] + ([(0, 0)] if arr.ndim == 3 else []), mode="edge")
+    padded = np.pad(
+        arr, [(pad, pad), (pad, pad)] + ([(0, 0)] if arr.ndim == 3 else []), mode="edge"
+    )
     h, w = arr.shape[:2]
     acc = np.zeros_like(arr)
     for t in np.linspace(-length / 2, length / 2, n):

@@ -377,7 +377,9 @@ class GlyphCache:
         # themselves (metric boxes can miss an anti-aliased pixel).
         ox, oy = size, 2 * size
         canvas = Image.new("L", (3 * size, 3 * size), 0)
-        ImageDraw.Draw(canvas).text((ox, oy), char, font=font, fill=255, anchor="ls", features=features)
+        ImageDraw.Draw(canvas).text(
+            (ox, oy), char, font=font, fill=255, anchor="ls", features=features
+        )
         bbox = canvas.getbbox()
         if bbox is None:
             return Glyph(None, 0, 0, advance)
@@ -424,7 +426,9 @@ def font_weights(
     names = [Path(f.path).name for f in fonts]
     for pattern, _ in rules:
         if not any(fnmatch.fnmatch(n, pattern) for n in names):
-            log.warning("data.synth.font_weights: %r names none of the %d fonts", pattern, len(names))
+            log.warning(
+                "data.synth.font_weights: %r names none of the %d fonts", pattern, len(names)
+            )
     return tuple(
         next((w for pattern, w in rules if fnmatch.fnmatch(n, pattern)), 1.0) for n in names
     )

@@ -71,7 +71,12 @@ class SetFace:
 def _noto(kind: str, weights: Sequence[str], package: str) -> list[SetFace]:
     style = "hei" if kind == "Sans" else "song"
     return [
-        SetFace(f"Noto{kind}CJK-{w}.ttc", package, style, f"Noto {kind} CJK SC{'' if w == 'Regular' else ' ' + w}")
+        SetFace(
+            f"Noto{kind}CJK-{w}.ttc",
+            package,
+            style,
+            f"Noto {kind} CJK SC{'' if w == 'Regular' else ' ' + w}",
+        )
         for w in weights
     ]
 
@@ -84,7 +89,9 @@ FONT_SETS: dict[str, tuple[SetFace, ...]] = {
         *_noto("Sans", ("Regular", "Bold"), "fonts-noto-cjk"),
         *_noto("Sans", ("Thin", "Light", "DemiLight", "Medium", "Black"), "fonts-noto-cjk-extra"),
         *_noto("Serif", ("Regular", "Bold"), "fonts-noto-cjk"),
-        *_noto("Serif", ("ExtraLight", "Light", "Medium", "SemiBold", "Black"), "fonts-noto-cjk-extra"),
+        *_noto(
+            "Serif", ("ExtraLight", "Light", "Medium", "SemiBold", "Black"), "fonts-noto-cjk-extra"
+        ),
         SetFace("wqy-zenhei.ttc", "fonts-wqy-zenhei", "hei", "WenQuanYi Zen Hei"),
         SetFace("wqy-microhei.ttc", "fonts-wqy-microhei", "hei", "WenQuanYi Micro Hei"),
         SetFace("DroidSansFallbackFull.ttf", "fonts-droid-fallback", "hei"),
@@ -242,9 +249,8 @@ def configured_fonts(cfg: Any) -> list[str]:
         paths += found.paths
     if cfg.exclude_fonts:
         paths = [
-            p for p in paths
-            if not any(fnmatch.fnmatch(Path(p).name, g) for g in cfg.exclude_fonts)
-        ]  # fmt: skip
+            p for p in paths if not any(fnmatch.fnmatch(Path(p).name, g) for g in cfg.exclude_fonts)
+        ]
     return list(dict.fromkeys(paths))
 
 
@@ -253,5 +259,9 @@ def _say_missing(name: str, command: str, missing: int, found: int) -> None:
     # Once per process: every generator of a run (train, validation) would repeat it.
     log.warning(
         "font set %r: %d of its faces are not installed; training uses the other %d. "
-        "Install them with: %s", name, missing, found, command,
-    )  # fmt: skip
+        "Install them with: %s",
+        name,
+        missing,
+        found,
+        command,
+    )

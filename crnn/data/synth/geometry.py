@@ -114,10 +114,14 @@ class Curve:
 def shear(degrees: float) -> np.ndarray:
     """3x3 horizontal shear: a slanted (oblique) face, the top leaning right for a
     positive angle, the baseline fixed."""
-    return np.array([[1.0, -math.tan(math.radians(degrees)), 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]])
+    return np.array(
+        [[1.0, -math.tan(math.radians(degrees)), 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]
+    )
 
 
-def line_perspective(r: random.Random, pts: np.ndarray, h: np.ndarray | None, shift: float) -> np.ndarray:
+def line_perspective(
+    r: random.Random, pts: np.ndarray, h: np.ndarray | None, shift: float
+) -> np.ndarray:
     """A random perspective of the (possibly already warped by ``h``) line box, whose
     edge points ``pts`` a :class:`crnn.data.synth.layout.Layout` gives, composed onto
     ``h``: each corner moves by up to ``shift`` pixels."""

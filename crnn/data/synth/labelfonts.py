@@ -38,6 +38,8 @@ _LABEL_CJK = "crnn-ocr-LabelCJK-Regular.otf"
 def label_font_dir() -> Path:
     """Fonts that draw labels in pictures only (``crnn/assets/label_fonts``)."""
     return Path(str(resources.files("crnn") / "assets" / "label_fonts"))
+
+
 # At most this many characters go into one fontconfig query (its command line).
 _FC_CHARS = 40
 
@@ -56,7 +58,9 @@ def system_fonts_for(chars: Iterable[str]) -> list[str]:
         return []
     query = ":charset=" + " ".join(f"{c:x}" for c in codes)
     try:
-        res = subprocess.run([fc, query, "file", "index"], capture_output=True, text=True, timeout=20)
+        res = subprocess.run(
+            [fc, query, "file", "index"], capture_output=True, text=True, timeout=20
+        )
     except (OSError, subprocess.SubprocessError):
         return []
     out = []
@@ -66,7 +70,9 @@ def system_fonts_for(chars: Iterable[str]) -> list[str]:
         index = rest.rpartition("index=")[2].strip() if "index=" in rest else "0"
         if Path(file).suffix.lower() not in FONT_SUFFIXES:
             continue
-        out.append(f"{file}{_FACE_SEP}{index}" if file.lower().endswith(COLLECTION_SUFFIXES) else file)
+        out.append(
+            f"{file}{_FACE_SEP}{index}" if file.lower().endswith(COLLECTION_SUFFIXES) else file
+        )
     # Regular weights before bold ones, then by name: the same choice on every run.
     return sorted(set(out), key=lambda f: ("bold" in f.lower(), f))
 
@@ -147,7 +153,11 @@ class LabelFonts:
             return [(text, whole)]
         out: list[tuple[str, str | None]] = []
         for c in text:
-            path = out[-1][1] if out and (c.isspace() or self._has(out[-1][1], c)) else self.path_for(c)
+            path = (
+                out[-1][1]
+                if out and (c.isspace() or self._has(out[-1][1], c))
+                else self.path_for(c)
+            )
             if out and out[-1][1] == path:
                 out[-1] = (out[-1][0] + c, path)
             else:
@@ -157,8 +167,14 @@ class LabelFonts:
     def _has(self, path: str | None, c: str) -> bool:
         return path is not None and bool(glyph_coverage(path, c))
 
-    def draw(self, draw: ImageDraw.ImageDraw, xy: tuple[int, int], text: str, fill: Any,
-             max_width: int | None = None) -> None:  # fmt: skip
+    def draw(
+        self,
+        draw: ImageDraw.ImageDraw,
+        xy: tuple[int, int],
+        text: str,
+        fill: Any,
+        max_width: int | None = None,
+    ) -> None:
         """Draw ``text`` at ``xy`` (its runs in fonts that have their glyphs), cut with an
         ellipsis at ``max_width`` pixels."""
         x, y = xy

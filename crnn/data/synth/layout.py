@@ -191,7 +191,9 @@ class Layout:
         return np.array(self.glyph_boxes, dtype=np.float64)
 
 
-def level_box(pts: np.ndarray, line: tuple[float, float, float, float]) -> tuple[float, float, float, float]:
+def level_box(
+    pts: np.ndarray, line: tuple[float, float, float, float]
+) -> tuple[float, float, float, float]:
     """``line`` (a tilted line's warped box, x0 y0 x1 y1) cut to the line's own height about
     its centre, between the middles of its warped top and bottom edges (``pts``); each end
     loses at most half that height, so its characters stay readable."""
@@ -206,6 +208,7 @@ def level_box(pts: np.ndarray, line: tuple[float, float, float, float]) -> tuple
 # The CJK marks whose size and height differ most between faces (p_punct_style).
 PUNCT_STYLE_MARKS = frozenset("，。、；：！？")
 
+
 def punct_style(
     r: random.Random,
     text: str,
@@ -217,7 +220,8 @@ def punct_style(
     step: int,
 ) -> tuple[list[int], list[float]]:
     """Per-character sizes and baseline shifts with each of PUNCT_STYLE_MARKS drawn up to
-    ``max_scale`` larger (on the glyph cache's size grid, ``step`` px) and raised by up to ``max_rise``
+    ``max_scale`` larger (on the glyph cache's size grid, ``step`` px) and raised by up to
+    ``max_rise``
     of ``size``; one scale and rise for the whole line, as one face draws its marks alike."""
     sizes = list(sizes) if sizes is not None else [size] * len(text)
     shifts = list(shifts) if shifts is not None else [0.0] * len(text)
@@ -235,7 +239,9 @@ def punct_style(
 WIDE_TRACKING_MAX_CHARS = 12
 
 
-def letter_spacing(r: random.Random, cfg: SynthConfig, text: str, size: int, cap: float) -> tuple[float, str]:
+def letter_spacing(
+    r: random.Random, cfg: SynthConfig, text: str, size: int, cap: float
+) -> tuple[float, str]:
     """The extra advance after each character, in pixels, and the effect's name ("" for
     none). Ordinary spacing stays under ``cap`` em (a gap wider than a space reads as
     one); wide tracking, 0.3 to ``cfg.max_wide_tracking`` em as signs space their

@@ -170,9 +170,7 @@ class SynthGenerator:
         candidates = drawable_alphabet(charset.chars, bool(charset.case_fold))
         if cfg.p_fullwidth > 0:
             # Full-width forms of the charset's ASCII, drawn under ASCII labels.
-            candidates += [
-                chr(ord(c) - 0x21 + 0xFF01) for c in charset.chars if "!" <= c <= "~"
-            ]
+            candidates += [chr(ord(c) - 0x21 + 0xFF01) for c in charset.chars if "!" <= c <= "~"]
         fonts = load_fonts(font_paths, candidates)
         if not fonts:
             raise FontError(
@@ -261,9 +259,11 @@ class SynthGenerator:
         if need > limit:
             log.info(
                 "glyph cache not warmed up: %s glyphs (%d fonts x sizes x characters) is more "
-                "than %s; each data worker rasterises what it draws", f"{need:,}",
-                len(self.fonts), f"{limit:,}",
-            )  # fmt: skip
+                "than %s; each data worker rasterises what it draws",
+                f"{need:,}",
+                len(self.fonts),
+                f"{limit:,}",
+            )
             return 0
         cache = _glyph_cache()
         total = 0
@@ -355,17 +355,38 @@ class SynthGenerator:
             applied.append("char_jitter")
         warps = synth_layout.glyph_warps(r, cfg, len(text), applied)  # tilts, pinches
         # Drawn only when set and the text has a mark, so other recipes keep their stream.
-        if cfg.p_punct_style > 0 and not synth_layout.PUNCT_STYLE_MARKS.isdisjoint(text) and r.random() < cfg.p_punct_style:
-            sizes, shifts = synth_layout.punct_style(r, text, size, sizes, shifts, cfg.max_punct_scale, cfg.max_punct_rise, _SIZE_STEP)  # fmt: skip
+        if (
+            cfg.p_punct_style > 0
+            and not synth_layout.PUNCT_STYLE_MARKS.isdisjoint(text)
+            and r.random() < cfg.p_punct_style
+        ):
+            sizes, shifts = synth_layout.punct_style(
+                r, text, size, sizes, shifts, cfg.max_punct_scale, cfg.max_punct_rise, _SIZE_STEP
+            )
             applied.append("punct_style")
         # Drawn only when set, so that recipes without it keep their random stream.
-        oldstyle = cfg.p_oldstyle > 0 and r.random() < cfg.p_oldstyle and any("0" <= c <= "9" for c in text)
+        oldstyle = (
+            cfg.p_oldstyle > 0
+            and r.random() < cfg.p_oldstyle
+            and any("0" <= c <= "9" for c in text)
+        )
         if oldstyle:
             applied.append("oldstyle")
         if self._shaped and not self._shaped.isdisjoint(text):
             lay = compose_shaped(_glyph_cache(), font, size, text, max(pads))
         else:
-            lay = compose(_glyph_cache(), font, size, text, spacing, max(pads), sizes, shifts, oldstyle, *warps)
+            lay = compose(
+                _glyph_cache(),
+                font,
+                size,
+                text,
+                spacing,
+                max(pads),
+                sizes,
+                shifts,
+                oldstyle,
+                *warps,
+            )
         canvas, text_h = lay.canvas, lay.text_h
         canvas = fx.broad_pen(r, canvas, cfg, size, applied)
 
@@ -448,7 +469,9 @@ class SynthGenerator:
         clean = alpha
         # Drawn only when set, so that recipes without it keep their random stream.
         if cfg.p_elastic > 0 and r.random() < cfg.p_elastic:
-            alpha, clean = fx.elastic(r, (alpha, clean), text_h * out_h / (bottom - top), cfg.max_elastic)
+            alpha, clean = fx.elastic(
+                r, (alpha, clean), text_h * out_h / (bottom - top), cfg.max_elastic
+            )
             applied.append("elastic")
         # ---- stroke weight: a bolder or lighter face than the font's own ----
         if r.random() < cfg.p_weight:

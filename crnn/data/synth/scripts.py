@@ -24,16 +24,32 @@ log = logging.getLogger(__name__)
 # Scripts that glyph-by-glyph drawing renders wrong (no joining, reordering or mark
 # stacking; right-to-left drawn left to right): Unicode block ranges -> name.
 _SHAPED_SCRIPTS = (
-    (0x0590, 0x05FF, "Hebrew"), (0x0600, 0x06FF, "Arabic"), (0x0700, 0x074F, "Syriac"),
-    (0x0750, 0x077F, "Arabic"), (0x0780, 0x07BF, "Thaana"), (0x07C0, 0x07FF, "N'Ko"),
-    (0x08A0, 0x08FF, "Arabic"), (0x0900, 0x097F, "Devanagari"), (0x0980, 0x09FF, "Bengali"),
-    (0x0A00, 0x0A7F, "Gurmukhi"), (0x0A80, 0x0AFF, "Gujarati"), (0x0B00, 0x0B7F, "Oriya"),
-    (0x0B80, 0x0BFF, "Tamil"), (0x0C00, 0x0C7F, "Telugu"), (0x0C80, 0x0CFF, "Kannada"),
-    (0x0D00, 0x0D7F, "Malayalam"), (0x0D80, 0x0DFF, "Sinhala"), (0x0E00, 0x0E7F, "Thai"),
-    (0x0E80, 0x0EFF, "Lao"), (0x0F00, 0x0FFF, "Tibetan"), (0x1000, 0x109F, "Myanmar"),
-    (0x1780, 0x17FF, "Khmer"), (0xFB1D, 0xFB4F, "Hebrew"), (0xFB50, 0xFDFF, "Arabic"),
+    (0x0590, 0x05FF, "Hebrew"),
+    (0x0600, 0x06FF, "Arabic"),
+    (0x0700, 0x074F, "Syriac"),
+    (0x0750, 0x077F, "Arabic"),
+    (0x0780, 0x07BF, "Thaana"),
+    (0x07C0, 0x07FF, "N'Ko"),
+    (0x08A0, 0x08FF, "Arabic"),
+    (0x0900, 0x097F, "Devanagari"),
+    (0x0980, 0x09FF, "Bengali"),
+    (0x0A00, 0x0A7F, "Gurmukhi"),
+    (0x0A80, 0x0AFF, "Gujarati"),
+    (0x0B00, 0x0B7F, "Oriya"),
+    (0x0B80, 0x0BFF, "Tamil"),
+    (0x0C00, 0x0C7F, "Telugu"),
+    (0x0C80, 0x0CFF, "Kannada"),
+    (0x0D00, 0x0D7F, "Malayalam"),
+    (0x0D80, 0x0DFF, "Sinhala"),
+    (0x0E00, 0x0E7F, "Thai"),
+    (0x0E80, 0x0EFF, "Lao"),
+    (0x0F00, 0x0FFF, "Tibetan"),
+    (0x1000, 0x109F, "Myanmar"),
+    (0x1780, 0x17FF, "Khmer"),
+    (0xFB1D, 0xFB4F, "Hebrew"),
+    (0xFB50, 0xFDFF, "Arabic"),
     (0xFE70, 0xFEFF, "Arabic"),
-)  # fmt: skip
+)
 
 
 RIGHT_TO_LEFT = frozenset({"Hebrew", "Arabic", "Syriac", "Thaana", "N'Ko"})
@@ -89,7 +105,7 @@ def warn_if_unshaped(chars: Iterable[str], visual_order: bool = True) -> None:
             "shaping'). Install a Pillow with RAQM (its PyPI wheels have it), or train on "
             "rendered lines of your own for these scripts.",
             ", ".join(f"{name} ({n} characters)" for name, n in sorted(need.items())),
-        )  # fmt: skip
+        )
     if not visual_order and has_rtl(chars):
         rtl = sorted(k for k in need if k in RIGHT_TO_LEFT)
         log.warning(

@@ -62,8 +62,18 @@ _ZH_UNITS = (
     "元 年 月 日 号 个 人 次 米 公里 千克 吨 万 亿 % 点 分 秒 岁 页 章 条 家 件 位 名 台 辆 "
     "平方米 公斤 小时 分钟 天 周 倍 度 毫升 克 户 所 项 批 层 室 路 元/斤"
 ).split()
-_ZH_QUOTES = (("“", "”"), ("「", "」"), ("《", "》"), ("（", "）"), ("【", "】"), ("『", "』"),
-              ("‘", "’"), ("〔", "〕"), ('"', '"'), ("(", ")"))  # fmt: skip
+_ZH_QUOTES = (
+    ("“", "”"),
+    ("「", "」"),
+    ("《", "》"),
+    ("（", "）"),
+    ("【", "】"),
+    ("『", "』"),
+    ("‘", "’"),
+    ("〔", "〕"),
+    ('"', '"'),
+    ("(", ")"),
+)
 # Shares as in print: … ended one sentence in seven and was read for 。 on unseen print
 # (the Chinese development rows); now one in fourteen, and a sixteenth of the clause marks.
 _ZH_CLAUSE = "，，，，，，，、、、；；：：—…"
@@ -72,9 +82,41 @@ _ZH_END = "。。。。。。。。！！？？；…"
 # quotes meet (”“): the closing ” after 。！？ was read as " or “ on the scanned pages.
 _ZH_SPEECH_END = "。。。！？，…"
 _ZH_HALF = {"，": ",", "。": ".", "：": ":", "；": ";", "？": "?", "！": "!", "（": "(", "）": ")"}
-_ACRONYMS = ("GDP", "CPU", "APP", "AI", "5G", "USB", "PDF", "WiFi", "Wi-Fi", "iPhone", "CEO",
-             "NBA", "WTO", "DNA", "PM2.5", "LED", "GPS", "VIP", "ID", "OK", "PPT", "Excel",
-             "Python", "Linux", "HTTP", "IT", "KTV", "ATM", "3D", "4K", "No.", "CT", "IPO")  # fmt: skip
+_ACRONYMS = (
+    "GDP",
+    "CPU",
+    "APP",
+    "AI",
+    "5G",
+    "USB",
+    "PDF",
+    "WiFi",
+    "Wi-Fi",
+    "iPhone",
+    "CEO",
+    "NBA",
+    "WTO",
+    "DNA",
+    "PM2.5",
+    "LED",
+    "GPS",
+    "VIP",
+    "ID",
+    "OK",
+    "PPT",
+    "Excel",
+    "Python",
+    "Linux",
+    "HTTP",
+    "IT",
+    "KTV",
+    "ATM",
+    "3D",
+    "4K",
+    "No.",
+    "CT",
+    "IPO",
+)
 _UPPER = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 _LOWER = "abcdefghijklmnopqrstuvwxyz"
 _DIGITS = "0123456789"
@@ -390,12 +432,21 @@ class TextSampler:
     def _zh_date(self, r: random.Random) -> str:
         d = datetime.date(1950, 1, 1) + datetime.timedelta(days=r.randrange(32000))
         hm = f"{r.randrange(24)}:{r.randrange(60):02d}"
-        return r.choice((
-            f"{d.year}年{d.month}月{d.day}日", f"{d.month}月{d.day}日", f"{d.year}年{d.month}月",
-            f"{d.year}年", f"{d.year}-{d.month:02d}-{d.day:02d}", f"{d.year}.{d.month}.{d.day}",
-            f"{d.year}/{d.month:02d}/{d.day:02d}", hm, f"{r.choice(('上午', '下午', '晚上'))}{hm}",
-            f"{d.month}月{d.day}日{hm}", f"{d.year}年第{r.randint(1, 4)}季度",
-        ))  # fmt: skip
+        return r.choice(
+            (
+                f"{d.year}年{d.month}月{d.day}日",
+                f"{d.month}月{d.day}日",
+                f"{d.year}年{d.month}月",
+                f"{d.year}年",
+                f"{d.year}-{d.month:02d}-{d.day:02d}",
+                f"{d.year}.{d.month}.{d.day}",
+                f"{d.year}/{d.month:02d}/{d.day:02d}",
+                hm,
+                f"{r.choice(('上午', '下午', '晚上'))}{hm}",
+                f"{d.month}月{d.day}日{hm}",
+                f"{d.year}年第{r.randint(1, 4)}季度",
+            )
+        )
 
     def _latin(self, r: random.Random) -> str:
         u = r.random()
@@ -440,7 +491,9 @@ class TextSampler:
             else:
                 left, right = r.choice(_ZH_QUOTES) if r.random() < 0.5 else r.choice(_ZH_QUOTES[:2])
                 inner = "".join(words.draw(r) for _ in range(r.randint(1, 3)))
-                if left in "“「" and r.random() < 0.5:  # speech: its own end mark, maybe a colon before
+                if (
+                    left in "“「" and r.random() < 0.5
+                ):  # speech: its own end mark, maybe a colon before
                     inner += self._zh_mark(r, _ZH_SPEECH_END)
                     left = ("：" if out and r.random() < 0.4 else "") + left
                 piece = left + inner + right

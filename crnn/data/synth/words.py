@@ -28,7 +28,11 @@ def bundled_chinese_words() -> Path:
 
 
 # Names of the bundled word lists (data.synth.word_list).
-BUNDLED_WORD_LISTS = {"": bundled_word_list, "english": bundled_word_list, "chinese": bundled_chinese_words}
+BUNDLED_WORD_LISTS = {
+    "": bundled_word_list,
+    "english": bundled_word_list,
+    "chinese": bundled_chinese_words,
+}
 
 
 class WordList:
@@ -65,7 +69,9 @@ class WordList:
 _WORDS_CACHE: dict[tuple[str, frozenset[str], float], WordList] = {}
 
 
-def load_words(path: str | os.PathLike[str], allowed: frozenset[str], power: float = 0.5) -> WordList:
+def load_words(
+    path: str | os.PathLike[str], allowed: frozenset[str], power: float = 0.5
+) -> WordList:
     """Words of ``path`` (one per line, UTF-8, optionally ``word<TAB>count``) whose
     characters are all in ``allowed``.
 
@@ -157,7 +163,10 @@ class Corpus:
     def report(self) -> str:
         """What was left out, for the log."""
         kept = self.ends[-1] if self.ends else 0
-        msg = f"corpus {', '.join(self.paths)}: {len(self.runs):,} pieces, {kept:,} of {self.total:,} characters usable"
+        msg = (
+            f"corpus {', '.join(self.paths)}: {len(self.runs):,} pieces, {kept:,} of "
+            f"{self.total:,} characters usable"
+        )
         if self.dropped:
             top = ", ".join(f"{c!r} x{n}" for c, n in self.dropped.most_common(8))
             msg += (
@@ -180,7 +189,7 @@ def _read_corpus(path: str) -> list[str]:
         line = data[: e.start].count(b"\n") + 1
         raise CorpusError(
             f"corpus file {path!r}, line {line}: not UTF-8 ({e.reason}, byte "
-            f"{data[e.start:e.start + 1]!r} at offset {e.start}). Re-save it as UTF-8, e.g. "
+            f"{data[e.start : e.start + 1]!r} at offset {e.start}). Re-save it as UTF-8, e.g. "
             f"iconv -f GB18030 -t UTF-8 {p.name} > {p.stem}.utf8.txt"
         ) from None
     return text.lstrip("\ufeff").splitlines()
