@@ -268,3 +268,27 @@ def test_frames_sure_to_be_blank_skip_the_search_and_change_no_read(monkeypatch)
     assert [r[0][0] for r in skipped] == [r[0][0] for r in full]
     assert [r[0][1] for r in skipped] == pytest.approx([r[0][1] for r in full], abs=1e-4)
     assert any(len(r[0][0]) > 3 for r in full)
+
+
+def test_a_read_never_depends_on_the_other_samples_of_its_batch():
+    """A frame one sample is sure is blank is skipped for that sample alone, whatever the
+    batch: with a prior that rewards a character there (the same line read 依址 alone and
+    依旧址 in a batch), the read alone and in a batch are the same."""
+
+    class Pull:  # a prior that wants "b" after "a" (ids 1 -> 2) very much
+        def bonus(self, prev, nxt):
+            prev, nxt = np.broadcast_arrays(np.asarray(prev), np.asarray(nxt))
+            return np.where((prev == 1) & (nxt == 2), 30.0, 0.0)
+
+    def frames(*rows):
+        p = np.asarray(rows, np.float64)
+        return np.log(p / p.sum(1, keepdims=True))
+
+    # classes: blank, a, b, c; frame 2 is blank to 0.99995, "b" holds the rest
+    one = frames([0.01, 0.98, 0.005, 0.005], [0.99995, 0, 5e-5, 0], [0.01, 0.005, 0, 0.985])
+    one = np.where(np.isfinite(one), one, -40.0)
+    other = frames([0.5, 0.2, 0.2, 0.1], [0.5, 0.2, 0.2, 0.1], [0.5, 0.2, 0.2, 0.1])
+    alone = prefix_beam_search(one[None], 4, lm=Pull(), lm_weight=1.0)[0][0][0]
+    batched = prefix_beam_search(np.stack([one, other]), 4, lm=Pull(), lm_weight=1.0)[0][0][0]
+    assert alone == (1, 3)  # "ac": the sure-blank frame adds nothing
+    assert batched == alone

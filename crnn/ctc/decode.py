@@ -137,8 +137,8 @@ def greedy_decode(
 # ---- beam search ---------------------------------------------------------------------
 
 _NEG_INF = float("-inf")
-# A frame whose blank has at least this log-probability (0.9999) in every sample of the
-# batch skips prefix beam search's extensions (see there). On 160 development lines of the
+# A frame whose blank has at least this log-probability (0.9999) in a sample skips prefix
+# beam search's extensions for that sample (see there). On 160 development lines of the
 # bundled Chinese model (beam 8 with its language prior) every read was the same with and
 # without the skip.
 SURE_BLANK = math.log(0.9999)
@@ -211,24 +211,29 @@ def prefix_beam_search(
     # so each beam's w best extensions lie among the frame's w + 2 best non-blank
     # classes. Exact, and (B, W, w + 2) instead of (B, W, K) work: 5,531 classes.
     m = min(k - 1, w + 2)
-    # Frames every sample is sure are blank (padding past a sample's length is): no
-    # prefix gains a character there worth keeping, so each prefix only takes the frame
-    # (blank, or its last character again) and the search over extensions is skipped.
-    sure = np.all(lp[:, :t_max, BLANK] >= SURE_BLANK, axis=0)
+    # Frames a sample is sure are blank (padding past its length is): no prefix gains a
+    # character there worth keeping, so each of its prefixes only takes the frame (blank,
+    # or its last character again) and the search over extensions is skipped, for that
+    # sample alone: a read never depends on which others share its batch (with a prior,
+    # an extension at such a frame could otherwise win in one batch and not in another).
+    sure_bt = lp[:, :t_max, BLANK] >= SURE_BLANK  # (B, T)
+    sure = np.all(sure_bt, axis=0)
     if m < k - 1:  # the other frames' m best classes at once: (B, frames, M)
         searched = np.flatnonzero(~sure)
         best = np.zeros((b, t_max, m), dtype=np.int64)
         best[:, searched] = np.argpartition(-lp[:, searched, 1:], m - 1, axis=2)[:, :, :m] + 1
     for t in range(t_max):
         x = lp[:, t, :]  # (B, K)
+        total = np.logaddexp(p_b, p_nb)
+        skip_nb = np.where(last > 0, p_nb + x[rows, last], _NEG_INF)
+        skip_b = total + x[:, BLANK : BLANK + 1]
         if sure[t]:
-            total = np.logaddexp(p_b, p_nb)
-            p_nb = np.where(last > 0, p_nb + x[rows, last], _NEG_INF)
-            p_b = total + x[:, BLANK : BLANK + 1]
+            p_nb, p_b = skip_nb, skip_b
             continue
+        held = np.flatnonzero(sure_bt[:, t])  # these samples only carry their prefixes on
+        kept = (last[held], parent[held], prior[held], [prefixes[i] for i in held])
         cls = best[:, t] if m < k - 1 else np.broadcast_to(np.arange(1, k), (b, k - 1))
         xc = np.take_along_axis(x, cls, axis=1)  # (B, M)
-        total = np.logaddexp(p_b, p_nb)
         x_last = x[rows, last]
         has_last = last > 0
         stay_b = total + x[:, BLANK : BLANK + 1]
@@ -282,6 +287,11 @@ def prefix_beam_search(
             prefixes[i] = new
         if fuse:
             prior = np.where(alive, ranked_prior[rows, top], 0.0)
+        if len(held):
+            new_b[held], new_nb[held] = skip_b[held], skip_nb[held]
+            new_last[held], new_parent[held], prior[held] = kept[:3]
+            for i, pre in zip(held, kept[3]):
+                prefixes[i] = pre
         p_b, p_nb, last, parent = new_b, new_nb, new_last, new_parent
     total = np.logaddexp(p_b, p_nb)
     out = []
