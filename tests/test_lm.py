@@ -158,8 +158,9 @@ def test_the_chinese_model_decodes_with_the_prior_by_default_and_others_do_not(t
 
 @pytest.mark.skipif(not inference.bundled_models(".pt", "zh"), reason="no Chinese model bundled")
 def test_eval_decodes_as_predict_does(tmp_path, capsys, monkeypatch):
-    """crnn-eval takes predict's decoding: the Chinese model's prior and beam by default,
-    none with --lm none, and a bad word-count file is a usage error naming its line."""
+    """crnn-eval --batched takes predict's decoding: the Chinese model's prior and beam by
+    default, none with --lm none; a bad word-count file is a usage error naming its line
+    (crnn-eval without --batched reads through predict's own reader: test_one_reader.py)."""
     from crnn import evaluation
     from crnn.cli import eval as eval_cli
 
@@ -170,11 +171,13 @@ def test_eval_decodes_as_predict_does(tmp_path, capsys, monkeypatch):
         inference.default_checkpoint(model="zh"),
         Path(__file__).resolve().parent.parent / "data" / "zh_lines",
     )
-    rc, table, _ = run_main(eval_cli.main, zh, lines, "--workers", "0", capsys=capsys)
+    rc, table, _ = run_main(eval_cli.main, zh, lines, "--batched", "--workers", "0", capsys=capsys)
     assert rc == 0 and "zh_lines" in table
     beam, _, _, lm, weight = seen[-1]
     assert (beam, weight) == (LM_BEAM, LM_WEIGHT) and lm is not None and lm.covered > 5000
-    rc, _, _ = run_main(eval_cli.main, zh, lines, "--workers", "0", "--lm", "none", capsys=capsys)
+    rc, _, _ = run_main(
+        eval_cli.main, zh, lines, "--batched", "--workers", "0", "--lm", "none", capsys=capsys
+    )
     assert rc == 0 and seen[-1][0] == 0 and seen[-1][3] is None
     bad = tmp_path / "counts.txt"
     bad.write_text("时间\tmany\n", encoding="utf-8")

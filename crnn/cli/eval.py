@@ -6,14 +6,19 @@ case-insensitive alphanumeric accuracy (the field's convention for IIIT5K/SVT/IC
 lower-case, keep 0-9a-z, exact match), CER, NED and images/s. Labels with characters the
 model cannot write are kept and count as errors.
 
+Every image is read as crnn-predict reads it, with the same options and defaults (the
+bundled name word, line or zh may stand for the checkpoint): the views, turns, page
+finding, blank check and decoding (--beam, --lexicon, --lm: a Chinese model's beam and
+language prior by default), so the table's figures are what predict gives. --batched
+decodes padded DataLoader batches instead, as training's validation does: faster, but
+without any of predict's reading steps.
+
 Modes (--mode): charset (default: exact match with the label as the model's charset
 writes it, e.g. lower-cased for a case-folding charset), alnum (the benchmarks'
 convention), caseless (case-insensitive, punctuation kept), exact (case-sensitive,
-punctuation kept; parseq's strictest). Decoding takes predict's options (--beam,
---lexicon, --lm: a Chinese model's beam and language prior by default). --errors DIR writes every
-wrong read (errors.tsv), a breakdown by label
-length and by confused characters (summary.md) and a picture of the worst
-(worst_errors.png).
+punctuation kept; parseq's strictest). --errors DIR writes every wrong read
+(errors.tsv), a breakdown by label length and by confused characters (summary.md) and a
+picture of the worst (worst_errors.png).
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from crnn.cli import (
     eval_det,
     setup_logging,
 )
+from crnn.cli.reading_args import add_reading_args
 from crnn.config import TrainConfig, choices
 from crnn.ctc.lm import default_beam, resolve_prior
 from crnn.text.metrics import MODES
@@ -51,14 +57,22 @@ def build_parser() -> argparse.ArgumentParser:
         help="checkpoint file, run directory, release file, or an .onnx export (ONNX Runtime)",
     )
     p.add_argument("data", nargs="+", help="datasets to evaluate (one table row each)")
-    p.add_argument("--batch-size", type=int, default=128)
     p.add_argument(
-        "--device", default=None, help="cpu, cuda or cuda:N (default: cuda if available)"
+        "--amp",
+        choices=choices(TrainConfig, "amp"),
+        default="none",
+        help="--batched: autocast on CUDA",
     )
-    p.add_argument("--workers", type=int, default=2, help="DataLoader workers (default 2)")
+    add_reading_args(p)
     p.add_argument(
-        "--amp", choices=choices(TrainConfig, "amp"), default="none", help="autocast on CUDA"
+        "--batched",
+        action="store_true",
+        help="decode the data in padded batches from a DataLoader, as training's validation "
+        "does: faster, but without predict's views, turns, page finding or blank check, so "
+        "its figures are not the ones users get (default: every image read as "
+        "crnn-predict reads it, with the options above)",
     )
+    p.add_argument("--workers", type=int, default=2, help="--batched: DataLoader workers")
     p.add_argument(
         "--mode",
         choices=tuple(MODES),
@@ -66,46 +80,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="how a read counts as right (see above; default charset)",
     )
     p.add_argument(
-        "--beam",
-        type=int,
-        default=None,
-        metavar="N",
-        help="CTC prefix beam search "
-        "with N prefixes; 0: greedy (default: 8 with a language prior, else 0)",
-    )
-    p.add_argument(
-        "--lm",
-        metavar="FILE|none",
-        help="as predict: the beam's language prior, from a "
-        "word<TAB>count file, or 'none' (default: the bundled one for a Chinese model)",
-    )
-    p.add_argument(
-        "--lm-weight",
-        type=float,
-        default=None,
-        metavar="W",
-        help="the prior's weight (default 0.8)",
-    )
-    p.add_argument("--lexicon", metavar="FILE", help="snap reads to this word list")
-    p.add_argument("--max-edits", type=int, default=2, help="lexicon edit distance (default 2)")
-    p.add_argument(
         "--errors",
         metavar="DIR",
         help="write errors.tsv, summary.md and worst_errors.png per dataset here",
-    )
-    p.add_argument(
-        "--no-numeral-fix",
-        dest="numerals",
-        action="store_false",
-        help="as predict: keep an o that was read inside a number (default: read it as 0, as "
-        "old-style "
-        "figures draw 0 as round as an o: 4,ooo -> 4,000; never inside a word)",
-    )
-    p.add_argument(
-        "--squeeze",
-        action="store_true",
-        help="cap image widths at the model's training width (as training does) instead of "
-        "reading each image whole: better for a word model on long word crops, wrong for lines",
     )
     p.add_argument(
         "--font",
@@ -198,6 +175,25 @@ def _label_fonts(args: argparse.Namespace) -> Any:
     return LabelFonts(13, preferred)
 
 
+def load_for_eval(args: argparse.Namespace) -> tuple[Any, Any]:
+    """What reads: the Recognizer predict would build from these options (``lexicon``
+    inside it), or with ``--batched`` the bare Backend and the lexicon."""
+    if not args.batched:
+        from crnn.cli.reading_args import load_reader
+
+        args.model = None
+        return load_reader(args), None
+    from crnn.backends import load_backend
+    from crnn.cli.reading_args import checkpoint_arg
+    from crnn.ctc import Lexicon
+
+    args.model = None
+    backend = load_backend(checkpoint_arg(args), device=args.device, amp=args.amp)
+    lexicon = Lexicon.from_file(args.lexicon, backend.charset) if args.lexicon else None
+    set_decoding(args, backend.charset)
+    return backend, lexicon
+
+
 def set_decoding(args: argparse.Namespace, charset: Any) -> None:
     """``args.prior`` (the language prior and its weight, as predict resolves them) and
     ``args.beam`` (its default: a beam with a prior, else greedy)."""
@@ -206,15 +202,16 @@ def set_decoding(args: argparse.Namespace, charset: Any) -> None:
 
 
 def evaluate_path(
-    backend: Any, path: str, args: argparse.Namespace, lexicon: Any, shard: Any = None
+    reader: Any, path: str, args: argparse.Namespace, lexicon: Any, shard: Any = None
 ) -> dict[str, Any]:
-    """``path`` read and scored with ``backend`` (this process's share of it, with
-    ``shard``), as the sums a table row is computed from (:func:`row`), and its error
-    report (one process only)."""
+    """``path`` read and scored (this process's share of it, with ``shard``), as the sums
+    a table row is computed from (:func:`row`), and its error report (one process only).
+    ``reader``: a Recognizer, every image read as crnn-predict reads it; or with
+    ``--batched`` a Backend, padded loader batches decoded as validation does."""
     from crnn.data.datasets import RecognitionDataset, open_sources
-    from crnn.evaluation import evaluate, make_eval_loader
     from crnn.reports.errors import Calibration, ErrorCollector
 
+    backend = reader if args.batched else reader.backend
     ds = RecognitionDataset(
         open_sources([path]),
         backend.charset,
@@ -224,9 +221,6 @@ def evaluate_path(
         squeeze=args.squeeze,
     )
     world, rank = (shard.world, shard.rank) if shard is not None else (1, 0)
-    loader = make_eval_loader(
-        ds, args.batch_size, args.workers, widths=ds.widths, world_size=world, rank=rank
-    )
     errors, pick, calib = ErrorCollector(), _normalizer(args.mode, backend.charset), Calibration()
 
     def observe(batch: dict[str, Any], preds: list[Any]) -> None:
@@ -235,17 +229,12 @@ def evaluate_path(
         if args.errors:
             errors.add(batch, preds, labels, texts)
 
-    res = evaluate(
-        backend,
-        loader,
-        beam_width=args.beam,
-        lexicon=lexicon,
-        max_edits=args.max_edits,
-        observe=observe,
-        numerals=args.numerals,
-        lm=args.prior[0],
-        lm_weight=args.prior[1],
-    )
+    if args.batched:
+        res = _batched(backend, ds, args, lexicon, world, rank, observe)
+    else:
+        from crnn.reading.labelled import read_labelled
+
+        res = read_labelled(reader, ds, args.layout, world, rank, observe)
     if res.bad_images:
         log.warning("%s: %d images could not be read and were left out:", path, res.bad_images)
         for msg in res.bad_examples:
@@ -268,6 +257,34 @@ def evaluate_path(
         "bad_images": res.bad_images,
         "skipped_empty_labels": ds.skipped.get("empty", 0),
     }
+
+
+def _batched(
+    backend: Any,
+    ds: Any,
+    args: argparse.Namespace,
+    lexicon: Any,
+    world: int,
+    rank: int,
+    observe: Any,
+) -> Any:
+    """``--batched``: the loader path training's validation takes."""
+    from crnn.evaluation import evaluate, make_eval_loader
+
+    loader = make_eval_loader(
+        ds, args.batch_size, args.workers, widths=ds.widths, world_size=world, rank=rank
+    )
+    return evaluate(
+        backend,
+        loader,
+        beam_width=args.beam,
+        lexicon=lexicon,
+        max_edits=args.max_edits,
+        observe=observe,
+        numerals=args.numerals,
+        lm=args.prior[0],
+        lm_weight=args.prior[1],
+    )
 
 
 def row(parts: list[dict[str, Any]], mode: str) -> dict[str, Any]:
@@ -299,8 +316,6 @@ def main(argv: list[str] | None = None) -> int:
     setup_logging(args.verbose)
     if eval_det.is_detector(args.checkpoint):  # a text detector: crnn/cli/eval_det.py
         return eval_det.evaluate_detector_cli(args)
-    from crnn.backends import load_backend
-    from crnn.ctc import Lexicon
     from crnn.data.errors import DataError
     from crnn.sharding import (
         Shard,
@@ -338,16 +353,14 @@ def main(argv: list[str] | None = None) -> int:
             failed=max(codes) == EXIT_FAILURE,
         )
     try:  # a CheckpointError is a RuntimeError
-        backend = load_backend(args.checkpoint, device=args.device, amp=args.amp)
-        lexicon = Lexicon.from_file(args.lexicon, backend.charset) if args.lexicon else None
-        set_decoding(args, backend.charset)
+        reader, lexicon = load_for_eval(args)
     except (RuntimeError, ValueError, OSError, ImportError) as e:
         log.error("%s", e)
         return EXIT_USAGE
     states, failed = [], False
     for path in args.data:
         try:
-            states.append(evaluate_path(backend, path, args, lexicon, shard))
+            states.append(evaluate_path(reader, path, args, lexicon, shard))
         except (FileNotFoundError, DataError) as e:
             log.error("%s: %s", path, e)
             failed = True

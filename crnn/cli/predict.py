@@ -40,9 +40,9 @@ from crnn.cli import (
     EXIT_USAGE,
     Parser,
     add_scale_out_args,
-    add_stretch_arg,
     setup_logging,
 )
+from crnn.cli.reading_args import add_reading_args, load_reader
 from crnn.data import usable_cores
 from crnn.data.pdf import DEFAULT_DPI
 
@@ -86,65 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
         "text lines: printable ASCII with spaces) or 'zh' (printed Chinese lines, 5,530 "
         "classes)",
     )
-    p.add_argument(
-        "--beam",
-        type=int,
-        default=None,
-        metavar="N",
-        help="CTC prefix beam search "
-        "keeping N prefixes; 0: greedy decoding (default: 8 with a language prior, else 0)",
-    )
-    p.add_argument(
-        "--lm",
-        metavar="FILE|none",
-        help="language prior for the beam search, which "
-        "character follows which: from a word<TAB>count file (UTF-8, one word per line), "
-        "or 'none' (default: the bundled Chinese word counts for a model that writes "
-        "Chinese, else none)",
-    )
-    p.add_argument(
-        "--lm-weight",
-        type=float,
-        default=None,
-        metavar="W",
-        help="nats of image evidence one nat of the prior is worth (default 0.8)",
-    )
-    p.add_argument(
-        "--lexicon",
-        metavar="FILE",
-        help="word list, one per line: output the most probable word close to what was read",
-    )
-    p.add_argument(
-        "--max-edits",
-        type=int,
-        default=2,
-        help="how many character edits a lexicon word may be from the read text (default 2)",
-    )
-    p.add_argument(
-        "--no-numeral-fix",
-        dest="numerals",
-        action="store_false",
-        help="keep an o that was read inside a number (default: read it as 0, as old-style "
-        "figures draw 0 as round as an o: 4,ooo -> 4,000; never inside a word)",
-    )
-    p.add_argument(
-        "--squeeze",
-        action="store_true",
-        help="cap image widths at the model's training width (as training does) instead of "
-        "reading each image whole: better for a word model on long word crops, wrong for lines",
-    )
-    p.add_argument(
-        "--rotate",
-        choices=("none", "pages", "auto"),
-        default="pages",
-        help="pages (default): turn a page over when its lines read more probably upside down, "
-        "read an image taller than wide turned 90/270 degrees too, and a crop the orientation "
-        "classifier calls upside down turned 180 degrees too; auto: besides, read "
-        "every image upside down too (a turn is kept only when it reads far more probably); "
-        "none: read everything as given. A turn is 'rotation' in JSON (and a 4th column "
-        "with auto)",
-    )
-    add_stretch_arg(p)
+    add_reading_args(p)
     p.add_argument(
         "--min-confidence",
         type=float,
@@ -152,32 +94,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="flag reads whose confidence is below P (a last column 'ok' or 'uncertain'; "
         "'uncertain': true|false in JSON) and count them; tools/eval.py shows how accuracy "
         "rises as the least confident reads are left out",
-    )
-    p.add_argument(
-        "--layout",
-        choices=("auto", "line", "page"),
-        default="auto",
-        help="auto (default): read an image as a page only when it holds several stacked "
-        "lines of print small against it and they read more probably one by one than the "
-        "image read whole; read everything else (a word or line crop of any size, a sign, "
-        "a photo) whole, as one line; line: read every image whole; page: always find "
-        "lines. An image in which no line is found is read whole, with a warning",
-    )
-    p.add_argument(
-        "--finder",
-        choices=("auto", "detector", "classical"),
-        default="auto",
-        help="how a page's lines are found: auto (default): the learned text detector on "
-        "photographs, product and web images and other pictures, the classical page finder "
-        "on clean pages, scans and long screenshots (decided from the image: "
-        "docs/detection.md); detector or classical: always that one",
-    )
-    p.add_argument(
-        "--detector",
-        default="bundled",
-        metavar="PATH",
-        help="the text detector: bundled (default), an .onnx export or a task: detect "
-        "checkpoint, or none (the classical page finder only)",
     )
     p.add_argument(
         "--draw",
@@ -224,15 +140,6 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="write one file per input into DIR (NAME.txt, .hocr, .xml, .json or .tsv by "
         "--format) instead of printing",
-    )
-    p.add_argument(
-        "--batch-size", type=int, default=64, help="images per forward pass (default 64)"
-    )
-    p.add_argument(
-        "--device", default=None, help="cpu, cuda or cuda:N (default: cuda if available)"
-    )
-    p.add_argument(
-        "--threads", type=int, default=None, help="CPU threads for inference (default: all cores)"
     )
     p.add_argument(
         "--output",
@@ -338,70 +245,6 @@ def open_input(args: argparse.Namespace, rec: Any, name: str) -> Any:
     from crnn.data.pdf import open_source
 
     return open_source(name, args.dpi, args.pdf_password, rec.spec.rgb)
-
-
-def load_recognizer(args: argparse.Namespace) -> Any:
-    """The Recognizer the arguments ask for (PyTorch is imported only for a PyTorch
-    checkpoint). Raises with a message for the user on bad input."""
-    from crnn.reading.recognizer import Recognizer, default_checkpoint, prefers_onnx
-
-    if (args.beam or 0) < 0 or args.max_edits < 0:
-        raise ValueError(
-            f"--beam and --max-edits must be >= 0, got {args.beam} and {args.max_edits}"
-        )
-    ckpt = args.checkpoint or default_checkpoint(prefers_onnx(args.device), args.model)
-    rec = Recognizer.from_checkpoint(
-        ckpt,
-        device=args.device,
-        threads=args.threads,
-        batch_size=args.batch_size,
-        beam_width=args.beam,
-        lexicon=args.lexicon,
-        max_edits=args.max_edits,
-        rotate=args.rotate,
-        squeeze=args.squeeze,
-        numerals=args.numerals,
-        stretch=args.stretch,
-        zoom=args.zoom,
-        deslant=args.deslant,
-        lm=args.lm,
-        lm_weight=args.lm_weight,
-        detector=load_detector_arg(args),
-        finder=args.finder,
-    )
-    if rec.lm is not None and rec.lm_weight > 0 and rec.beam_width > 0:
-        log.info(
-            "decoding: beam %d, language prior over %d characters, weight %g",
-            rec.beam_width,
-            rec.lm.covered,
-            rec.lm_weight,
-        )
-    if getattr(rec.backend, "quantization", ""):
-        log.info("%s is %s-quantised (see docs/benchmarks.md)", ckpt, rec.backend.quantization)
-    if rec.lexicon is not None:
-        log.info("lexicon: %d words", len(rec.lexicon))
-        if rec.lexicon.skipped:
-            log.warning(
-                "lexicon: %d words have characters the model cannot write and were left out "
-                "(e.g. %s)",
-                len(rec.lexicon.skipped),
-                ", ".join(repr(w) for w in rec.lexicon.skipped[:3]),
-            )
-    return rec
-
-
-def load_detector_arg(args: argparse.Namespace) -> Any:
-    """The detector ``--detector`` names (None for none, or for ``--layout line``)."""
-    from crnn.detect.runtime import bundled_detector, load_detector
-
-    if args.detector == "none" or args.layout == "line" or args.finder == "classical":
-        return None
-    if args.detector == "bundled":
-        det = bundled_detector(threads=args.threads)
-        if det is None and args.finder == "detector":
-            raise ValueError("--finder detector: no detector is bundled; pass --detector PATH")
-        return det
-    return load_detector(args.detector, threads=args.threads)
 
 
 def predict_files(
@@ -541,7 +384,7 @@ def main(argv: list[str] | None = None) -> int:
             args, argv if argv is not None else sys.argv[1:], devices, files, errors
         )
     try:  # a CheckpointError is a RuntimeError (caught without importing torch)
-        rec = load_recognizer(args)
+        rec = load_reader(args)
     except (FileNotFoundError, RuntimeError, ImportError, ValueError) as e:
         log.error("%s", e)
         return EXIT_USAGE

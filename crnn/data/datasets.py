@@ -318,6 +318,19 @@ class RecognitionDataset(Dataset):
             return self._eval_labels[i]
         return self.charset.decode(self.target(i))
 
+    def original(self, i: int) -> tuple[bytes | np.ndarray, str, str]:
+        """Sample ``i`` as a reader takes it: its image file's bytes (a prepared LMDB's
+        stored pixels, ``(H, W)`` or ``(H, W, 3)``), its raw label and where it is from.
+        Raises ``LmdbFormatError`` for a damaged record."""
+        src = self.sources[int(self._src[i])]
+        j = int(self._idx[i])
+        if isinstance(src, _LmdbSource) and src.prepared is not None:
+            a = src.pixels(j)
+            image: bytes | np.ndarray = a[0] if a.shape[0] == 1 else a.transpose(1, 2, 0)
+        else:
+            image = src.image_bytes(j)
+        return image, src.label(j), src.describe(j)  # type: ignore[attr-defined]
+
     def __getitem__(self, key: int | tuple[int, int]) -> dict[str, Any]:
         """``key`` is an index, or ``(index, seed)`` to seed this sample's augmentation.
 

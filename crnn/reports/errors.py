@@ -73,8 +73,8 @@ class ErrorCollector:
             )
             self.errors.append(rec)
             if self.keep_images:
-                width = int(batch["widths"][k])
-                rec.image = np.asarray(batch["images"][k, :, :, :width])
+                width, image = int(batch["widths"][k]), batch["images"][k]
+                rec.image = None if image is None else np.asarray(image)[:, :, :width]
                 heapq.heappush(self._worst, (rec, next(self._tie)))  # type: ignore[arg-type]
                 if len(self._worst) > self.keep_images:
                     heapq.heappop(self._worst)[0].image = None

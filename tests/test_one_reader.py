@@ -1,0 +1,66 @@
+"""One reader behind every front end: ``crnn-eval`` reads each image exactly as
+``crnn-predict`` does (the same views, turns, page finding and blank check), so its
+figures are the figures users get."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import numpy as np
+from ckpt_helpers import run_main
+from conftest import render_word, word_labels, write_folder
+from PIL import Image
+
+
+def _hard_set(root):
+    """Rendered words, and what the batched loader path reads differently from predict:
+    a blank image, a word upside down, two words stacked as two lines."""
+    write_folder(root, word_labels(20, seed=3), seed=100)
+    extra = []
+    Image.new("L", (160, 48), 128).save(root / "images" / "blank.png")
+    extra.append("images/blank.png\tx")
+    render_word("homeland", seed=7).rotate(180).save(root / "images" / "turned.png")
+    extra.append("images/turned.png\thomeland")
+    a, b = render_word("river", seed=8), render_word("stone", seed=9)
+    two = Image.new("L", (max(a.width, b.width), a.height + b.height + 12), 255)
+    two.paste(a.convert("L"), (0, 0))
+    two.paste(b.convert("L"), (0, a.height + 12))
+    two.save(root / "images" / "two.png")
+    extra.append("images/two.png\triver")
+    with open(root / "gt.txt", "a", encoding="utf-8") as f:
+        f.write("\n".join(extra) + "\n")
+    return root
+
+
+def test_eval_reads_every_image_as_predict_does(tmp_path, capsys):
+    from crnn.cli import eval as eval_cli
+    from crnn.cli import predict as predict_cli
+    from crnn.text.alphabet import Charset
+
+    root = _hard_set(tmp_path / "set")
+    labels = dict(line.split("\t") for line in (root / "gt.txt").read_text().splitlines())
+    rc, out, _ = run_main(
+        predict_cli.main, "--model", "word", "--format", "json", root / "images", capsys=capsys
+    )
+    assert rc == 0
+    norm = Charset.from_spec("alnum36").normalize
+    predicted = {r["path"]: r["text"] for r in json.loads(out)}
+    wrong = {p: t for p, t in predicted.items() if t != norm(labels["images/" + p.split("/")[-1]])}
+    assert predicted[str(root / "images" / "blank.png")] == ""  # the blank check
+    rc, _, _ = run_main(
+        eval_cli.main,
+        "word",
+        root,
+        "--errors",
+        tmp_path / "err",
+        "--json",
+        tmp_path / "r.json",
+        capsys=capsys,
+    )
+    assert rc == 0
+    row = json.loads((tmp_path / "r.json").read_text())[0]
+    rows = list(csv.DictReader(open(tmp_path / "err" / "set" / "errors.tsv"), delimiter="\t"))
+    assert {r["source"]: r["prediction"] for r in rows} == wrong
+    assert row["accuracy"] == np.float64(1 - len(wrong) / len(predicted))
+    assert len(predicted) == row["count"] == 23
