@@ -473,12 +473,11 @@ def test_a_served_page_reads_exactly_as_read_page(stretch, zoom) -> None:
 
 def test_a_served_read_gets_the_recognizers_post_processing() -> None:
     """The numeral fix (an o inside a number is a 0) ran in predict but not in the
-    server, which decoded on its own; a rotating reader is refused, not fed tuples."""
+    server, which decoded on its own."""
     from PIL import Image
     from test_inference import _Says
 
     from crnn.reading.recognizer import Recognizer
-    from crnn.serve.app import create_app
     from crnn.text.alphabet import Charset
 
     cs = Charset.from_spec("ascii95")
@@ -489,8 +488,41 @@ def test_a_served_read_gets_the_recognizers_post_processing() -> None:
     buf = io.BytesIO()
     Image.fromarray(ink).save(buf, "PNG")
     assert _served(rec, buf.getvalue())["text"] == "sold 50,000 copies"
-    with pytest.raises(ValueError, match="rotate='none'"):
-        create_app(Recognizer(_Says(cs, "x"), rotate="auto"))
+
+
+def test_a_served_page_equals_a_predicted_page_field_for_field() -> None:
+    """The server wrote its own view loop, lines and JSON and refused a reader that
+    turns: served reads were never turned and a served vertical column lost
+    ``"direction": "ttb"``. It now reads through the Recognizer itself (the batcher only
+    shares forward passes), so each result is predict's JSON with the file's name."""
+    from test_pages import two_column_page
+    from test_vertical import COLUMNS, column
+
+    from crnn.reading.recognizer import Recognizer
+    from crnn.reading.results import page_result
+
+    def png(img) -> bytes:
+        buf = io.BytesIO()
+        img.save(buf, "PNG")
+        return buf.getvalue()
+
+    from PIL import Image
+
+    word = Recognizer.bundled("word", rotate="auto")
+    turned = png(Image.open(WORD).rotate(180, expand=True))
+    zh, line = Recognizer.bundled("zh"), Recognizer.bundled("line")
+    for rec, data, layout in (
+        (word, turned, "auto"),
+        (zh, png(column(COLUMNS[0])), "auto"),
+        (line, png(two_column_page()), "auto"),
+    ):
+        served = _served(rec, data, layout)
+        want = page_result(rec.read_page(data, layout), rotate=rec.rotate == "auto")
+        assert served.pop("filename") == "f.png"
+        served.pop("chars" if served["layout"] == "line" else "char_confidences")
+        assert served == want
+    assert _served(word, turned)["rotation"] == 180
+    assert _served(zh, png(column(COLUMNS[0])))["direction"] == "ttb"
 
 
 def test_a_served_crop_reads_exactly_as_predict_at_any_width() -> None:
@@ -508,7 +540,7 @@ def test_a_served_crop_reads_exactly_as_predict_at_any_width() -> None:
         (p,) = rec.predict([path.read_bytes()])
         served = _served(rec, path.read_bytes(), layout="line")
         assert served["text"] == p.text, path.name
-        assert served["confidence"] == round(p.confidence, 6), (path.name, widths[path.name])
+        assert served["confidence"] == round(p.confidence, 4), (path.name, widths[path.name])
         assert served["char_confidences"] == [round(c, 6) for c in p.char_confidences], path.name
 
 
@@ -528,7 +560,7 @@ def test_a_served_line_is_read_at_each_view_and_keeps_the_most_confident(view) -
     Image.fromarray(_bars()).save(buf, "PNG")
     (p,) = rec.predict(buf.getvalue())
     served = _served(rec, buf.getvalue(), layout="line")
-    assert getattr(p, view) == 1.5 and served["confidence"] == round(p.confidence, 6)
+    assert getattr(p, view) == 1.5 and served["confidence"] == round(p.confidence, 4)
     assert [c["box"] for c in served["chars"]] == [list(b) for b in p.char_boxes]
 
 
@@ -545,7 +577,7 @@ def test_a_served_leaning_crop_is_read_upright_as_predict_reads_it() -> None:
     _leaning(14.0, width=128).save(buf, "PNG")
     (p,) = rec.predict(buf.getvalue())
     served = _served(rec, buf.getvalue(), layout="line")
-    assert p.lean == 14.0 and served["confidence"] == round(p.confidence, 6)
+    assert p.lean == 14.0 and served["confidence"] == round(p.confidence, 4)
     assert [c["box"] for c in served["chars"]] == [list(b) for b in p.char_boxes]
 
 

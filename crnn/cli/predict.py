@@ -45,6 +45,7 @@ from crnn.cli import (
 from crnn.cli.reading_args import add_reading_args, load_reader
 from crnn.data import usable_cores
 from crnn.data.pdf import DEFAULT_DPI
+from crnn.reading.results import page_result
 
 log = logging.getLogger("crnn.predict")
 
@@ -339,27 +340,6 @@ def _text_layers(args: argparse.Namespace, files: list[str]) -> dict[str, Any]:
     return texts
 
 
-def page_json(path: str, page: Any, rotate: bool, floor: float | None) -> dict[str, Any]:
-    from crnn.data.pdf import split_ref
-
-    out = page.to_dict(path)
-    if page.layout == "line" and page.lines and page.lines[0].rotation:
-        out["rotation"] = page.lines[0].rotation
-    ref = split_ref(path)
-    if ref is not None:
-        out["page"] = ref[1]
-    if page.layout == "line" and page.lines:
-        line = page.lines[0]
-        out["char_confidences"] = [round(c, 6) for c in line.char_confidences]
-        if rotate:
-            out["rotation"] = line.rotation
-    if floor is not None:
-        for line, d in zip(page.lines, out["lines"]):
-            d["uncertain"] = line.confidence < floor
-        out["uncertain"] = page.confidence < floor
-    return out
-
-
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     setup_logging(args.verbose)
@@ -429,7 +409,7 @@ def emit(
         draw_read(f, page, args.draw, args.dpi, args.pdf_password)
         counts["drawn"] += 1
     if args.json:
-        results.append(page_json(f, page, args.rotate == "auto", floor))
+        results.append(page_result(page, f, args.rotate == "auto", floor))
     for line in page.lines:
         if not args.json:
             turn = f"\t{line.rotation}" if args.rotate == "auto" else ""
@@ -469,7 +449,7 @@ def write_documents(
         elif fmt == "json":
             doc = (
                 json.dumps(
-                    page_json(f, page, args.rotate == "auto", args.min_confidence),
+                    page_result(page, f, args.rotate == "auto", args.min_confidence),
                     ensure_ascii=False,
                     indent=1,
                 )

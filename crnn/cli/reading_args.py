@@ -15,9 +15,10 @@ from crnn.cli import add_stretch_arg
 log = logging.getLogger("crnn.predict")
 
 
-def add_reading_args(p: argparse.ArgumentParser) -> None:
+def add_reading_args(p: argparse.ArgumentParser, layout: bool = True) -> None:
     """Decoding (beam, prior, lexicon, numerals), views (turns, widths, zooms, lean),
-    layout and line finding, and where the model runs."""
+    layout (``layout=False``: where each request says it, the server) and line finding,
+    and where the model runs."""
     p.add_argument(
         "--beam",
         type=int,
@@ -77,16 +78,8 @@ def add_reading_args(p: argparse.ArgumentParser) -> None:
         "with auto)",
     )
     add_stretch_arg(p)
-    p.add_argument(
-        "--layout",
-        choices=("auto", "line", "page"),
-        default="auto",
-        help="auto (default): read an image as a page only when it holds several stacked "
-        "lines of print small against it and they read more probably one by one than the "
-        "image read whole; read everything else (a word or line crop of any size, a sign, "
-        "a photo) whole, as one line; line: read every image whole; page: always find "
-        "lines. An image in which no line is found is read whole, with a warning",
-    )
+    if layout:
+        add_layout_arg(p)
     p.add_argument(
         "--finder",
         choices=("auto", "detector", "classical"),
@@ -114,6 +107,19 @@ def add_reading_args(p: argparse.ArgumentParser) -> None:
     )
 
 
+def add_layout_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--layout",
+        choices=("auto", "line", "page"),
+        default="auto",
+        help="auto (default): read an image as a page only when it holds several stacked "
+        "lines of print small against it and they read more probably one by one than the "
+        "image read whole; read everything else (a word or line crop of any size, a sign, "
+        "a photo) whole, as one line; line: read every image whole; page: always find "
+        "lines. An image in which no line is found is read whole, with a warning",
+    )
+
+
 def checkpoint_arg(args: argparse.Namespace) -> str:
     """The model file to read with: the checkpoint named, or a bundled model's (by
     ``--model``, or a bundled model's name given as the checkpoint: word, line, zh)."""
@@ -126,9 +132,10 @@ def checkpoint_arg(args: argparse.Namespace) -> str:
     return str(ckpt)
 
 
-def load_reader(args: argparse.Namespace) -> Any:
+def load_reader(args: argparse.Namespace, **extra: Any) -> Any:
     """The Recognizer the arguments ask for (PyTorch is imported only for a PyTorch
-    checkpoint). Raises with a message for the user on bad input."""
+    checkpoint), ``extra``: more of ``Recognizer.from_checkpoint``'s options. Raises with
+    a message for the user on bad input."""
     from crnn.reading.recognizer import Recognizer
 
     if (args.beam or 0) < 0 or args.max_edits < 0:
@@ -154,6 +161,7 @@ def load_reader(args: argparse.Namespace) -> Any:
         lm_weight=args.lm_weight,
         detector=load_detector_arg(args),
         finder=args.finder,
+        **extra,
     )
     if rec.lm is not None and rec.lm_weight > 0 and rec.beam_width > 0:
         log.info(
@@ -180,7 +188,11 @@ def load_detector_arg(args: argparse.Namespace) -> Any:
     """The detector ``--detector`` names (None for none, or for ``--layout line``)."""
     from crnn.detect.runtime import bundled_detector, load_detector
 
-    if args.detector == "none" or args.layout == "line" or args.finder == "classical":
+    if (
+        args.detector == "none"
+        or getattr(args, "layout", "auto") == "line"
+        or args.finder == "classical"
+    ):
         return None
     if args.detector == "bundled":
         det = bundled_detector(threads=args.threads)

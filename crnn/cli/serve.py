@@ -16,7 +16,8 @@ import logging
 import sys
 from typing import Any
 
-from crnn.cli import EXIT_OK, EXIT_USAGE, Parser, add_stretch_arg, setup_logging
+from crnn.cli import EXIT_OK, EXIT_USAGE, Parser, setup_logging
+from crnn.cli.reading_args import add_reading_args
 
 log = logging.getLogger("crnn.serve")
 
@@ -39,10 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8000, help="port (default 8000)")
-    p.add_argument(
-        "--device", default=None, help="cpu, cuda or cuda:N (default: cuda if available)"
-    )
-    add_stretch_arg(p)
+    add_reading_args(p, layout=False)
     p.add_argument(
         "--max-batch", type=int, default=32, help="most images per forward pass (1: no batching)"
     )
@@ -145,23 +143,15 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError as e:
         log.error("crnn-serve needs the serve extra (%s): pip install 'crnn-ocr[serve]'", e.name)
         return EXIT_USAGE
-    from crnn.reading.recognizer import Recognizer, default_checkpoint, prefers_onnx
+    from crnn.cli.reading_args import checkpoint_arg, load_reader
 
     try:
-        path = args.checkpoint or default_checkpoint(prefers_onnx(args.device), args.model)
+        path = checkpoint_arg(args)
         model_workers, threads = forward_workers(path, args.model_workers)
+        args.checkpoint, args.threads = path, args.threads or threads
         # ONNX Runtime's threads sleep between batches instead of spinning: a server shares
         # its cores with its event loop, its clients and other work (docs/benchmarks.md).
-        rec = Recognizer.from_checkpoint(
-            path,
-            device=args.device,
-            rotate="none",
-            spinning=False,
-            threads=threads,
-            stretch=args.stretch,
-            zoom=args.zoom,
-            deslant=args.deslant,
-        )
+        rec = load_reader(args, spinning=False)
         limits = Limits(
             args.max_file_bytes,
             args.max_request_bytes,

@@ -43,7 +43,6 @@ class PageReading:
         width. An image that is not readable raises ``ImageDecodeError``, or with
         ``errors="return"`` is given that error in place of its page."""
         from crnn.data.image import ImageDecodeError
-        from crnn.layout import Line, Page
 
         pages: list[Any] = []
         jobs: list[tuple[int, Any, int | None, list[int]]] = []  # (page, pixels, width, box)
@@ -57,6 +56,19 @@ class PageReading:
                 continue
             pages.append(page)
             jobs.extend((k, *job) for job in lines)
+        return self.read_planned(pages, jobs)
+
+    def read_planned(
+        self, pages: list[Any], jobs: list[tuple[int, Any, int | None, list[int]]]
+    ) -> list[Any]:
+        """The second half of :meth:`read_pages`: the planned lines of ``pages`` (what
+        :meth:`plan_page` gave for each, as ``(page index, pixels, real width, box)``)
+        read together, batched by width, and put on their pages, which are returned
+        (an exception in place of a page is passed through). The server plans a request's
+        image and then reads its lines here, through a backend that batches them with
+        other requests' lines."""
+        from crnn.layout import Line, Page
+
         preds = (
             self.predict_preprocessed([j[1] for j in jobs], [j[2] for j in jobs]) if jobs else []
         )

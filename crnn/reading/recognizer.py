@@ -490,37 +490,6 @@ class Recognizer(PageReading):
         """What every read gets after decoding: the numeral fix (``numerals``)."""
         return fix_prediction(p) if self.numerals else p
 
-    def decode_logits(
-        self,
-        logits: Sequence[Any],
-        beam_width: int | None = None,
-        images: Sequence[tuple[Any, int]] | None = None,
-    ) -> list[Prediction]:
-        """Predictions from logits ``(T, K)`` of this reader's backend, one per image, each
-        trimmed to its image's own frames (the server's batcher computes them): the
-        temperature, decoding (``beam_width``: this reader's unless given; its lexicon)
-        and post-processing that :meth:`predict` applies, so that a served read is the
-        same as a predicted one; ``images``: each one's preprocessed pixels and real width
-        (a blank one reads as "", :func:`is_blank`)."""
-        temperature = getattr(self.backend, "temperature", 1.0)
-        beam = self.beam_width if beam_width is None else beam_width
-        out = []
-        for k, lg in enumerate(logits):
-            if images is not None and is_blank(*images[k]):
-                out.append(Prediction("", 1.0))
-                continue
-            (p,) = decode(
-                scale_logits(np.asarray(lg)[None], temperature),
-                self.charset,
-                beam_width=beam,
-                lexicon=self.lexicon,
-                max_edits=self.max_edits,
-                lm=self.lm,
-                lm_weight=self.lm_weight,
-            )
-            out.append(self._finish(p))
-        return out
-
     def predict(self, images: ImageSource | Sequence[ImageSource]) -> list[Prediction]:
         """Paths, encoded bytes, PIL images or arrays -> one :class:`Prediction` each
         (``text``, ``confidence``, ``char_confidences``; unpacks as ``text, confidence``).

@@ -25,10 +25,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
+import copy
 import logging
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -45,8 +45,8 @@ from crnn.data.image import (
     open_image,
 )
 from crnn.data.pdf import DEFAULT_DPI, PdfError, is_pdf, page_count, page_sizes, render
-from crnn.reading.views import AS_GIVEN
-from crnn.serve.batcher import MicroBatcher, Overloaded
+from crnn.reading.results import page_result
+from crnn.serve.batcher import BatchedBackend, MicroBatcher, Overloaded
 
 log = logging.getLogger("crnn.serve")
 
@@ -251,81 +251,34 @@ class Service:
             planned, jobs = await loop.run_in_executor(
                 None, self._plan, name, data, layout, page, dpi
             )
-        out: dict[str, Any] = (
-            {"filename": name} if page is None else {"filename": name, "page": page}
-        )
-        # The Recognizer's own decoding and post-processing (a served read is a predicted
-        # one), on the batch's worker thread right after the forward pass.
+        # The lines are read by the Recognizer itself (views, turns, decoding, the blank
+        # check, the result built as predict builds it), its forward passes shared with
+        # other requests' lines through the batcher: a served read is a predicted one.
+        served = copy.copy(self.rec)
+        served.backend = BatchedBackend(self.batcher, loop)
+        if beam is not None:
+            served.beam_width = beam
         try:
-            preds = await asyncio.gather(
-                *(self._read(job, place, beam) for job, place in zip(jobs, planned.placements))
+            (read,) = await loop.run_in_executor(
+                None, served.read_planned, [planned], [(0, *job) for job in jobs]
             )
         except Overloaded as e:
             raise RequestError(503, f"{name}: {e}") from None
-        if planned.layout == "line":
-            from crnn.layout.page import chars_json
-
-            p = preds[0]
-            out.update(
-                text=p.text,
-                confidence=round(p.confidence, 6),
-                char_confidences=[round(c, 6) for c in p.char_confidences],
-                layout="line",
-                chars=chars_json(p.text, p.char_confidences, p.char_boxes),
-            )
-            if planned.note:
-                out["note"] = planned.note
-            return out
-        from crnn.layout import Line
-
-        for k, ((_, _, box), p) in enumerate(zip(jobs, preds)):
-            quad = tuple(map(tuple, planned.quads[k])) if planned.quads else ()
-            planned.lines.append(
-                Line(
-                    p.text,
-                    p.confidence,
-                    box,
-                    p.char_confidences,
-                    char_boxes=p.char_boxes,
-                    quad=quad,
-                )
-            )
-        if planned.finder == "detector":  # as Recognizer.read_pages: a line read as nothing is none
-            planned.lines = [ln for ln in planned.lines if ln.text.strip()]
-        out.update(planned.to_dict())
-        out["char_confidences"] = [
-            [round(c, 6) for c in ln.char_confidences] for ln in planned.lines
-        ]
+        except BaseException:  # cancelled (the request's timeout): drop what still waits
+            served.backend.cancel()
+            raise
+        out: dict[str, Any] = {"filename": name}
+        if page is not None:
+            out["page"] = page
+        out.update(page_result(read, rotate=self.rec.rotate == "auto"))
+        if read.layout == "line":
+            line = read.lines[0] if read.lines else None
+            out["chars"] = line.to_dict().get("chars", []) if line else []
+        else:
+            out["char_confidences"] = [
+                [round(c, 6) for c in ln.char_confidences] for ln in read.lines
+            ]
         return out
-
-    async def _read(self, job: Any, place: Any, beam: int | None) -> Any:
-        """One line's read: at each of the Recognizer's views (widths, ``stretch``, zooms,
-        ``zoom``, a leaning crop sheared upright, ``deslant``), the most confident kept
-        (the first on a tie), as
-        ``Recognizer.predict`` reads it."""
-        item, width, _ = job
-        reads = await asyncio.gather(
-            *(
-                self.batcher.logits(
-                    im,
-                    wd,
-                    then=functools.partial(
-                        self._decode, beam=beam, read=(im, wd, v), job=job, place=place
-                    ),
-                )
-                for _, v, im, wd in self.rec.reads_of(item, width)
-            )
-        )
-        return max(reads, key=lambda p: p.confidence)
-
-    def _decode(self, logits: Any, beam: int | None, read: Any, job: Any, place: Any) -> Any:
-        """The Recognizer's read of one line's logits (read at ``read``'s view), with its
-        characters' boxes (``Recognizer.locate``)."""
-        arr, width, (stretch, zoom, lean) = read
-        (p,) = self.rec.decode_logits([logits], beam, [(arr, width)])
-        if (stretch, zoom, lean) != AS_GIVEN:
-            p = replace(p, stretch=stretch, zoom=zoom, lean=lean)
-        return self.rec.locate(p, job[0], place.size, job[1], place)
 
     def _plan(self, name: str, data: bytes, layout: str, page: int | None, dpi: int) -> Any:
         try:
@@ -445,8 +398,6 @@ def create_app(
     from crnn import __version__
 
     limits = limits or Limits()
-    if getattr(recognizer, "rotate", "none") != "none":  # its reads are tuples of turns
-        raise ValueError("crnn-serve reads images as given: serve a Recognizer(..., rotate='none')")
     batcher = MicroBatcher(
         recognizer.backend,
         max_batch=max_batch,

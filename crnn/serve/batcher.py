@@ -240,3 +240,37 @@ def _join(threads: list[threading.Thread], timeout: float) -> None:
     deadline = time.monotonic() + timeout
     for t in threads:
         t.join(max(0.0, deadline - time.monotonic()))
+
+
+class BatchedBackend:
+    """A Backend whose forward passes go through a :class:`MicroBatcher`, for a reader
+    running on a worker thread (never the event loop's): each image of a call waits for
+    its logits among whatever other requests' images share its batch, so the served
+    reader is the Recognizer itself and the batcher decides only which lines share a
+    forward pass. :meth:`cancel` drops what a request still waits for (its timeout)."""
+
+    def __init__(self, batcher: MicroBatcher, loop: asyncio.AbstractEventLoop) -> None:
+        self._batcher, self._loop = batcher, loop
+        self._waiting: list[Any] = []
+        self._cancelled = threading.Event()
+
+    def __getattr__(self, name: str) -> Any:  # charset, spec, output_length, temperature...
+        return getattr(self._batcher.backend, name)
+
+    def __call__(self, images: Any) -> np.ndarray:
+        if self._cancelled.is_set():
+            raise asyncio.CancelledError("the request was cancelled")
+        waits = [
+            asyncio.run_coroutine_threadsafe(
+                self._batcher.logits(np.ascontiguousarray(im)), self._loop
+            )
+            for im in np.asarray(images)
+        ]
+        self._waiting = waits
+        return np.stack([w.result() for w in waits])
+
+    def cancel(self) -> None:
+        """Stop: the next forward pass raises, the images queued are dropped."""
+        self._cancelled.set()
+        for w in self._waiting:
+            w.cancel()
