@@ -17,12 +17,12 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from crnn.backends import Backend
-from crnn.ctc import Lexicon, Prediction, decode
+from crnn.ctc import Lexicon, Prediction
 from crnn.ctc.lm import CharBigram
-from crnn.ctc.numerals import fix_prediction, fixes_numerals
 from crnn.data import ignore_stop_signals, stop_workers_at_exit
 from crnn.data.batching import EvalBatchSampler, collate
-from crnn.reading.calibration import TemperatureFit, scale_logits
+from crnn.reading.calibration import TemperatureFit
+from crnn.reading.decoder import Decoder
 from crnn.text.metrics import TextMetrics
 
 
@@ -95,7 +95,16 @@ def evaluate(
     is applied to the confidences reported. ``numerals``: an o read inside a number is
     a 0, as ``predict`` reads it (:class:`crnn.reading.recognizer.Recognizer`'s ``numerals``)."""
     metrics = TextMetrics()
-    fix = numerals and fixes_numerals(backend.charset.chars, lexicon)
+    decoder = Decoder.build(
+        backend.charset,
+        getattr(backend, "temperature", 1.0),
+        beam_width,
+        lexicon,
+        max_edits,
+        lm if lm is not None else False,
+        lm_weight,
+        numerals,
+    )
     examples: dict[str, Any] = {}
     bad = 0
     bad_examples: list[str] = []
@@ -110,13 +119,7 @@ def evaluate(
         # Lengths from the host-side widths: no device round trip.
         lengths = torch.as_tensor(backend.output_length(batch["widths"]))
         lengths = lengths.clamp(max=logits.shape[1])
-        temperature = getattr(backend, "temperature", 1.0)
-        scaled = scale_logits(logits, temperature)
-        predictions = decode(
-            scaled, backend.charset, lengths, beam_width, lexicon, max_edits, lm, lm_weight
-        )
-        if fix:
-            predictions = [fix_prediction(p) for p in predictions]
+        predictions = decoder(logits, lengths)
         preds = [p.text for p in predictions]
         if calibrate is not None:
             calibrate.add(logits, lengths, [a == b for a, b in zip(preds, batch["labels"])])

@@ -161,12 +161,17 @@ def test_eval_decodes_as_predict_does(tmp_path, capsys, monkeypatch):
     """crnn-eval --batched takes predict's decoding: the Chinese model's prior and beam by
     default, none with --lm none; a bad word-count file is a usage error naming its line
     (crnn-eval without --batched reads through predict's own reader: test_one_reader.py)."""
-    from crnn import evaluation
     from crnn.cli import eval as eval_cli
+    from crnn.reading import decoder
 
     seen = []
-    real = evaluation.decode
-    monkeypatch.setattr(evaluation, "decode", lambda *a: seen.append(a[3:]) or real(*a))
+    real = decoder.decode
+
+    def spy(logits, charset, lengths, **kw):
+        seen.append((kw["beam_width"], kw["lexicon"], kw["max_edits"], kw["lm"], kw["lm_weight"]))
+        return real(logits, charset, lengths, **kw)
+
+    monkeypatch.setattr(decoder, "decode", spy)
     zh, lines = (
         inference.default_checkpoint(model="zh"),
         Path(__file__).resolve().parent.parent / "data" / "zh_lines",

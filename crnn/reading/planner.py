@@ -259,7 +259,7 @@ class PageReading:
     def _writes_cjk(self) -> bool:
         """Whether the model writes Chinese characters (only they are set in columns)."""
         if not hasattr(self, "_cjk"):
-            self._cjk = sum("\u4e00" <= c <= "\u9fff" for c in self.charset.chars) >= 100
+            self._cjk = self.charset.writes_chinese
         return self._cjk
 
     def _vertical_page(

@@ -39,9 +39,8 @@ from crnn.bundled import (  # noqa: F401 (re-exported)
     default_checkpoint,
     prefers_onnx,
 )
-from crnn.ctc import Lexicon, Prediction, decode, log_softmax_np, sequence_log_probs
-from crnn.ctc.lm import CharBigram, default_beam, resolve_prior
-from crnn.ctc.numerals import fix_prediction, fixes_numerals
+from crnn.ctc import Lexicon, Prediction, log_softmax_np, sequence_log_probs
+from crnn.ctc.lm import CharBigram
 from crnn.data.image import (
     ImageSource,
     ImageTooWideError,
@@ -50,7 +49,7 @@ from crnn.data.image import (
     stretch_line,
     zoom_rows,
 )
-from crnn.reading.calibration import scale_logits
+from crnn.reading.decoder import Decoder
 from crnn.reading.orientation import UPSIDE_DOWN, OrientationClassifier, bundled_classifier
 from crnn.reading.planner import PAGE_CHECK_LINES, PAGE_WIDTH_STEP, PageReading, _pad_to  # noqa: F401 (re-exported)
 from crnn.reading.views import (  # noqa: F401 (re-exported)
@@ -220,19 +219,48 @@ class Recognizer(PageReading):
         self.backend = backend
         self.spec = backend.spec
         self.batch_size = batch_size
-        self.lm, self.lm_weight = resolve_prior(lm, lm_weight, self.charset)
-        beam_width = default_beam(beam_width, self.lm, self.lm_weight)
-        if beam_width < 0:
-            raise ValueError(f"beam_width must be >= 0 (0: greedy), got {beam_width}")
-        self.beam_width = beam_width
-        if lexicon is not None and not isinstance(lexicon, Lexicon):
-            if isinstance(lexicon, (str, os.PathLike)):
-                lexicon = Lexicon.from_file(lexicon, self.charset)
-            else:
-                lexicon = Lexicon(lexicon, self.charset)
-        self.lexicon = lexicon
-        self.max_edits = max_edits
-        self.numerals = numerals and fixes_numerals(self.charset.chars, lexicon)
+        self.decoder = Decoder.build(
+            self.charset,
+            getattr(backend, "temperature", 1.0),
+            beam_width,
+            lexicon,
+            max_edits,
+            lm,
+            lm_weight,
+            numerals,
+        )
+
+    # The decoding options, as the Decoder holds them (it is immutable: setting one gives
+    # this reader a new Decoder, so a copy of a reader may decode differently).
+    @property
+    def beam_width(self) -> int:
+        return self.decoder.beam_width
+
+    @beam_width.setter
+    def beam_width(self, value: int) -> None:
+        if value < 0:
+            raise ValueError(f"beam_width must be >= 0 (0: greedy), got {value}")
+        self.decoder = dataclasses.replace(self.decoder, beam_width=value)
+
+    @property
+    def lm(self) -> CharBigram | None:
+        return self.decoder.lm
+
+    @property
+    def lm_weight(self) -> float:
+        return self.decoder.lm_weight
+
+    @property
+    def lexicon(self) -> Lexicon | None:
+        return self.decoder.lexicon
+
+    @property
+    def max_edits(self) -> int:
+        return self.decoder.max_edits
+
+    @property
+    def numerals(self) -> bool:
+        return self.decoder.numerals
 
     @classmethod
     def from_checkpoint(
@@ -457,7 +485,7 @@ class Recognizer(PageReading):
             for k in range(0, len(idx), self.batch_size):
                 chunk = idx[k : k + self.batch_size]
                 logits = self.backend(np.stack([np.asarray(images[i]) for i in chunk]))
-                logits = scale_logits(logits, getattr(self.backend, "temperature", 1.0))
+                logits = self.decoder.scale(logits)
                 lengths = None
                 if widths is not None and any(widths[i] < images[i].shape[-1] for i in chunk):
                     lengths = np.minimum(
@@ -466,29 +494,15 @@ class Recognizer(PageReading):
                         ),
                         logits.shape[1],
                     )
-                preds = decode(
-                    logits,
-                    self.charset,
-                    lengths,
-                    beam_width=self.beam_width,
-                    lexicon=self.lexicon,
-                    max_edits=self.max_edits,
-                    lm=self.lm,
-                    lm_weight=self.lm_weight,
-                )
+                blank = [is_blank(images[i], None if widths is None else widths[i]) for i in chunk]
+                preds = self.decoder.decode_scaled(logits, lengths, blank)
                 lp = log_softmax_np(_numpy(logits).astype(np.float64)) if score else None
                 for j, (i, p) in enumerate(zip(chunk, preds)):
-                    if is_blank(images[i], None if widths is None else widths[i]):
-                        p = Prediction("", 1.0)
                     frames = logits.shape[1] if lengths is None else int(lengths[j])
                     text = [self.charset.encode(p.text)]
                     s = sequence_log_probs(lp[j][:frames], text)[0] if score else 0.0
-                    out[i] = (s, frames, self._finish(p))
+                    out[i] = (s, frames, p)
         return out  # type: ignore[return-value]
-
-    def _finish(self, p: Prediction) -> Prediction:
-        """What every read gets after decoding: the numeral fix (``numerals``)."""
-        return fix_prediction(p) if self.numerals else p
 
     def predict(self, images: ImageSource | Sequence[ImageSource]) -> list[Prediction]:
         """Paths, encoded bytes, PIL images or arrays -> one :class:`Prediction` each

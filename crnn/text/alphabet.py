@@ -58,6 +58,10 @@ def duplicates(chars: str) -> dict[str, list[int]]:
     return {c: v for c, v in ids.items() if len(v) > 1}
 
 
+# How many CJK ideographs make an alphabet a Chinese model's (Charset.writes_chinese).
+CHINESE_MIN = 100
+
+
 @dataclass(frozen=True)
 class Charset:
     """An ordered alphabet with the CTC blank at id 0.
@@ -180,6 +184,13 @@ class Charset:
 
     def __len__(self) -> int:
         return len(self.chars)
+
+    @property
+    def writes_chinese(self) -> bool:
+        """Whether this is a Chinese model's alphabet (:data:`CHINESE_MIN` CJK ideographs
+        or more): the one test behind every Chinese default (the views a line is read at,
+        vertical columns, the language prior)."""
+        return sum("\u4e00" <= c <= "\u9fff" for c in self.chars) >= CHINESE_MIN
 
     def normalize(self, text: str) -> str:
         """The form a label is compared and encoded in: NFC, full-width forms the
