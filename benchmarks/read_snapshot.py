@@ -75,12 +75,28 @@ def snapshot(count: int, web: int) -> dict[str, dict]:
     return out
 
 
+def fields_apart(x: object, y: object, where: str = "") -> list[tuple[str, object, object]]:
+    """Where two reads differ: each differing leaf's path, and its two values."""
+    if isinstance(x, dict) and isinstance(y, dict):
+        out = []
+        for k in sorted(set(x) | set(y)):
+            out += fields_apart(x.get(k), y.get(k), f"{where}.{k}")
+        return out
+    if isinstance(x, list) and isinstance(y, list) and len(x) == len(y):
+        return [
+            d for i, (u, v) in enumerate(zip(x, y)) for d in fields_apart(u, v, f"{where}[{i}]")
+        ]
+    return [] if x == y else [(where or ".", x, y)]
+
+
 def compare(a: Path, b: Path) -> int:
     one, two = (json.loads(p.read_text(encoding="utf-8")) for p in (a, b))
     differ = [k for k in sorted(set(one) | set(two)) if one.get(k) != two.get(k)]
     for key in differ:
-        print(f"{key}\n  {a.name}: {json.dumps(one.get(key), ensure_ascii=False)[:300]}")
-        print(f"  {b.name}: {json.dumps(two.get(key), ensure_ascii=False)[:300]}")
+        print(key)
+        for where, x, y in fields_apart(one.get(key), two.get(key)):
+            print(f"  {where}: {json.dumps(x, ensure_ascii=False)[:120]}")
+            print(f"  {' ' * len(where)}  {json.dumps(y, ensure_ascii=False)[:120]}")
     print(f"{len(differ)} of {len(set(one) | set(two))} reads differ")
     return 1 if differ else 0
 
