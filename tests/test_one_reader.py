@@ -8,6 +8,7 @@ import csv
 import json
 
 import numpy as np
+import pytest
 from ckpt_helpers import run_main
 from conftest import render_word, word_labels, write_folder
 from PIL import Image
@@ -33,7 +34,8 @@ def _hard_set(root):
     return root
 
 
-def test_eval_reads_every_image_as_predict_does(tmp_path, capsys):
+@pytest.mark.parametrize("layout", ["auto", "line"])
+def test_eval_reads_every_image_as_predict_does(tmp_path, capsys, layout):
     from crnn.cli import eval as eval_cli
     from crnn.cli import predict as predict_cli
     from crnn.text.alphabet import Charset
@@ -41,7 +43,15 @@ def test_eval_reads_every_image_as_predict_does(tmp_path, capsys):
     root = _hard_set(tmp_path / "set")
     labels = dict(line.split("\t") for line in (root / "gt.txt").read_text().splitlines())
     rc, out, _ = run_main(
-        predict_cli.main, "--model", "word", "--format", "json", root / "images", capsys=capsys
+        predict_cli.main,
+        "--model",
+        "word",
+        "--layout",
+        layout,
+        "--format",
+        "json",
+        root / "images",
+        capsys=capsys,
     )
     assert rc == 0
     norm = Charset.from_spec("alnum36").normalize
@@ -52,6 +62,8 @@ def test_eval_reads_every_image_as_predict_does(tmp_path, capsys):
         eval_cli.main,
         "word",
         root,
+        "--layout",
+        layout,
         "--errors",
         tmp_path / "err",
         "--json",

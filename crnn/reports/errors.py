@@ -200,9 +200,8 @@ class Calibration:
     def ece(self) -> float:
         """The expected calibration error of the reads seen (see
         :func:`crnn.reading.calibration.expected_calibration_error`)."""
-        return expected_calibration_error(
-            [c for c, _ in self.pairs], [k for _, k in self.pairs], self.bins
-        )
+        pairs = sorted(self.pairs)  # one order however the reads were shared out
+        return expected_calibration_error([c for c, _ in pairs], [k for _, k in pairs], self.bins)
 
     def accuracy_at_coverage(self) -> dict[str, float]:
         """``{"90%": accuracy of the 90 % most confident reads, ...}``."""
