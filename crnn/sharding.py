@@ -235,18 +235,31 @@ def spawn(module: str, argv: Iterable[str], devices: Sequence[str]) -> list[int]
 
 
 def devices_for(gpus: str | None, nproc: int | None) -> list[str] | None:
-    """``--gpus 0,1`` -> ``["cuda:0", "cuda:1"]``; ``--gpus cpu --nproc 2`` or ``--nproc 2``
-    -> two CPU processes; None: one process (this one)."""
-    if gpus and gpus != "cpu":
-        ids = [g.strip() for g in gpus.split(",") if g.strip()]
-        if not all(g.isdigit() for g in ids):
-            raise ValueError(
-                f"--gpus {gpus!r}: expected GPU numbers like 0,1 (or cpu with --nproc)"
-            )
-        return [f"cuda:{g}" for g in ids] if len(ids) > 1 else None
-    if nproc is not None and nproc > 1:
-        return ["cpu"] * nproc
-    return None
+    """The processes a read asks for, parsed as training parses ``--gpus``
+    (:func:`crnn.config.devices.parse_devices`): ``--gpus 0,1`` or ``--gpus all`` ->
+    ``["cuda:0", "cuda:1", ...]``; ``--gpus cpu --nproc 2`` or ``--nproc 2`` -> two CPU
+    processes; None: one process, this one (``--gpus N`` alone: this one, on GPU N, see
+    :func:`single_device`). Raises ``ValueError`` with the fix."""
+    from crnn.config.devices import parse_devices, visible_gpus
+
+    if gpus is None and nproc is None:
+        return None
+    d = parse_devices(gpus if gpus is not None else "cpu", nproc, visible_gpus)
+    if d.kind == "cpu":
+        return ["cpu"] * d.nproc if d.nproc > 1 else None
+    return [f"cuda:{i}" for i in d.ids] if len(d.ids) > 1 else None
+
+
+def single_device(gpus: str | None, device: str | None) -> str | None:
+    """The device of a one-process read: ``--device`` if given, else what ``--gpus``
+    named (``cpu``, or its one GPU N: ``cuda:N``), else None (the default: CUDA if
+    there is one)."""
+    if device or gpus is None:
+        return device
+    ids = [g.strip() for g in gpus.lower().split(",") if g.strip()]
+    if ids == ["cpu"]:
+        return "cpu"
+    return f"cuda:{ids[0]}" if len(ids) == 1 and ids[0].isdigit() else None
 
 
 def strip_flags(

@@ -162,3 +162,29 @@ def test_a_completion_marker_left_by_an_earlier_run_does_not_start_the_merge(
     assert not sharding.is_done(part)
     sharding.mark_done(part)
     assert sharding.is_done(part)
+
+
+def test_predict_and_train_read_gpus_with_one_parser(monkeypatch):
+    """``--gpus all`` was training's alone: predict and eval refused it ("expected GPU
+    numbers"), and never checked a listed GPU exists. One parser serves all three now,
+    counting the visible GPUs without PyTorch where CUDA_VISIBLE_DEVICES says."""
+    from crnn.config.devices import DeviceSpecError, visible_gpus
+    from crnn.sharding import devices_for, single_device
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,5,6")
+    assert visible_gpus() == 3
+    assert devices_for("all", None) == ["cuda:0", "cuda:1", "cuda:2"]
+    assert devices_for("0,2", None) == ["cuda:0", "cuda:2"]
+    assert devices_for("1", None) is None and single_device("1", None) == "cuda:1"
+    assert devices_for("cpu", 2) == ["cpu", "cpu"] and devices_for(None, 2) == ["cpu", "cpu"]
+    assert devices_for(None, None) is None and single_device(None, None) is None
+    assert single_device("cpu", None) == "cpu" and single_device("1", "cuda:0") == "cuda:0"
+    with pytest.raises(DeviceSpecError, match=r"GPU 3 does not exist; 3 visible"):
+        devices_for("0,3", None)
+    with pytest.raises(DeviceSpecError, match="listed twice"):
+        devices_for("1,1", None)
+    with pytest.raises(DeviceSpecError, match="expected GPU numbers like 0 or 0,1, or 'all'"):
+        devices_for("gpu0", None)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    with pytest.raises(DeviceSpecError, match="no CUDA GPU is visible"):
+        devices_for("all", None)

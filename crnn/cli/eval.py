@@ -321,6 +321,7 @@ def main(argv: list[str] | None = None) -> int:
         Shard,
         devices_for,
         read_part_jsons,
+        single_device,
         spawn,
         strip_flags,
         wait_for_parts,
@@ -329,6 +330,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         devices, shard = devices_for(args.gpus, args.nproc), Shard.from_env()
+        args.device = args.device if devices else single_device(args.gpus, args.device)
     except ValueError as e:
         log.error("%s", e)
         return EXIT_USAGE

@@ -185,11 +185,12 @@ def _lines(stream: Any) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     setup_logging(args.verbose)
-    from crnn.sharding import Shard, devices_for
+    from crnn.sharding import Shard, devices_for, single_device
 
     try:
         devices = devices_for(args.gpus, args.nproc)
         shard = Shard.from_env()
+        args.device = args.device if devices else single_device(args.gpus, args.device)
     except ValueError as e:
         log.error("%s", e)
         return EXIT_USAGE

@@ -26,6 +26,7 @@ import torch
 from torch.distributed.elastic.multiprocessing.errors import ErrorHandler, ProcessFailure, record
 
 from crnn.config import Config
+from crnn.config.devices import Devices, DeviceSpecError, parse_devices
 from crnn.engine.distributed import cleanup, env_rank, init_distributed
 from crnn.engine.faults import FaultInjection, write_rank_record
 from crnn.engine.logging import run_log_file
@@ -49,62 +50,13 @@ class DistributedRunError(LaunchError):
 SHUTDOWN_GRACE_S = 60
 
 
-@dataclass(frozen=True)
-class Devices:
-    """What ``--gpus``/``--nproc`` asked for."""
-
-    kind: str = "cpu"  # cpu | cuda
-    ids: list[int] = field(default_factory=list)  # CUDA ordinals among the visible devices
-    nproc: int = 1  # processes on the CPU
-
-    def torch_devices(self) -> list[torch.device]:
-        if self.kind == "cpu":
-            return [torch.device("cpu")]
-        return [torch.device("cuda", i) for i in self.ids]
-
-
 def parse_gpus(spec: str | None, nproc: int | None = None) -> Devices:
-    """``None`` (default), ``"cpu"``, ``"all"`` or ``"0,1"``.
-
-    GPU numbers index the devices CUDA lets this process see, so they honour
-    ``CUDA_VISIBLE_DEVICES`` (``CUDA_VISIBLE_DEVICES=2,3 --gpus 0,1`` uses physical 2, 3).
-    The default is GPU 0 if there is one, else the CPU; under ``torchrun`` it is every
-    visible GPU, local rank ``i`` taking the ``i``-th.
-    """
-    n_visible = torch.cuda.device_count()
-    if spec is None:
-        spec = ("all" if env_rank() is not None else "0") if n_visible else "cpu"
-    spec = spec.strip().lower()
-    if spec == "cpu":
-        if nproc is not None and nproc < 1:
-            raise LaunchError(f"--nproc must be >= 1, got {nproc}")
-        return Devices("cpu", [], nproc or 1)
-    if nproc is not None:
-        raise LaunchError(
-            f"--nproc {nproc} is for --gpus cpu; with --gpus {spec} one process runs per listed GPU"
-        )
-    if spec == "all":
-        ids = list(range(n_visible))
-    else:
-        try:
-            ids = [int(s) for s in spec.split(",") if s.strip()]
-        except ValueError:
-            raise LaunchError(
-                f"--gpus {spec!r}: expected GPU numbers like 0 or 0,1, or 'all' or 'cpu'"
-            ) from None
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    where = f" (CUDA_VISIBLE_DEVICES={visible})" if visible is not None else ""
-    if not ids or n_visible == 0:
-        raise LaunchError(f"--gpus {spec}: no CUDA GPU is visible{where}; use --gpus cpu")
-    bad = [i for i in ids if not 0 <= i < n_visible]
-    if bad:
-        raise LaunchError(
-            f"--gpus {spec}: GPU {bad[0]} does not exist; {n_visible} visible{where}, "
-            f"numbered 0..{n_visible - 1} (numbers count the visible GPUs, not physical ones)"
-        )
-    if len(set(ids)) != len(ids):
-        raise LaunchError(f"--gpus {spec}: a GPU is listed twice")
-    return Devices("cuda", ids, 1)
+    """``--gpus``/``--nproc`` for training (:func:`crnn.config.devices.parse_devices`,
+    the GPUs PyTorch sees; under torchrun every visible GPU by default)."""
+    try:
+        return parse_devices(spec, nproc, torch.cuda.device_count, env_rank() is not None)
+    except DeviceSpecError as e:
+        raise LaunchError(str(e)) from None
 
 
 def run_training(
