@@ -159,9 +159,9 @@ def dtrb_loader(root: str, workers: int) -> DataLoader:
 
 
 def our_loader(root: str, workers: int) -> DataLoader:
+    from crnn.config.image_spec import ImageSpec
     from crnn.data.batching import BucketBatchSampler, collate
     from crnn.data.datasets import RecognitionDataset, open_sources
-    from crnn.data.image import ImageSpec
     from crnn.model import CRNN
     from crnn.text.alphabet import Charset
 

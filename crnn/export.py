@@ -47,7 +47,7 @@ import torch
 from crnn import __version__
 from crnn.backends.onnx import META_PREFIX, OnnxBackend, require_onnx
 from crnn.backends.torch import Uint8Model
-from crnn.data.image import ImageSpec
+from crnn.config.image_spec import ImageSpec
 from crnn.io import atomic_write
 from crnn.model import CRNN
 from crnn.text.alphabet import Charset

@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from crnn import checkpoint as ck
-from crnn.data.image import ImageSpec
+from crnn.config.image_spec import ImageSpec
 from crnn.model import CRNN
 from crnn.text.alphabet import Charset
 

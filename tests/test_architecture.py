@@ -201,3 +201,81 @@ def test_docs_and_code_speak_of_the_project_never_of_its_issues():
         for m in pattern.finditer(p.read_text(encoding="utf-8"))
     ]
     assert not hits, hits
+
+
+def test_at_most_eight_modules_at_the_top_level():
+    """The reader, text, reports and everything else live in packages by concern."""
+    top = sorted(p.name for p in PKG.glob("*.py"))
+    assert len(top) <= 8, top
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every group of modules that import each other round in a circle (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                out.append(sorted(group))
+
+    for v in list(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_two_modules_import_each_other_round_a_circle():
+    """``layout/lines.py`` and ``layout/order.py`` did (a file split by size, not by
+    concern). The package root's lazy re-exports (``crnn.Recognizer``) and a module
+    importing its siblings through its own package are not circles."""
+    graph = {
+        name: {d for d in deps if d != "crnn" and not name.startswith(d + ".")}
+        for name, deps in GRAPH.items()
+        if name != "crnn"
+    }
+    assert not _cycles(graph)
+
+
+@pytest.mark.parametrize(
+    ("package", "allowed"),
+    [
+        ("crnn.config", set()),
+        ("crnn.text", set()),
+        ("crnn.model", {"crnn.config"}),
+        ("crnn.ctc", {"crnn.text"}),
+        (
+            "crnn.backends",
+            {"crnn.config", "crnn.model", "crnn.text", "crnn.checkpoint", "crnn.precision"},
+        ),
+        ("crnn.checkpoint", {"crnn", "crnn.config", "crnn.model", "crnn.text", "crnn.io"}),
+        ("crnn.layout", set()),
+    ],
+)
+def test_each_package_imports_only_what_lies_below_it(package, allowed):
+    """The floors of the house: the model input contract (``ImageSpec``) in config, so
+    backends and checkpoints never load the data package; text and layout stand alone."""
+    for name, deps in GRAPH.items():
+        if name == package or name.startswith(package + "."):
+            outside = {
+                ".".join(d.split(".")[:2]) if d.count(".") else d
+                for d in deps
+                if not (d == package or d.startswith(package + "."))
+            }
+            assert outside <= allowed, f"{name} imports {sorted(outside - allowed)}"

@@ -73,8 +73,8 @@ def test_a_charset_built_from_the_labels_skips_none_of_them(word_lmdb, tmp_path,
     from ckpt_helpers import run_main
 
     from crnn.cli import charset as charset_cli
+    from crnn.config.image_spec import ImageSpec
     from crnn.data.datasets import RecognitionDataset, open_sources
-    from crnn.data.image import ImageSpec
     from crnn.model import CRNN
 
     out = tmp_path / "mine.txt"

@@ -19,7 +19,7 @@ from crnn.backends.torch import normalize
 from crnn.checkpoint.grow import grow_hidden
 from crnn.cli import convert_checkpoint
 from crnn.config import load_config
-from crnn.data.image import ImageSpec
+from crnn.config.image_spec import ImageSpec
 from crnn.engine.distributed import DistInfo
 from crnn.engine.trainer import Trainer
 from crnn.io import atomic_save

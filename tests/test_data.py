@@ -3,9 +3,9 @@ import pytest
 import torch
 from conftest import write_folder
 
+from crnn.config.image_spec import ImageSpec
 from crnn.data.batching import BucketBatchSampler, EvalBatchSampler, MixedBatchSampler, collate
 from crnn.data.datasets import FolderSource, RecognitionDataset, ctc_steps_needed, open_sources
-from crnn.data.image import ImageSpec
 from crnn.model import CRNN
 from crnn.text.alphabet import Charset, UnknownCharacterError
 

@@ -14,8 +14,8 @@ from rapidfuzz.distance import Levenshtein
 
 from crnn.backends.torch import TorchBackend, normalize
 from crnn.cli import predict as predict_cli
+from crnn.config.image_spec import ImageSpec
 from crnn.ctc import decode, greedy_decode
-from crnn.data.image import ImageSpec
 from crnn.data.transforms import preprocess
 from crnn.io import atomic_save
 from crnn.model import CRNN

@@ -4,10 +4,10 @@ import torch
 from conftest import render_word, shared_data
 from torch.utils.data import DataLoader
 
+from crnn.config.image_spec import ImageSpec
 from crnn.data import lmdb as lm
 from crnn.data.batching import collate
 from crnn.data.datasets import RecognitionDataset, open_sources
-from crnn.data.image import ImageSpec
 from crnn.data.lmdb import LmdbFormatError, LmdbReader, LmdbWriter, find_lmdb_roots
 from crnn.model import CRNN
 from crnn.text.alphabet import Charset

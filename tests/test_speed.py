@@ -21,8 +21,8 @@ from benchmarks.bench import BenchOptions, count_flops, format_tables, padding_f
 from crnn import checkpoint as ck
 from crnn.backends.torch import TorchBackend, normalize
 from crnn.config import load_config
+from crnn.config.image_spec import ImageSpec
 from crnn.ctc import greedy_decode
-from crnn.data.image import ImageSpec
 from crnn.data.transforms import preprocess
 from crnn.engine import parallel
 from crnn.engine.data import to_device

@@ -14,8 +14,8 @@ import torch
 from PIL import Image, ImageDraw, ImageFont
 
 from crnn.config import load_config
+from crnn.config.image_spec import ImageSpec
 from crnn.data.datasets import RecognitionDataset, open_sources
-from crnn.data.image import ImageSpec
 from crnn.engine.distributed import DistInfo
 from crnn.engine.trainer import Trainer
 from crnn.model import CRNN

@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 from typing import Any, Protocol, runtime_checkable
 
-from crnn.data.image import ImageSpec
+from crnn.config.image_spec import ImageSpec
 from crnn.text.alphabet import Charset
 
 

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from crnn.config import output_length
-from crnn.data.image import ImageSpec
+from crnn.config.image_spec import ImageSpec
 from crnn.text.alphabet import Charset
 
 META_PREFIX = "crnn_ocr."

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from crnn.data.image import ImageSpec
+from crnn.config.image_spec import ImageSpec
 from crnn.model import CRNN
 from crnn.precision import autocast_for, inference_amp
 from crnn.text.alphabet import Charset

@@ -27,7 +27,7 @@ from crnn.checkpoint.format import (
     upcast,
 )
 from crnn.checkpoint.grow import grow_hidden
-from crnn.data.image import ImageSpec
+from crnn.config.image_spec import ImageSpec
 from crnn.model import CRNN, build_model, classifier_name, hparams_from_state_dict
 from crnn.text.alphabet import Charset
 

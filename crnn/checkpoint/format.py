@@ -31,7 +31,7 @@ from typing import Any, NamedTuple
 import torch
 from torch import nn
 
-from crnn.data.image import ImageSpec
+from crnn.config.image_spec import ImageSpec
 from crnn.model import CRNN, build_model
 from crnn.text.alphabet import Charset
 

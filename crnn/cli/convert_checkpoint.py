@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     setup_logging(args.verbose)
     from crnn import checkpoint as ck
-    from crnn.data.image import ImageSpec
+    from crnn.config.image_spec import ImageSpec
     from crnn.io import atomic_save
     from crnn.text.alphabet import Charset
 

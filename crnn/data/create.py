@@ -304,7 +304,7 @@ class _Job:
     prepared: bool
 
     def spec(self) -> Any:
-        from crnn.data.image import ImageSpec
+        from crnn.config.image_spec import ImageSpec
 
         return ImageSpec(height=self.height, rgb=not self.grayscale)
 

@@ -18,6 +18,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from crnn.config import Config
+from crnn.config.image_spec import ImageSpec
 from crnn.data import ignore_stop_signals, stop_workers_at_exit, usable_cores
 from crnn.data.batching import (
     BucketBatchSampler,
@@ -27,7 +28,6 @@ from crnn.data.batching import (
 )
 from crnn.data.datasets import MixedDataset, RecognitionDataset, SynthDataset, open_sources
 from crnn.data.errors import DataError
-from crnn.data.image import ImageSpec
 from crnn.data.transforms import TrainAugment
 from crnn.engine.distributed import DistInfo
 from crnn.evaluation import make_eval_loader

@@ -207,7 +207,7 @@ _INIT: dict[tuple[str, int], dict[str, Any]] = {}
 def missing_init(name: str) -> ConfigError:
     """The error for a ``train.init_from`` that does not exist: which run writes it, and
     how to start from something else (a later stage of a recipe run before its first)."""
-    from crnn.reading.recognizer import BUNDLED  # the bundled models' names, where they are defined
+    from crnn.bundled import BUNDLED
 
     run = Path(name).parent if Path(name).suffix == ".pt" else Path(name)
     return ConfigError(

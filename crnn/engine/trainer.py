@@ -29,7 +29,7 @@ from tqdm.contrib.logging import logging_redirect_tqdm
 from crnn.backends.torch import TorchBackend
 from crnn.checkpoint import ModelBundle
 from crnn.config import Config
-from crnn.data.image import ImageSpec
+from crnn.config.image_spec import ImageSpec
 from crnn.engine import cpu_precision, prior, replay
 from crnn.engine import state as st
 from crnn.engine.budget import TimeBudget

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from crnn.layout.boxes import LineBox
 from crnn.layout.order import reading_order  # noqa: F401 (used below; re-exported)
 
 try:
@@ -69,24 +70,6 @@ _DENSE = 0.75
 _SPECK = 0.12
 # Deskew search: angles (degrees) tried, coarse then fine.
 _MAX_SKEW = 6.0
-
-
-@dataclass(frozen=True)
-class LineBox:
-    """A line's box on the (deskewed) page: ``x0, y0, x1, y1`` in pixels, exclusive end."""
-
-    x0: int
-    y0: int
-    x1: int
-    y1: int
-
-    @property
-    def height(self) -> int:
-        return self.y1 - self.y0
-
-    @property
-    def width(self) -> int:
-        return self.x1 - self.x0
 
 
 @dataclass

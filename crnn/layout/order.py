@@ -3,10 +3,7 @@ bottom) over the boxes ``crnn.layout.lines`` found; pure functions."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from crnn.layout.lines import LineBox
+from crnn.layout.boxes import LineBox
 
 
 def reading_order(boxes: list[LineBox], ch: float) -> list[LineBox]:
