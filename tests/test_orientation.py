@@ -46,8 +46,7 @@ class Fixed:
 
 @pytest.mark.parametrize(("p", "turned"), [(UPSIDE_DOWN + 0.05, True), (UPSIDE_DOWN - 0.05, False)])
 def test_a_crop_the_classifier_calls_upside_down_is_also_read_turned(p, turned):
-    rec = Recognizer.bundled("word")
-    rec.orientation = Fixed(p)
+    rec = Recognizer.bundled("word", orientation=Fixed(p))  # a classifier passed in
     flipped = Image.open(SAMPLES / "word_01.png").rotate(180)
     item = rec.preprocess(flipped)
     assert isinstance(item, Turns) == turned

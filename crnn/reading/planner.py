@@ -1,5 +1,5 @@
-"""Reading whole images as pages: the :class:`~crnn.reading.recognizer.Recognizer`'s page methods
-(a mixin it inherits), kept beside it so that each file stays one room.
+"""Reading whole images as pages: the page planner a
+:class:`~crnn.reading.recognizer.Recognizer` reads pages with (``Recognizer.planner``).
 
 ``plan_page`` decides how one image is read: one line (a crop, with its turns), a page of
 lines found by ``crnn.layout.lines`` (in reading order, turned over when it reads more
@@ -26,10 +26,15 @@ if TYPE_CHECKING:
 log = logging.getLogger("crnn.reading.recognizer")
 
 
-class PageReading:
-    """Page reading for a recognizer with ``preprocess``, ``predict_preprocessed``,
-    ``_predict_flat``, ``locate``, ``spec``, ``charset``, ``rotate`` and ``squeeze``
-    (:class:`crnn.reading.recognizer.Recognizer`)."""
+class PagePlanner:
+    """How a :class:`~crnn.reading.recognizer.Recognizer` (``reader``) reads whole images:
+    the page decisions (a line or a page, the learned detector or the classical finder,
+    vertical, sideways, upside down) and the reading of their lines through the reader's
+    views and Decoder. Holds nothing but its reader: ``Recognizer.planner`` makes one on
+    each use, so a copied reader (the server's, per request) plans with itself."""
+
+    def __init__(self, reader: Any) -> None:
+        self.reader = reader
 
     def read_pages(
         self, images: Sequence[ImageSource], layout: str = "auto", errors: str = "raise"
@@ -70,13 +75,15 @@ class PageReading:
         from crnn.layout import Line, Page
 
         preds = (
-            self.predict_preprocessed([j[1] for j in jobs], [j[2] for j in jobs]) if jobs else []
+            self.reader.predict_preprocessed([j[1] for j in jobs], [j[2] for j in jobs])
+            if jobs
+            else []
         )
         for (k, item, width, box), p in zip(jobs, preds):
             page = pages[k]
             i = len(page.lines)
             place = page.placements[i]  # the lines' places, in the jobs' order
-            p = self.locate(p, item, place.size, width, place)
+            p = self.reader.locate(p, item, place.size, width, place)
             quad = tuple(map(tuple, page.quads[i])) if page.quads else ()
             page.lines.append(
                 Line(p.text, p.confidence, box, p.char_confidences, p.rotation, p.char_boxes, quad)
@@ -99,12 +106,12 @@ class PageReading:
 
         if layout not in ("auto", "page", "line"):
             raise ValueError(f"layout={layout!r}: expected 'auto', 'page' or 'line'")
-        detector = getattr(self, "detector", None)
-        finder = getattr(self, "finder", "auto")
+        detector = getattr(self.reader, "detector", None)
+        finder = getattr(self.reader, "finder", "auto")
         # Decoded once: the line finder reads it grey, the detector in colour, the
         # recognizer in its own mode.
         img = load_image(
-            image, rgb=self.spec.rgb or (detector is not None and finder != "classical")
+            image, rgb=self.reader.spec.rgb or (detector is not None and finder != "classical")
         )
         grey = np.asarray(img.convert("L") if img.mode != "L" else img)
         h, w = grey.shape
@@ -118,7 +125,7 @@ class PageReading:
             planned = self._detected(rgb, detector)
             if planned is not None:
                 return planned
-        if img.mode == "RGB" and not self.spec.rgb:
+        if img.mode == "RGB" and not self.reader.spec.rgb:
             img = img.convert("L")
         if layout == "auto":
             column = self._vertical(img, grey)
@@ -137,7 +144,7 @@ class PageReading:
         others = []
         if (
             layout != "line"
-            and self.rotate != "none"
+            and self.reader.rotate != "none"
             and found is not None
             and (_maybe_sideways(found, h, w) or vertical is not None)
         ):
@@ -158,7 +165,9 @@ class PageReading:
             # Page or line first, as given; then, for a page, which way up.
             if layout == "auto" and not self._reads_better_as_page(img, lines):
                 lines = []
-            if lines and self.rotate != "none" and self._upside_down(lines):  # read it turned over
+            if (
+                lines and self.reader.rotate != "none" and self._upside_down(lines)
+            ):  # read it turned over
                 turn, found = 180, find_lines(np.ascontiguousarray(grey[::-1, ::-1]))
                 lines, places = self._page_lines(found, (w, h), turn)
                 lines = [(a, wd, [w - b[2], h - b[3], w - b[0], h - b[1]]) for a, wd, b in lines]
@@ -174,7 +183,7 @@ class PageReading:
         if not lines:  # as predict() reads it, rotations included
             whole = [Placement((0.0, 0.0, float(w), float(h)), (w, h))]
             return Page([], "line", 0.0, note, placements=whole), [
-                (self.preprocess(img), None, [0, 0, w, h])
+                (self.reader.preprocess(img), None, [0, 0, w, h])
             ]
         return Page([], "page", found.angle, note, rotation=turn, placements=places), lines
 
@@ -202,7 +211,7 @@ class PageReading:
         for d in found:
             cut = cut_line(rgb, d.quad)
             grey = np.asarray(Image.fromarray(cut).convert("L"))
-            source: Any = Image.fromarray(cut) if self.spec.rgb else Image.fromarray(grey)
+            source: Any = Image.fromarray(cut) if self.reader.spec.rgb else Image.fromarray(grey)
             if is_column(d.quad):
                 maybe, cells, ink = looks_vertical(grey) if self._writes_cjk else (False, [], None)
                 if maybe and cells:
@@ -210,7 +219,7 @@ class PageReading:
                 else:
                     source = Image.fromarray(np.ascontiguousarray(np.rot90(np.asarray(source))))
             try:
-                arr = preprocess_array(source, self.spec)
+                arr = preprocess_array(source, self.reader.spec)
             except ImageTooWideError:  # wider than the recognizer reads: no line
                 continue
             x0, y0 = (float(v) for v in d.quad.min(axis=0))
@@ -242,8 +251,10 @@ class PageReading:
         if not maybe:
             return None
         line, place = stack_cells(grey, cells, ink)
-        stacked = preprocess_array(line, self.spec)
-        whole, column = self.predict_preprocessed([self._as_given(img), stacked], stretch=(1.0,))
+        stacked = preprocess_array(line, self.reader.spec)
+        whole, column = self.reader.predict_preprocessed(
+            [self._as_given(img), stacked], stretch=(1.0,)
+        )
         if not (
             one_per_cell(column.text, cells)
             and mean_log(column.char_confidences) >= COLUMN_MIN_LOG_CONFIDENCE
@@ -258,9 +269,7 @@ class PageReading:
     @property
     def _writes_cjk(self) -> bool:
         """Whether the model writes Chinese characters (only they are set in columns)."""
-        if not hasattr(self, "_cjk"):
-            self._cjk = self.charset.writes_chinese
-        return self._cjk
+        return self.reader.writes_chinese
 
     def _vertical_page(
         self, img: Any, grey: np.ndarray, rows: Any = None
@@ -300,7 +309,7 @@ class PageReading:
             line, place = stack_cells(column, cells, ink)
             place.origin = (x0, y0)
             place.size = (w, h)
-            arr = preprocess_array(line, self.spec)
+            arr = preprocess_array(line, self.reader.spec)
             jobs.append((_pad_to(arr, PAGE_WIDTH_STEP), arr.shape[-1], [x0, y0, x1, y1]))
             places.append(place)
         if len(jobs) < 2 or runs_across(spans, cut):
@@ -356,12 +365,14 @@ class PageReading:
         out, places = [], []
         for line in found.lines:
             # A line wider than the recognizer reads (at its height) is read in pieces.
-            scale = self.spec.height / max(1.0, line.height * 1.3) * self.spec.width_scale
+            scale = (
+                self.reader.spec.height / max(1.0, line.height * 1.3) * self.reader.spec.width_scale
+            )
             for box in split_wide(found.page, line, int(0.9 * INFERENCE_MAX_WIDTH / scale)):
                 x0, y0, x1, y1 = crop_rect(
                     found.page.shape, box, found.char_height, found.line_height
                 )
-                arr = preprocess_array(found.page[y0:y1, x0:x1], self.spec)
+                arr = preprocess_array(found.page[y0:y1, x0:x1], self.reader.spec)
                 out.append(
                     (
                         _pad_to(arr, PAGE_WIDTH_STEP),
@@ -380,7 +391,9 @@ class PageReading:
         flat = []
         for a, wd, _ in _widest(lines)[:ORIENTATION_CHECK_LINES]:
             flat += [a[..., :wd], np.ascontiguousarray(a[..., :wd][..., ::-1, ::-1])]
-        scored = [(sc, p) for sc, _, p in self._predict_flat(flat, score=True)] if flat else []
+        scored = (
+            [(sc, p) for sc, _, p in self.reader._predict_flat(flat, score=True)] if flat else []
+        )
         pairs = list(zip(scored[::2], scored[1::2]))
         turned = sum(len(t[1].text) for u, t in pairs if t[0] > u[0])
         return turned > sum(len((t if t[0] > u[0] else u)[1].text) for u, t in pairs) / 2
@@ -403,7 +416,7 @@ class PageReading:
         from crnn.layout import reads_better_as_page
 
         a, b = _widest(these), _widest(those)
-        read = self.predict_preprocessed(
+        read = self.reader.predict_preprocessed(
             [j[0] for j in (*b, *a)], [j[1] for j in (*b, *a)], stretch=(1.0,)
         )
         return reads_better_as_page(
@@ -417,7 +430,7 @@ class PageReading:
         from crnn.layout import reads_better_as_page
 
         sample = _widest(lines)
-        read = self.predict_preprocessed(
+        read = self.reader.predict_preprocessed(
             [self._as_given(img), *(j[0] for j in sample)],
             [None, *(j[1] for j in sample)],
             stretch=(1.0,),
@@ -431,7 +444,9 @@ class PageReading:
     def _as_given(self, img: Any) -> np.ndarray:
         """An image preprocessed as given, without its turns: what the layout checks read
         whole (a turn read whole is no page and no column)."""
-        return self._seen(preprocess_array(img, self.spec, inference=not self.squeeze))
+        return self.reader._seen(
+            preprocess_array(img, self.reader.spec, inference=not self.reader.squeeze)
+        )
 
     def read_page(self, image: ImageSource, layout: str = "auto") -> Page:
         """One image's :class:`~crnn.layout.Page` (see :meth:`read_pages`)."""

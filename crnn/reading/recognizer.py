@@ -51,7 +51,7 @@ from crnn.data.image import (
 )
 from crnn.reading.decoder import Decoder
 from crnn.reading.orientation import UPSIDE_DOWN, OrientationClassifier, bundled_classifier
-from crnn.reading.planner import PAGE_CHECK_LINES, PAGE_WIDTH_STEP, PageReading, _pad_to  # noqa: F401 (re-exported)
+from crnn.reading.planner import PAGE_CHECK_LINES, PAGE_WIDTH_STEP, PagePlanner, _pad_to  # noqa: F401 (re-exported)
 from crnn.reading.views import (  # noqa: F401 (re-exported)
     AS_GIVEN,
     CJK_DESLANT,
@@ -91,7 +91,7 @@ def _numpy(x: Any) -> np.ndarray:
 FINDERS = ("auto", "detector", "classical")
 
 
-class Recognizer(PageReading):
+class Recognizer:
     """Reads text from word or line images: preprocess -> a :class:`crnn.backends.Backend`
     (PyTorch or ONNX Runtime) -> CTC decoding.
 
@@ -119,7 +119,8 @@ class Recognizer(PageReading):
             says which. With ``"pages"``, a crop wider than tall that the orientation
             classifier (:mod:`crnn.reading.orientation`) calls upside down is also read turned.
         orientation: that classifier: ``"bundled"`` (the default; none when no
-            classifier is bundled), a path to one, or None (never consulted); loaded
+            classifier is bundled), a path to one, a classifier object (anything with
+            ``upside_down(image) -> probability``), or None (never consulted); used
             only with ``rotate="pages"``.
         squeeze: cap each image's width at the model's training width (``max_width`` of
             its image spec) as training does, instead of reading it whole. Better for a
@@ -165,7 +166,7 @@ class Recognizer(PageReading):
         rotate: str = "pages",
         squeeze: bool = False,
         numerals: bool = True,
-        orientation: str | os.PathLike[str] | None = "bundled",
+        orientation: Any = "bundled",
         stretch: Sequence[float] | None = None,
         zoom: Sequence[float] | None = None,
         deslant: float | None = None,
@@ -184,9 +185,9 @@ class Recognizer(PageReading):
         self.charset = backend.charset
         once = (1.0,)
         if stretch is None:
-            stretch = CJK_STRETCH if self._writes_cjk else once
+            stretch = CJK_STRETCH if self.writes_chinese else once
         if zoom is None:
-            zoom = CJK_ZOOM if self._writes_cjk else once
+            zoom = CJK_ZOOM if self.writes_chinese else once
         self.stretch = factors(
             stretch,
             0.25,
@@ -197,7 +198,7 @@ class Recognizer(PageReading):
             zoom, 1, 2, "zoom must be one or more zooms between 1 and 2 (1.0: the whole height)"
         )
         if deslant is None:
-            deslant = CJK_DESLANT if self._writes_cjk else 0.0
+            deslant = CJK_DESLANT if self.writes_chinese else 0.0
         if not 0 <= deslant <= 90:
             raise ValueError(f"deslant must be 0 (never) or degrees up to 90, got {deslant!r}")
         self.deslant = float(deslant)
@@ -211,6 +212,8 @@ class Recognizer(PageReading):
             else bundled_classifier()
             if orientation == "bundled"
             else OrientationClassifier(orientation)
+            if isinstance(orientation, (str, os.PathLike))
+            else orientation  # a classifier passed in: anything with upside_down(image)
         )
         if rotate not in ("none", "pages", "auto"):
             raise ValueError(f"rotate must be 'none', 'pages' or 'auto', got {rotate!r}")
@@ -229,6 +232,44 @@ class Recognizer(PageReading):
             lm_weight,
             numerals,
         )
+
+    @property
+    def writes_chinese(self) -> bool:
+        """Whether the model writes Chinese (``Charset.writes_chinese``): the Chinese
+        defaults (views, vertical columns, the language prior) apply."""
+        if not hasattr(self, "_chinese"):
+            self._chinese = self.charset.writes_chinese
+        return self._chinese
+
+    # ---- whole images: the page planner (crnn/reading/planner.py) -----------------
+
+    @property
+    def planner(self) -> PagePlanner:
+        """The page decisions and line reading, over this reader (made on each use)."""
+        return PagePlanner(self)
+
+    def read_pages(
+        self, images: Sequence[ImageSource], layout: str = "auto", errors: str = "raise"
+    ) -> list[Any]:
+        """Each image as a :class:`~crnn.layout.Page` (:meth:`PagePlanner.read_pages
+        <crnn.reading.planner.PagePlanner.read_pages>`): its lines found, read and put in
+        reading order; ``layout`` auto, page or line; ``errors="return"`` gives an
+        unreadable image's ``ImageDecodeError`` in place of its page."""
+        return self.planner.read_pages(images, layout, errors)
+
+    def read_page(self, image: ImageSource, layout: str = "auto") -> Any:
+        """One image's :class:`~crnn.layout.Page` (see :meth:`read_pages`)."""
+        return self.planner.read_page(image, layout)
+
+    def plan_page(self, image: ImageSource, layout: str = "auto") -> Any:
+        """How one image is read: its Page (no lines read yet) and its lines' jobs
+        (:meth:`PagePlanner.plan_page <crnn.reading.planner.PagePlanner.plan_page>`)."""
+        return self.planner.plan_page(image, layout)
+
+    def read_planned(self, pages: list[Any], jobs: list[Any]) -> list[Any]:
+        """The planned lines of ``pages`` read and put on them
+        (:meth:`PagePlanner.read_planned <crnn.reading.planner.PagePlanner.read_planned>`)."""
+        return self.planner.read_planned(pages, jobs)
 
     # The decoding options, as the Decoder holds them (it is immutable: setting one gives
     # this reader a new Decoder, so a copy of a reader may decode differently).
