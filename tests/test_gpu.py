@@ -1,5 +1,5 @@
 """The GPU tier: what only a CUDA device can show. ``pytest -m gpu`` on a GPU machine
-(``tools/gpu_program.py stage1`` runs it with the GPU benchmark rows); skipped without
+(``dev/gpu_program.py stage1`` runs it with the GPU benchmark rows); skipped without
 CUDA. ``CRNN_GPU_DRY_RUN=1`` runs the same tests on the CPU (CUDA-only checks are then
 skipped inside them), so that a typo never costs GPU time.
 """

@@ -17,7 +17,7 @@ def _stage(*args: str) -> subprocess.CompletedProcess[str]:
     # One torch thread in every command it starts: the suite runs two tests at a time on
     # two cores, and a training subprocess on two threads beside them made this 4x slower.
     return subprocess.run(
-        [sys.executable, str(ROOT / "tools" / "gpu_program.py"), *args, "--dry-run"],
+        [sys.executable, str(ROOT / "dev" / "gpu_program.py"), *args, "--dry-run"],
         capture_output=True,
         text=True,
         timeout=600,
@@ -128,7 +128,7 @@ def test_a_failed_part_s_own_last_lines_are_kept_for_the_end_of_the_stage(tmp_pa
 def _program():
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("gpu_program", ROOT / "tools" / "gpu_program.py")
+    spec = importlib.util.spec_from_file_location("gpu_program", ROOT / "dev" / "gpu_program.py")
     gp = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(gp)
     return gp

@@ -1,6 +1,6 @@
 """Independent-reader check of the synthetic generator: can Tesseract read its images?
 
-    python tools/check_synth_tesseract.py            # 500 clean word images, seed 0
+    python dev/check_synth_tesseract.py            # 500 clean word images, seed 0
 
 Renders clean samples (effects off: horizontal, dark text on a flat light background,
 dictionary words in mixed case) and runs Tesseract on each as one text line

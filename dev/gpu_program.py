@@ -2,14 +2,14 @@
 """The GPU program: everything a short GPU slot should run, in stages that each fit one
 10-minute command, prepared and dry-run on the CPU beforehand.
 
-    tools/gpu_program.py prepare                 # here, on the CPU: wheels + training data
-    tools/gpu_program.py slim                    # here: leave the release files and
+    dev/gpu_program.py prepare                 # here, on the CPU: wheels + training data
+    dev/gpu_program.py slim                    # here: leave the release files and
                                                  # training logs out of what travels
-    tools/gpu_program.py unslim                  # here, after the GPU calls: undo slim
-    tools/gpu_program.py stage1 --out $OUT       # GPU: the gpu test tier + benchmark rows
-    tools/gpu_program.py stage2 --out $OUT       # GPU: train the release recipe in chunks;
+    dev/gpu_program.py unslim                  # here, after the GPU calls: undo slim
+    dev/gpu_program.py stage1 --out $OUT       # GPU: the gpu test tier + benchmark rows
+    dev/gpu_program.py stage2 --out $OUT       # GPU: train the release recipe in chunks;
                                                  # run again to resume until it says done
-    tools/gpu_program.py stage1 --dry-run --out /tmp/x   # the same on the CPU, tiny
+    dev/gpu_program.py stage1 --dry-run --out /tmp/x   # the same on the CPU, tiny
 
 prepare writes (git-ignored, carried to the GPU machine with the device tool's carry):
 ``.whl/`` (lmdb and rapidfuzz wheels for the GPU machine's Python 3.12, which lacks
@@ -64,7 +64,7 @@ SLIM = (
     "crnn/assets/models/crnn_line_en-*.pt",
 )
 STAGE1_PARTS = ("tier", "bench", "parallel", "data", "wide")
-SLIM_MARK = "# gpu_program slim (tools/gpu_program.py unslim removes these lines)"
+SLIM_MARK = "# gpu_program slim (dev/gpu_program.py unslim removes these lines)"
 
 
 # The last lines the latest ``run`` printed: a failed part's own output, repeated at the
@@ -311,12 +311,12 @@ def slim(args: argparse.Namespace) -> None:
     del args
     taken = slim_tree(ROOT)
     if taken is None:
-        print("already slim; tools/gpu_program.py unslim undoes it")
+        print("already slim; dev/gpu_program.py unslim undoes it")
     else:
         print(f"took {len(taken)} paths out of what travels")
     print(
         f"working tree with .whl and gpu_data: {tree_mib():.1f} MiB (limit {TREE_LIMIT_MIB}); "
-        "run tools/gpu_program.py unslim after the GPU calls, and commit nothing before"
+        "run dev/gpu_program.py unslim after the GPU calls, and commit nothing before"
     )
 
 
