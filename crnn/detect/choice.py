@@ -41,13 +41,19 @@ def is_long(grey: np.ndarray) -> bool:
     return h >= LONG_MIN_HEIGHT and h >= LONG_ASPECT * w
 
 
+def is_picture(grey: np.ndarray) -> bool:
+    """Shaped like a picture, not a line crop or a long screenshot: the short side at
+    least :data:`PICTURE_MIN_SIDE` px, under :data:`CROP_ASPECT` times as wide as high."""
+    h, w = grey.shape
+    return not is_long(grey) and w < CROP_ASPECT * h and min(h, w) >= PICTURE_MIN_SIDE
+
+
 def prefers_detector(grey: np.ndarray, found: Any) -> bool:
     """Whether the detector should find this image's lines, given the classical
     finder's result ``found`` on it (``crnn.layout.find_lines``; None: not run, a line
     crop)."""
     from crnn.layout.page import page_rows
 
-    h, w = grey.shape
-    if found is None or is_long(grey) or w >= CROP_ASPECT * h or min(h, w) < PICTURE_MIN_SIDE:
+    if found is None or not is_picture(grey):
         return False
     return len(page_rows(found)) < PAGE_ROWS

@@ -25,6 +25,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("crnn.reading.recognizer")
 
+# Auto finder: a picture the classical finder sees no page in goes to the detector first.
+FIRST_LOOK = True
+
 
 class PagePlanner:
     """How a :class:`~crnn.reading.recognizer.Recognizer` (``reader``) reads whole images:
@@ -127,11 +130,24 @@ class PagePlanner:
                 return planned
         if img.mode == "RGB" and not self.reader.spec.rgb:
             img = img.convert("L")
+        laid_out = None
+        if layout == "auto" and detector is not None and finder == "auto" and FIRST_LOOK:
+            from crnn.detect.choice import is_picture, prefers_detector
+
+            # A picture (photograph, product or web image) the classical finder sees no
+            # page of print in: the detector's, before any of the classical page checks
+            # (columns, sideways, page or line), which cost three times what it does.
+            if is_picture(grey):
+                laid_out = choose_layout(grey, layout)
+                if prefers_detector(grey, laid_out[2]):
+                    planned = self._detected(rgb, detector)
+                    if planned is not None:
+                        return planned
         if layout == "auto":
             column = self._vertical(img, grey)
             if column is not None:
                 return column
-        choice, note, found = choose_layout(grey, layout)
+        choice, note, found = laid_out or choose_layout(grey, layout)
         # Other ways to read a page, each kept only when it reads more probably than the
         # rows as given: on its side, and (Chinese) in columns; both: the more probable.
         rows = found if choice == "page" else None
