@@ -188,3 +188,31 @@ def test_predict_and_train_read_gpus_with_one_parser(monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     with pytest.raises(DeviceSpecError, match="no CUDA GPU is visible"):
         devices_for("all", None)
+
+
+def test_sharded_eval_pairs_each_datasets_parts_by_path_not_by_position(caplog):
+    """One node could not open dataset a: the rows were zipped by position, so its b part
+    was merged into a's row, and the exit was 0. Parts now pair by path, and a dataset
+    some process lacks is named and fails the run."""
+    from crnn.cli.eval import merged_rows
+    from crnn.text.metrics import TextMetrics
+
+    sums = dict.fromkeys(TextMetrics().sums, 0.0) | {"count": 1.0, "correct": 1.0, "chars": 4.0}
+
+    def part(path, n):
+        return {
+            "dataset": path,
+            "path": path,
+            "sums": {k: v * n for k, v in sums.items()},
+            "pairs": [],
+            "images_per_s": 1.0,
+            "bad_images": 0,
+            "skipped_empty_labels": 0,
+        }
+
+    rows, lost = merged_rows([[part("a", 3), part("b", 5)], [part("b", 7)]], "charset")
+    assert [r["path"] for r in rows] == ["a", "b"] and lost
+    assert [r["count"] for r in rows] == [3, 12]
+    assert "a: read by 1 of 2 processes" in caplog.text
+    rows, lost = merged_rows([[part("a", 3)], [part("a", 4)]], "charset")
+    assert rows[0]["count"] == 7 and not lost

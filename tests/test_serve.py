@@ -720,3 +720,41 @@ def test_the_server_runs_one_single_threaded_batch_per_core_that_sleeps_between_
     library = Recognizer.bundled("word").backend.session.get_session_options()
     with pytest.raises(RuntimeError, match="does not have configuration"):
         library.get_session_config_entry("session.intra_op.allow_spinning")  # the default: spin
+
+
+def test_a_cancelled_requests_layout_keeps_its_worker_slot_until_it_ends() -> None:
+    """A request that hung up or timed out freed its --workers slot while its layout
+    thread ran on (with workers=2, six 20 MP images were laid out at once). The slot is
+    now freed when the thread ends."""
+    import threading
+
+    from crnn.reading.recognizer import Recognizer
+    from crnn.serve.app import Limits, Service
+
+    rec = Recognizer.bundled("word")
+    started, release = [], threading.Event()
+
+    class Slow(Service):
+        def _plan(self, name, *a):
+            started.append(name)
+            release.wait(10)
+            return super()._plan(name, *a)
+
+    async def go() -> list[str]:
+        batcher = MicroBatcher(rec.backend)
+        await batcher.start()
+        service = Slow(rec, Limits(workers=1), batcher, {})
+        data = WORD.read_bytes()
+        first = asyncio.ensure_future(service.read_file("a", data, None, "auto", pixels=10**9))
+        await asyncio.sleep(0.2)
+        first.cancel()  # the client hung up; its thread still lays out "a"
+        second = asyncio.ensure_future(service.read_file("b", data, None, "auto", pixels=10**9))
+        await asyncio.sleep(0.3)
+        seen = list(started)  # "b" must still wait for the slot
+        release.set()
+        await second
+        await batcher.stop()
+        return seen
+
+    assert asyncio.run(go()) == ["a"]
+    assert started == ["a", "b"]

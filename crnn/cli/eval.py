@@ -287,6 +287,32 @@ def _batched(
     )
 
 
+def merged_rows(ranks: list[list[dict[str, Any]]], mode: str) -> tuple[list[dict[str, Any]], bool]:
+    """The table's rows from every process's parts, each dataset's parts paired by its
+    path (not by position: a dataset one node could not open would have merged its
+    images into the next one's row), in the order rank 0 read them; and whether some
+    process is missing a dataset (named in the log: its row counts only the others)."""
+    order: list[str] = []
+    by_path: dict[str, list[dict[str, Any]]] = {}
+    for parts in ranks:
+        for part in parts:
+            if part["path"] not in by_path:
+                order.append(part["path"])
+            by_path.setdefault(part["path"], []).append(part)
+    lost = False
+    for path in order:
+        if len(by_path[path]) < len(ranks):
+            lost = True
+            log.error(
+                "%s: read by %d of %d processes (the others could not open it): its row "
+                "counts only their shares",
+                path,
+                len(by_path[path]),
+                len(ranks),
+            )
+    return [row(by_path[path], mode) for path in order], lost
+
+
 def row(parts: list[dict[str, Any]], mode: str) -> dict[str, Any]:
     """A table row from the sums of one dataset's parts (one per process): the same
     numbers whichever way the images were shared out."""
@@ -349,11 +375,8 @@ def main(argv: list[str] | None = None) -> int:
         if any(c not in (EXIT_OK, EXIT_FAILURE) for c in codes):
             log.error("evaluation processes exited with %s", codes)
             return max(codes)
-        return report(
-            [row(list(ds), args.mode) for ds in zip(*read_part_jsons(parts_at, len(devices)))],
-            args,
-            failed=max(codes) == EXIT_FAILURE,
-        )
+        rows, lost = merged_rows(read_part_jsons(parts_at, len(devices)), args.mode)
+        return report(rows, args, failed=max(codes) == EXIT_FAILURE or lost)
     try:  # a CheckpointError is a RuntimeError
         reader, lexicon = load_for_eval(args)
     except (RuntimeError, ValueError, OSError, ImportError) as e:
@@ -372,11 +395,8 @@ def main(argv: list[str] | None = None) -> int:
     if shard.rank != 0 or os.environ.get("CRNN_PARENT_MERGES"):
         return EXIT_FAILURE if failed else EXIT_OK
     wait_for_parts(parts_at, shard.world)
-    return report(
-        [row(list(ds), args.mode) for ds in zip(*read_part_jsons(parts_at, shard.world))],
-        args,
-        failed,
-    )
+    rows, lost = merged_rows(read_part_jsons(parts_at, shard.world), args.mode)
+    return report(rows, args, failed or lost)
 
 
 def report(rows: list[dict[str, Any]], args: argparse.Namespace, failed: bool) -> int:

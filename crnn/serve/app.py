@@ -247,10 +247,18 @@ class Service:
             page is None
             and 0 < (header_pixels(data) if pixels is None else pixels) <= SMALL_IMAGE_PIXELS
         )
-        async with contextlib.nullcontext() if small else self._planning:
+        if small:
             planned, jobs = await loop.run_in_executor(
                 None, self._plan, name, data, layout, page, dpi
             )
+        else:
+            # The slot is freed when the layout thread ends, not when this request does: a
+            # request that hangs up or times out leaves its thread running, and its slot
+            # with it (else --workers large images would be laid out N times over).
+            await self._planning.acquire()
+            work = loop.run_in_executor(None, self._plan, name, data, layout, page, dpi)
+            work.add_done_callback(lambda _: self._planning.release())
+            planned, jobs = await asyncio.shield(work)
         # The lines are read by the Recognizer itself (views, turns, decoding, the blank
         # check, the result built as predict builds it), its forward passes shared with
         # other requests' lines through the batcher: a served read is a predicted one.
