@@ -758,3 +758,42 @@ def test_a_cancelled_requests_layout_keeps_its_worker_slot_until_it_ends() -> No
 
     assert asyncio.run(go()) == ["a"]
     assert started == ["a", "b"]
+
+
+def test_uploads_are_surveyed_off_the_event_loop_and_oversized_ones_never_parsed(monkeypatch):
+    """Counting a PDF's pages and reading image headers ran on the event loop (waiting for
+    the PDFium lock renders hold: one PDF froze /healthz for 6 s), and before the per-file
+    byte limit (a 52 MiB PDF was parsed before its 413). Both run on a worker thread now,
+    and only for files within the limit."""
+    import threading
+
+    from crnn.reading.recognizer import Recognizer
+    from crnn.serve import app as app_mod
+
+    seen = []
+    real = app_mod.pdf_pages
+
+    def spy(name, data):
+        seen.append((name, threading.get_ident()))
+        return real(name, data)
+
+    monkeypatch.setattr(app_mod, "pdf_pages", spy)
+    application = app_mod.create_app(
+        Recognizer.bundled("word"), app_mod.Limits(max_file_bytes=50_000)
+    )
+
+    async def go():
+        transport = httpx.ASGITransport(app=application)
+        files = [
+            ("file", ("w.png", WORD.read_bytes(), "image/png")),
+            ("file", ("big.pdf", b"%PDF-1.4\n" + b"0" * 60_000, "application/pdf")),
+        ]
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as c:
+            r = await c.post("/v1/recognize", files=files)
+        return threading.get_ident(), r
+
+    loop_thread, r = asyncio.run(go())
+    assert [name for name, _ in seen] == ["w.png"]  # the oversized PDF was never opened
+    assert all(t != loop_thread for _, t in seen)
+    results = r.json()["results"]
+    assert results[0]["text"] == "homeland" and "max-file-bytes" in results[1]["error"]

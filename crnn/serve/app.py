@@ -380,6 +380,20 @@ def options(form: Any, limits: Limits) -> tuple[int | None, float | None, str, i
     return beam, floor, layout, dpi
 
 
+def survey(
+    names: list[str], datas: list[bytes], dpi: int, max_file_bytes: int
+) -> tuple[list[list[int | None]], list[int]]:
+    """Each upload's pages (:func:`pdf_pages`) and pixels (:func:`header_pixels`), on a
+    worker thread; a file over ``max_file_bytes`` is left unparsed (one item, 0 pixels:
+    ``Service.read_file`` answers its 413)."""
+    pages, pixels = [], []
+    for n, d in zip(names, datas):
+        small = len(d) <= max_file_bytes
+        pages.append(pdf_pages(n, d) if small else [None])
+        pixels.append(header_pixels(d, dpi) if small else 0)
+    return pages, pixels
+
+
 def pdf_pages(name: str, data: bytes) -> list[int | None]:
     """The pages (from 1) an upload is read as: each page of a PDF, or [None] for an
     image (and for a PDF that cannot be opened: its read reports why)."""
@@ -511,12 +525,16 @@ def create_app(
                     400, "a 'file' field holds text, not a file: send images as file uploads"
                 )
             datas = [await f.read() for _, f in uploads]
+            # What the files hold (a PDF's pages, each image's pixels from its header), on
+            # a worker thread: parsing a PDF waits for the PDFium lock, which renders hold,
+            # and the event loop must never wait (it froze /healthz and every request).
+            # A file over the per-file byte limit is not parsed at all: its 413 comes first.
+            names = [n for n, _ in uploads]
+            pages, pixels = await asyncio.get_running_loop().run_in_executor(
+                None, survey, names, datas, dpi, limits.max_file_bytes
+            )
             # A PDF is read page by page, each page a file against --max-files.
-            items = [
-                (n, d, pg, k)
-                for k, ((n, _), d) in enumerate(zip(uploads, datas))
-                for pg in pdf_pages(n, d)
-            ]
+            items = [(n, d, pg, k) for k, (n, d) in enumerate(zip(names, datas)) for pg in pages[k]]
             if len(items) > limits.max_files:
                 raise RequestError(
                     413,
@@ -525,7 +543,6 @@ def create_app(
                 )
             # The request's pixels from the headers, before any work (each file's count also
             # decides whether it needs a planning slot).
-            pixels = [header_pixels(d, dpi) for d in datas]
             total = sum(pixels)
             if total > limits.max_request_pixels:
                 raise RequestError(
