@@ -339,3 +339,22 @@ def test_a_page_on_its_side_is_read_upright_by_default(line_model, turn: int) ->
                 ln.char_boxes,
             )
     assert Recognizer.bundled("line", rotate="none").read_page(given).rotation == 0
+
+
+def test_a_two_line_screenshot_strip_is_read_as_its_two_lines(line_model) -> None:
+    """A 1,167 x 54 px strip of two 16 px lines: each line is a third of the image's
+    height, over the quarter a page's row may be, so it was read whole, as one line of
+    garbage. A long row (some 30 characters or more, no sign's) may be half of it."""
+    sans = bundled_font_dir() / "liberation" / "LiberationSans-Regular.ttf"
+    font = ImageFont.truetype(str(sans), 17)
+    lines = [
+        "Build finished: 214 tests passed, 3 skipped, 0 failed in 6 min 12 s on runner",
+        "Artifacts uploaded to storage; the release notes are attached to the tag v0.9.3",
+    ]
+    img = Image.new("RGB", (1167, 54), (255, 255, 255))
+    d = ImageDraw.Draw(img)
+    for i, t in enumerate(lines):
+        d.text((8, 4 + 25 * i), t, font=font, fill=(30, 30, 30))
+    page = line_model.read_page(img)
+    assert page.layout == "page" and len(page.lines) == 2
+    assert cer(page.text, "\n".join(lines)) < 0.03, page.text

@@ -17,6 +17,11 @@ LINE_MAX_HEIGHT = 48
 # share of the image: a sign of two or three big lines is read whole, as one line.
 PAGE_MIN_ROWS = 2
 PAGE_MAX_ROW = 0.25
+# ...or, for a row at least STRIP_ASPECT times as wide as high (a line of some 30
+# characters or more: no sign's), this share: a strip of two or three lines of a
+# screenshot (a 1,167 x 54 px strip of two 16 px lines was read whole, as garbage).
+STRIP_ASPECT = 20.0
+STRIP_MAX_ROW = 0.5
 # A row of print is at least this many times as wide as it is high (a line's fragments,
 # a letter's pieces, a stroke are not), and a page's rows this many at their median.
 ROW_MIN_CHARS = 3.0
@@ -152,11 +157,17 @@ def text_rows(found: Layout) -> list[LineBox]:
 
 def page_rows(found: Layout) -> list[LineBox]:
     """The :func:`text_rows` that stack as the lines of a page do: each no higher than
-    :data:`PAGE_MAX_ROW` of the image, with a row above or below it that overlaps it
-    across (by 0.3 of the shorter) and lies apart by a clear gap (0.15-3 of the lower
-    row's height; the strokes of one big character, 三, touch or nearly)."""
+    :data:`PAGE_MAX_ROW` of the image (:data:`STRIP_MAX_ROW` for a long row), with a row
+    above or below it that overlaps it across (by 0.3 of the shorter) and lies apart by a
+    clear gap (0.15-3 of the lower row's height; the strokes of one big character, 三,
+    touch or nearly)."""
     h = found.page.shape[0]
-    rows = [r for r in text_rows(found) if r.height <= PAGE_MAX_ROW * h]
+    rows = [
+        r
+        for r in text_rows(found)
+        if r.height <= PAGE_MAX_ROW * h
+        or (r.width >= STRIP_ASPECT * r.height and r.height <= STRIP_MAX_ROW * h)
+    ]
     stacked: dict[LineBox, None] = {}
     for a, b in zip(rows, rows[1:]):
         low = min(a.height, b.height)
