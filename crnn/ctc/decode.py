@@ -142,6 +142,9 @@ _NEG_INF = float("-inf")
 # bundled Chinese model (beam 8 with its language prior) every read was the same with and
 # without the skip.
 SURE_BLANK = math.log(0.9999)
+# Frames whose best classes are picked in one go (bounds that step's memory to
+# B x this x K, whatever the line's length).
+_FRAMES_AT_ONCE = 16
 
 
 def prefix_beam_search(
@@ -185,16 +188,17 @@ def prefix_beam_search(
     """
     if beam_width < 1:
         raise ValueError(f"beam_width must be >= 1, got {beam_width}")
-    lp = _to_numpy(log_probs, np.float64).copy()
+    # The log-probabilities stay as given (float32 from a model: no (B, T, K) float64
+    # copy); each frame is cast as it is searched, and only its best classes are kept.
+    lp = _to_numpy(log_probs)
     b, t_max, k = lp.shape
-    if lengths is not None:
-        # Frames past a sample's length become "certainly blank": that leaves every
-        # prefix's total probability (and so the ranking) unchanged.
-        lens = _to_numpy(lengths)
-        pad = np.arange(t_max)[None, :] >= lens[:, None]
-        lp[pad] = _NEG_INF
-        lp[pad, BLANK] = 0.0
-        t_max = min(t_max, int(lens.max(initial=0)))
+    # Frames past a sample's length become "certainly blank": that leaves every prefix's
+    # total probability (and so the ranking) unchanged.
+    lens = _to_numpy(lengths) if lengths is not None else np.full(b, t_max)
+    t_max = min(t_max, int(lens.max(initial=0)))
+    pad = np.arange(t_max)[None, :] >= lens[:, None]  # (B, T)
+    certain = np.full(k, _NEG_INF)
+    certain[BLANK] = 0.0
     w = beam_width
     p_b = np.full((b, w), _NEG_INF)
     p_nb = np.full((b, w), _NEG_INF)
@@ -216,14 +220,18 @@ def prefix_beam_search(
     # or its last character again) and the search over extensions is skipped, for that
     # sample alone: a read never depends on which others share its batch (with a prior,
     # an extension at such a frame could otherwise win in one batch and not in another).
-    sure_bt = lp[:, :t_max, BLANK] >= SURE_BLANK  # (B, T)
+    sure_bt = (lp[:, :t_max, BLANK] >= SURE_BLANK) | pad  # (B, T)
     sure = np.all(sure_bt, axis=0)
-    if m < k - 1:  # the other frames' m best classes at once: (B, frames, M)
+    if m < k - 1:  # the other frames' m best classes, a few frames at a time: (B, T, M)
         searched = np.flatnonzero(~sure)
         best = np.zeros((b, t_max, m), dtype=np.int64)
-        best[:, searched] = np.argpartition(-lp[:, searched, 1:], m - 1, axis=2)[:, :, :m] + 1
+        for c in range(0, len(searched), _FRAMES_AT_ONCE):
+            f = searched[c : c + _FRAMES_AT_ONCE]
+            best[:, f] = np.argpartition(-lp[:, f, 1:], m - 1, axis=2)[:, :, :m] + 1
     for t in range(t_max):
-        x = lp[:, t, :]  # (B, K)
+        x = lp[:, t, :].astype(np.float64)  # (B, K)
+        if pad[:, t].any():
+            x[pad[:, t]] = certain
         total = np.logaddexp(p_b, p_nb)
         skip_nb = np.where(last > 0, p_nb + x[rows, last], _NEG_INF)
         skip_b = total + x[:, BLANK : BLANK + 1]
@@ -390,7 +398,9 @@ def _alignment(
     skip = np.zeros((b, s_max), dtype=bool)
     skip[:, 3::2] = labels[:, 3::2] != labels[:, 1:-2:2]
     rows = np.arange(b)[:, None]
-    emit = lp[rows[:, :, None], np.arange(t_max)[None, :, None], labels[:, None, :]]  # (B,T,S)
+    # (B, T, S), in float64 (lp may be float32: only these states are cast)
+    emit = lp[rows[:, :, None], np.arange(t_max)[None, :, None], labels[:, None, :]]
+    emit = emit.astype(np.float64)
     emit[~np.broadcast_to(valid[:, None, :], emit.shape)] = _NEG_INF
     lens = np.asarray(lengths)
     delta = np.full((b, s_max), _NEG_INF)
@@ -500,7 +510,7 @@ def decode(
         if score == _NEG_INF:  # greedy candidate: score its text exactly
             score = sequence_log_probs(lp, [ids])[0]
         chosen.append((ids, score))
-    confs, spans = _alignment(log_probs.astype(np.float64), lens, [ids for ids, _ in chosen])
+    confs, spans = _alignment(log_probs, lens, [ids for ids, _ in chosen])
     out = []
     for (ids, score), conf, span, n in zip(chosen, confs, spans, lens):
         text, pos = charset.decode_aligned(ids)
