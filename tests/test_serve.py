@@ -797,3 +797,56 @@ def test_uploads_are_surveyed_off_the_event_loop_and_oversized_ones_never_parsed
     assert all(t != loop_thread for _, t in seen)
     results = r.json()["results"]
     assert results[0]["text"] == "homeland" and "max-file-bytes" in results[1]["error"]
+
+
+def test_a_trickled_body_times_out_and_uploads_arriving_at_once_are_bounded() -> None:
+    """Slowloris: with --timeout-s 5 a body trickled over 9 s still got 200, and 200
+    stalled connections all stayed open. A body must now arrive within the timeout (408),
+    and past --max-uploads bodies arriving at once a request is answered 503 at once."""
+    from crnn.serve.app import BodyLimit
+
+    async def app(scope, receive, send):
+        while (await receive()).get("more_body"):
+            pass
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"{}"})
+
+    def client(chunks: int, delay: float, stall: asyncio.Event | None = None):
+        sent: list[int] = []
+        left = [chunks]
+
+        async def receive():
+            if stall is not None:
+                await stall.wait()
+            await asyncio.sleep(delay)
+            left[0] -= 1
+            return {"type": "http.request", "body": b"x" * 10, "more_body": left[0] > 0}
+
+        async def send(msg):
+            if msg["type"] == "http.response.start":
+                sent.append(msg["status"])
+
+        return receive, send, sent
+
+    scope = {"type": "http", "method": "POST", "headers": []}
+
+    async def go():
+        mw = BodyLimit(app, 10**6, timeout_s=0.3, max_uploads=1)
+        r, s, slow = client(6, 0.1)
+        await mw(scope, r, s)
+        r, s, quick = client(2, 0.01)
+        await mw(scope, r, s)
+        stall = asyncio.Event()
+        r, s, stalled = client(1, 0.0, stall)
+        first = asyncio.ensure_future(mw(scope, r, s))
+        await asyncio.sleep(0.05)
+        r, s, turned_away = client(1, 0.0)
+        await mw(scope, r, s)
+        await first
+        r, s, after = client(1, 0.0)
+        await mw(scope, r, s)
+        return slow, quick, stalled, turned_away, after
+
+    slow, quick, stalled, turned_away, after = asyncio.run(go())
+    assert (slow, quick) == ([408], [200])
+    assert (stalled, turned_away, after) == ([408], [503], [200])

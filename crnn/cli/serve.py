@@ -90,6 +90,13 @@ def build_parser() -> argparse.ArgumentParser:
         f"{d.max_request_pixels:,})",
     )
     p.add_argument(
+        "--max-uploads",
+        type=int,
+        default=d.max_uploads,
+        help="most request bodies arriving at once; past it requests are answered 503, and "
+        f"each body must arrive within --timeout-s (else 408) (default {d.max_uploads})",
+    )
+    p.add_argument(
         "--max-queue",
         type=int,
         default=d.max_queue,
@@ -161,6 +168,7 @@ def main(argv: list[str] | None = None) -> int:
             max_request_pixels=args.max_request_pixels,
             max_queue=args.max_queue,
             workers=args.workers,
+            max_uploads=args.max_uploads,
         )
         app = create_app(
             rec,

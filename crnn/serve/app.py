@@ -69,6 +69,9 @@ class Limits:
     max_request_pixels: int = 120_000_000  # width x height summed over a request's images
     max_queue: int = 2048  # images waiting for a forward pass; past it, 503
     workers: int = 0  # images decoded and laid out at once (0: the machine's cores)
+    # Requests whose bodies are arriving at once; past it, 503 (a slow client's body must
+    # arrive within timeout_s too: slowloris).
+    max_uploads: int = 256
 
     def __post_init__(self) -> None:
         if self.max_pixels > MAX_PIXELS:
@@ -96,10 +99,17 @@ class RequestError(Exception):
 
 class BodyLimit:
     """ASGI middleware: a request body longer than ``limit`` bytes is answered 413 before
-    it is all read (by its Content-Length, or while it streams in)."""
+    it is all read (by its Content-Length, or while it streams in); one that has not
+    arrived within ``timeout_s`` of its request is answered 408, and past ``max_uploads``
+    bodies arriving at once a request is answered 503 at once (a slow client, or many,
+    holding connections open by trickling their bodies: slowloris)."""
 
-    def __init__(self, app: Any, limit: int) -> None:
+    def __init__(
+        self, app: Any, limit: int, timeout_s: float = 60.0, max_uploads: int = 256
+    ) -> None:
         self.app, self.limit = app, limit
+        self.timeout_s, self.max_uploads = timeout_s, max_uploads
+        self.uploading = 0
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -109,28 +119,70 @@ class BodyLimit:
         if declared is not None and declared.isdigit() and int(declared) > self.limit:
             await _send_json(send, 413, {"error": self._message(int(declared))})
             return
+        if scope.get("method") == "POST" and self.uploading >= self.max_uploads:
+            await _send_json(
+                send,
+                503,
+                {
+                    "error": f"the server is busy: {self.max_uploads} uploads are arriving "
+                    "(--max-uploads); try again shortly"
+                },
+            )
+            return
         seen = 0
         started = False
+        arrived = False
+        deadline = asyncio.get_running_loop().time() + self.timeout_s
 
         async def counted() -> dict[str, Any]:
-            nonlocal seen
-            msg = await receive()
+            nonlocal seen, arrived
+            if arrived:  # the body is in: what follows (a disconnect) is not timed
+                return await receive()
+            try:
+                msg = await asyncio.wait_for(
+                    receive(), max(0.0, deadline - asyncio.get_running_loop().time())
+                )
+            except asyncio.TimeoutError:
+                raise _TooSlow from None
             if msg["type"] == "http.request":
                 seen += len(msg.get("body", b""))
                 if seen > self.limit:
                     raise _TooLarge(seen)
+                arrived = not msg.get("more_body", False)
+                if arrived:
+                    done_uploading()
             return msg
+
+        def done_uploading() -> None:
+            nonlocal uploading
+            if uploading:
+                uploading = False
+                self.uploading -= 1
 
         async def tracking_send(msg: dict[str, Any]) -> None:
             nonlocal started
             started = started or msg["type"] == "http.response.start"
             await send(msg)
 
+        self.uploading += 1
+        uploading = True
         try:
             await self.app(scope, counted, tracking_send)
         except _TooLarge as e:
             if not started:
                 await _send_json(send, 413, {"error": self._message(e.args[0], streamed=True)})
+        except _TooSlow:
+            if not started:
+                await _send_json(
+                    send,
+                    408,
+                    {
+                        "error": f"the request body took over {self.timeout_s:g} s to arrive "
+                        "(--timeout-s)"
+                    },
+                )
+        finally:
+            done_uploading()
 
     def _message(self, size: int, streamed: bool = False) -> str:
         what = "more than" if streamed else ""
@@ -138,6 +190,10 @@ class BodyLimit:
             f"request body is {what} {size:,} bytes, over the limit of {self.limit:,} "
             "(crnn-serve --max-request-bytes); send fewer or smaller images per request"
         ).replace("  ", " ")
+
+
+class _TooSlow(Exception):
+    """The request body did not arrive in time (raised by BodyLimit's receive)."""
 
 
 class _TooLarge(Exception):
@@ -488,6 +544,8 @@ def create_app(
         t0 = time.perf_counter()
         try:
             form = await request.form(max_files=limits.max_files + 1, max_fields=64)
+        except _TooSlow:  # BodyLimit answers it
+            raise
         except _TooLarge as e:  # raised by BodyLimit while the body streams in
             return _json_response(
                 {"error": BodyLimit(None, limits.max_request_bytes)._message(e.args[0], True)}, 413
@@ -606,4 +664,9 @@ def create_app(
             r.pop("status")
         return _json_response({"results": results})
 
-    return BodyLimit(Direct(app, {"/v1/recognize": recognize}), limits.max_request_bytes)
+    return BodyLimit(
+        Direct(app, {"/v1/recognize": recognize}),
+        limits.max_request_bytes,
+        limits.timeout_s,
+        limits.max_uploads,
+    )
