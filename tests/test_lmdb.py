@@ -164,3 +164,29 @@ def test_a_stale_handle_that_trips_py_lmdbs_open_guard_is_closed_and_the_open_re
     with pytest.raises(LmdbFormatError, match="already open in this process"):
         LmdbReader(tmp_path / "c")
     assert len(calls) == 1  # nothing stale: not tried again
+
+
+def test_an_lmdb_another_process_appends_to_is_not_taken_for_stale(tmp_path):
+    """Another process appended to an LMDB (same file, grown): the stale-handle check
+    took it for re-created and closed the environment every reader still used ("Attempt
+    to operate on closed/deleted/dropped object"). A file that only grew keeps its
+    handle; one replaced (a new inode) or cut shorter is reopened."""
+    import subprocess
+    import sys
+
+    with LmdbWriter(tmp_path / "a") as w:
+        for word in ("one", "two"):
+            w.add(_png(word), word, (40, 32))
+    first = LmdbReader(tmp_path / "a")
+    assert first.label(0) == "one"
+    append = (
+        "import lmdb, sys\n"
+        "env = lmdb.open(sys.argv[1], map_size=1 << 26)\n"
+        "with env.begin(write=True) as t:\n"
+        "    for i in range(3, 400):\n"
+        "        t.put(b'label-%09d' % i, b'w%d' % i)\n"
+        "        t.put(b'image-%09d' % i, bytes(2000))\n"
+    )
+    subprocess.run([sys.executable, "-c", append, str(tmp_path / "a")], check=True)
+    LmdbReader(tmp_path / "a")  # a new reader revalidates the shared handle
+    assert first.label(1) == "two"  # the first reader still reads

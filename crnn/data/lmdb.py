@@ -172,6 +172,14 @@ def _signature(path: Path) -> tuple[int, int, int]:
     return (st.st_ino, st.st_mtime_ns, st.st_size)
 
 
+def _replaced(old: tuple[int, int, int], new: tuple[int, int, int]) -> bool:
+    """Whether an LMDB's data file is another file than the one opened: a new inode, or
+    the same inode cut shorter (re-created in place). One that only grew or was written
+    to is the same LMDB, appended to by another process: its handle stays open (closing
+    it broke every reader still using it)."""
+    return new[0] != old[0] or new[2] < old[2]
+
+
 def _shared_env(path: Path, revalidate: bool = False) -> lmdb.Environment:
     """This process's environment for ``path``.
 
@@ -191,7 +199,7 @@ def _shared_env(path: Path, revalidate: bool = False) -> lmdb.Environment:
         raise LmdbFormatError(f"{str(path)!r} is not an LMDB directory (no data.mdb)")
     sig = _signature(path)
     if cached is not None:
-        if cached[1] == sig:
+        if not _replaced(cached[1], sig):
             return cached[2]
         _close_quietly(_ENVS.pop(key)[2])  # re-created since: the old handle is stale
     try:
@@ -228,7 +236,7 @@ def _close_stale() -> bool:
     pid, stale = os.getpid(), []
     for key, (p, sig, _) in _ENVS.items():
         try:
-            fresh = p == pid and _signature(Path(key)) == sig
+            fresh = p == pid and not _replaced(sig, _signature(Path(key)))
         except OSError:
             fresh = False
         if not fresh:
