@@ -29,8 +29,9 @@ _STARTED = time.time()
 
 def run_token(environ: dict[str, str] | None = None) -> str:
     """What every process of one run shares and no other run does: the launcher's
-    ``CRNN_RUN_ID``, torchrun's rendezvous id, or SLURM's job and step; "" when none is
-    set (then a marker counts only if it was written after this process started)."""
+    ``CRNN_RUN_ID``, torchrun's rendezvous id, SLURM's job and step, or the rendezvous
+    address (``MASTER_ADDR:MASTER_PORT``); "" when none is set (then a marker counts only
+    if it was written after this process started)."""
     env = os.environ if environ is None else environ
     if env.get("CRNN_RUN_ID"):
         return f"crnn:{env['CRNN_RUN_ID']}"
@@ -38,6 +39,12 @@ def run_token(environ: dict[str, str] | None = None) -> str:
         return f"torchrun:{env['TORCHELASTIC_RUN_ID']}"
     if env.get("SLURM_JOB_ID"):
         return f"slurm:{env['SLURM_JOB_ID']}.{env.get('SLURM_STEP_ID', '')}"
+    if env.get("MASTER_PORT"):
+        # torchrun's default rendezvous (its run id "none") and other launchers: the
+        # address every rank meets at. Without it, a rank that finished more than a
+        # second before rank 0 started (or a clock skew between nodes) had its marker
+        # taken for an earlier run's, and rank 0 waited 24 h.
+        return f"rendezvous:{env.get('MASTER_ADDR', '')}:{env['MASTER_PORT']}"
     return ""
 
 

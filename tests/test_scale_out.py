@@ -156,12 +156,22 @@ def test_a_completion_marker_left_by_an_earlier_run_does_not_start_the_merge(
     assert sharding.is_done(part)
     # Without a run token, a marker written before this process started is stale.
     monkeypatch.delenv("TORCHELASTIC_RUN_ID")
-    for var in ("CRNN_RUN_ID", "SLURM_JOB_ID"):
+    for var in ("CRNN_RUN_ID", "SLURM_JOB_ID", "MASTER_PORT"):
         monkeypatch.delenv(var, raising=False)
     os.utime(f"{part}.done", (sharding._STARTED - 3600, sharding._STARTED - 3600))
     assert not sharding.is_done(part)
     sharding.mark_done(part)
     assert sharding.is_done(part)
+    # torchrun's default rendezvous names its run "none": the rendezvous address tells
+    # this run's markers, however long before this process another rank finished.
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "none")
+    monkeypatch.setenv("MASTER_ADDR", "node-0")
+    monkeypatch.setenv("MASTER_PORT", "29500")
+    sharding.mark_done(part)
+    os.utime(f"{part}.done", (sharding._STARTED - 3600, sharding._STARTED - 3600))
+    assert sharding.is_done(part)
+    monkeypatch.setenv("MASTER_PORT", "29501")  # another run's rendezvous
+    assert not sharding.is_done(part)
 
 
 def test_predict_and_train_read_gpus_with_one_parser(monkeypatch):
