@@ -199,6 +199,12 @@ def _render(doc: Any, name: str, page: int, dpi: int, rgb: bool) -> Any:
             )
         if w < 1 or h < 1:
             raise PdfError(f"{page_ref(name, page)} is empty ({w_pt:.0f} x {h_pt:.0f} pt)")
+        held = image_pixels(pg)
+        if held > MAX_PIXELS:
+            raise ImageTooLargeError(
+                f"{page_ref(name, page)}: its images hold {held:,} pixels, more than the "
+                f"{MAX_PIXELS:,} any tool decodes (whatever the page's size): not rendered"
+            )
         try:
             img = pg.render(scale=dpi / 72, grayscale=not rgb, may_draw_forms=True).to_pil()
         except Exception as e:  # PDFium's own failures: one page, not the run
@@ -206,6 +212,23 @@ def _render(doc: Any, name: str, page: int, dpi: int, rgb: bool) -> Any:
         return img.convert("RGB" if rgb else "L")
     finally:
         doc.close()
+
+
+def image_pixels(page: Any) -> int:
+    """The pixels a page's images hold, summed over every image drawn (inside forms too),
+    from their headers: what rendering it would decode, which its page box does not tell
+    (a 100 pt page may draw a 20,000 x 20,000 image ten times)."""
+    import pypdfium2.raw as raw
+
+    total = 0
+    for obj in page.get_objects(filter=(raw.FPDF_PAGEOBJ_IMAGE,)):
+        size = getattr(obj, "get_px_size", None) or getattr(obj, "get_size", None)
+        try:
+            w, h = size() if size is not None else (0, 0)
+        except Exception:  # noqa: BLE001 -- an unreadable image header: PDFium's to judge
+            continue
+        total += int(w) * int(h)
+    return total
 
 
 def page_sizes(
