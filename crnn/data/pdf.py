@@ -175,43 +175,103 @@ def render(
 ) -> Any:
     """Page ``page`` (1-based) as a PIL image (``L``, or ``RGB``) at ``dpi``: white paper,
     annotations and form fields drawn. Raises :class:`PdfError` (a page over
-    :data:`~crnn.data.image.MAX_PIXELS` at this dpi: ``ImageTooLargeError``)."""
-    name = "the PDF" if isinstance(source, (bytes, bytearray)) else str(source)
-    if not 18 <= dpi <= 1200:
-        raise ValueError(f"dpi must be between 18 and 1200, got {dpi}")
-    with _LOCK:
-        doc = _open(source, password)
-        return _render(doc, name, page, dpi, rgb)
-
-
-def _render(doc: Any, name: str, page: int, dpi: int, rgb: bool) -> Any:
+    :data:`~crnn.data.image.MAX_PIXELS` at this dpi, or whose images hold more:
+    ``ImageTooLargeError``)."""
+    pdf = OpenedPdf(source, password)
     try:
-        if not 1 <= page <= len(doc):
-            raise PdfError(f"{name} has {len(doc)} pages; there is no page {page}")
-        pg = load_page(doc, name, page)
-        w_pt, h_pt = pg.get_size()
-        w, h = round(w_pt * dpi / 72), round(h_pt * dpi / 72)
-        if w * h > MAX_PIXELS:
-            raise ImageTooLargeError(
-                f"{page_ref(name, page)}: {w_pt / 72:.1f} x {h_pt / 72:.1f} in at {dpi} dpi is "
-                f"{w} x {h} "
-                f"pixels, more than the {MAX_PIXELS:,} any tool decodes: give a lower --dpi"
-            )
-        if w < 1 or h < 1:
-            raise PdfError(f"{page_ref(name, page)} is empty ({w_pt:.0f} x {h_pt:.0f} pt)")
-        held = image_pixels(pg)
-        if held > MAX_PIXELS:
-            raise ImageTooLargeError(
-                f"{page_ref(name, page)}: its images hold {held:,} pixels, more than the "
-                f"{MAX_PIXELS:,} any tool decodes (whatever the page's size): not rendered"
-            )
-        try:
-            img = pg.render(scale=dpi / 72, grayscale=not rgb, may_draw_forms=True).to_pil()
-        except Exception as e:  # PDFium's own failures: one page, not the run
-            raise PdfError(f"{page_ref(name, page)} could not be rendered ({e})") from None
-        return img.convert("RGB" if rgb else "L")
+        return pdf.render(page, dpi, rgb)
     finally:
-        doc.close()
+        pdf.close()
+
+
+def page_sizes(
+    source: str | os.PathLike[str] | bytes, dpi: int = DEFAULT_DPI, password: str | None = None
+) -> list[tuple[int, int]]:
+    """Each page's size in pixels at ``dpi`` (what :func:`render` would make), from the
+    PDF's page boxes: nothing is rendered. Raises :class:`PdfError`."""
+    pdf = OpenedPdf(source, password)
+    try:
+        return pdf.sizes(dpi)
+    finally:
+        pdf.close()
+
+
+class OpenedPdf:
+    """A PDF opened once for all that is asked of it (its page count, its pages' sizes,
+    each page rendered): the server reads a request's pages from one (reopening a 17.7 MiB
+    PDF without an xref table twice a page took 11 s for 8 pages). Every call holds the
+    PDFium lock; after :meth:`close` a call raises :class:`PdfError`. Raises
+    :class:`PdfError` when it cannot be opened."""
+
+    def __init__(self, source: str | os.PathLike[str] | bytes, password: str | None = None):
+        self.name = "the PDF" if isinstance(source, (bytes, bytearray)) else str(source)
+        with _LOCK:
+            self._doc: Any = _open(source, password)
+        self._sizes: dict[int, list[tuple[int, int]]] = {}
+
+    def _open_doc(self) -> Any:
+        if self._doc is None:
+            raise PdfError(f"{self.name} was closed (its request had ended)")
+        return self._doc
+
+    def __len__(self) -> int:
+        with _LOCK:
+            return len(self._open_doc())
+
+    def sizes(self, dpi: int = DEFAULT_DPI) -> list[tuple[int, int]]:
+        """Each page's size in pixels at ``dpi``, from its page box (a broken page: 0 x 0,
+        its own error when rendered)."""
+        with _LOCK:
+            if dpi not in self._sizes:
+                doc, sizes = self._open_doc(), []
+                for i in range(len(doc)):
+                    try:
+                        w, h = load_page(doc, "", i + 1).get_size()
+                    except PdfError:
+                        w = h = 0
+                    sizes.append((round(w * dpi / 72), round(h * dpi / 72)))
+                self._sizes[dpi] = sizes
+            return list(self._sizes[dpi])
+
+    def render(self, page: int, dpi: int = DEFAULT_DPI, rgb: bool = False) -> Any:
+        """Page ``page`` (1-based) as :func:`render` draws it."""
+        if not 18 <= dpi <= 1200:
+            raise ValueError(f"dpi must be between 18 and 1200, got {dpi}")
+        with _LOCK:
+            return _render_page(self._open_doc(), self.name, page, dpi, rgb)
+
+    def close(self) -> None:
+        with _LOCK:
+            if self._doc is not None:
+                self._doc.close()
+                self._doc = None
+
+
+def _render_page(doc: Any, name: str, page: int, dpi: int, rgb: bool) -> Any:
+    if not 1 <= page <= len(doc):
+        raise PdfError(f"{name} has {len(doc)} pages; there is no page {page}")
+    pg = load_page(doc, name, page)
+    w_pt, h_pt = pg.get_size()
+    w, h = round(w_pt * dpi / 72), round(h_pt * dpi / 72)
+    if w * h > MAX_PIXELS:
+        raise ImageTooLargeError(
+            f"{page_ref(name, page)}: {w_pt / 72:.1f} x {h_pt / 72:.1f} in at {dpi} dpi is "
+            f"{w} x {h} "
+            f"pixels, more than the {MAX_PIXELS:,} any tool decodes: give a lower --dpi"
+        )
+    if w < 1 or h < 1:
+        raise PdfError(f"{page_ref(name, page)} is empty ({w_pt:.0f} x {h_pt:.0f} pt)")
+    held = image_pixels(pg)
+    if held > MAX_PIXELS:
+        raise ImageTooLargeError(
+            f"{page_ref(name, page)}: its images hold {held:,} pixels, more than the "
+            f"{MAX_PIXELS:,} any tool decodes (whatever the page's size): not rendered"
+        )
+    try:
+        img = pg.render(scale=dpi / 72, grayscale=not rgb, may_draw_forms=True).to_pil()
+    except Exception as e:  # PDFium's own failures: one page, not the run
+        raise PdfError(f"{page_ref(name, page)} could not be rendered ({e})") from None
+    return img.convert("RGB" if rgb else "L")
 
 
 def image_pixels(page: Any) -> int:
@@ -229,26 +289,6 @@ def image_pixels(page: Any) -> int:
             continue
         total += int(w) * int(h)
     return total
-
-
-def page_sizes(
-    source: str | os.PathLike[str] | bytes, dpi: int = DEFAULT_DPI, password: str | None = None
-) -> list[tuple[int, int]]:
-    """Each page's size in pixels at ``dpi`` (what :func:`render` would make), from the
-    PDF's page boxes: nothing is rendered. Raises :class:`PdfError`."""
-    with _LOCK:
-        doc = _open(source, password)
-        try:
-            sizes = []
-            for i in range(len(doc)):
-                try:
-                    w, h = load_page(doc, "", i + 1).get_size()
-                except PdfError:  # a broken page: its own error when it is rendered
-                    w = h = 0
-                sizes.append((round(w * dpi / 72), round(h * dpi / 72)))
-            return sizes
-        finally:
-            doc.close()
 
 
 def page_text(

@@ -44,7 +44,15 @@ from crnn.data.image import (
     ImageTooWideError,
     open_image,
 )
-from crnn.data.pdf import DEFAULT_DPI, PdfError, is_pdf, page_count, page_sizes, render
+from crnn.data.pdf import (
+    DEFAULT_DPI,
+    OpenedPdf,
+    PdfError,
+    is_pdf,
+    page_count,
+    page_sizes,
+    render,
+)
 from crnn.reading.results import page_result
 from crnn.serve.batcher import BatchedBackend, MicroBatcher, Overloaded
 
@@ -285,6 +293,7 @@ class Service:
         page: int | None = None,
         dpi: int = DEFAULT_DPI,
         pixels: int | None = None,
+        pdf: OpenedPdf | None = None,
     ) -> dict[str, Any]:
         """One uploaded image's (or a PDF's ``page``'s) result entry (raises
         :class:`RequestError` for its error)."""
@@ -305,14 +314,14 @@ class Service:
         )
         if small:
             planned, jobs = await loop.run_in_executor(
-                None, self._plan, name, data, layout, page, dpi
+                None, self._plan, name, data, layout, page, dpi, pdf
             )
         else:
             # The slot is freed when the layout thread ends, not when this request does: a
             # request that hangs up or times out leaves its thread running, and its slot
             # with it (else --workers large images would be laid out N times over).
             await self._planning.acquire()
-            work = loop.run_in_executor(None, self._plan, name, data, layout, page, dpi)
+            work = loop.run_in_executor(None, self._plan, name, data, layout, page, dpi, pdf)
             work.add_done_callback(lambda _: self._planning.release())
             planned, jobs = await asyncio.shield(work)
         # The lines are read by the Recognizer itself (views, turns, decoding, the blank
@@ -344,14 +353,22 @@ class Service:
             ]
         return out
 
-    def _plan(self, name: str, data: bytes, layout: str, page: int | None, dpi: int) -> Any:
+    def _plan(
+        self,
+        name: str,
+        data: bytes,
+        layout: str,
+        page: int | None,
+        dpi: int,
+        pdf: OpenedPdf | None = None,
+    ) -> Any:
         try:
             if page is None:
                 with open_image(data, name) as im:
                     size = im.size
                 source: Any = data
             else:  # a PDF's page: its size from the PDF before it is rendered
-                size = page_sizes(data, dpi)[page - 1]
+                size = (pdf.sizes(dpi) if pdf is not None else page_sizes(data, dpi))[page - 1]
             if size[0] * size[1] > self.limits.max_pixels:
                 what = name if page is None else f"{name}, page {page} at {dpi} dpi,"
                 raise RequestError(
@@ -360,7 +377,12 @@ class Service:
                     f"{self.limits.max_pixels:,} (--max-pixels)",
                 )
             if page is not None:
-                source = render(data, page, dpi, rgb=self.rec.spec.rgb)
+                rgb = self.rec.spec.rgb
+                source = (
+                    pdf.render(page, dpi, rgb)
+                    if pdf is not None
+                    else render(data, page, dpi, rgb=rgb)
+                )
             return self.rec.plan_page(source, layout)
         except ImageDecodeError as e:  # too many pixels: 413; too wide a line: 422; else 415
             status = (
@@ -373,12 +395,14 @@ class Service:
             raise RequestError(status, f"{name}: {str(e).removeprefix(f'{name}: ')}") from None
 
 
-def header_pixels(data: bytes, dpi: int = DEFAULT_DPI) -> int:
+def header_pixels(data: bytes, dpi: int = DEFAULT_DPI, pdf: OpenedPdf | None = None) -> int:
     """Width x height of an encoded image from its header, or a PDF's pages at ``dpi``
-    summed (0 when it is not one: that file's own read reports it)."""
+    summed (``pdf``: it opened already; 0 when it is not one: that file's own read
+    reports it)."""
     if is_pdf(data):
         try:
-            return sum(w * h for w, h in page_sizes(data, dpi))
+            sizes = pdf.sizes(dpi) if pdf is not None else page_sizes(data, dpi)
+            return sum(w * h for w, h in sizes)
         except PdfError:
             return 0
     try:
@@ -438,25 +462,37 @@ def options(form: Any, limits: Limits) -> tuple[int | None, float | None, str, i
 
 def survey(
     names: list[str], datas: list[bytes], dpi: int, max_file_bytes: int
-) -> tuple[list[list[int | None]], list[int]]:
+) -> tuple[list[list[int | None]], list[int], dict[int, OpenedPdf]]:
     """Each upload's pages (:func:`pdf_pages`) and pixels (:func:`header_pixels`), on a
-    worker thread; a file over ``max_file_bytes`` is left unparsed (one item, 0 pixels:
-    ``Service.read_file`` answers its 413)."""
-    pages, pixels = [], []
-    for n, d in zip(names, datas):
-        small = len(d) <= max_file_bytes
-        pages.append(pdf_pages(n, d) if small else [None])
-        pixels.append(header_pixels(d, dpi) if small else 0)
-    return pages, pixels
+    worker thread, and each PDF opened once for all its pages (:class:`OpenedPdf`, by
+    upload index; the caller closes them); a file over ``max_file_bytes`` is left
+    unparsed (one item, 0 pixels: ``Service.read_file`` answers its 413)."""
+    pages, pixels, pdfs = [], [], {}
+    for k, (n, d) in enumerate(zip(names, datas)):
+        if len(d) > max_file_bytes:
+            pages.append([None])
+            pixels.append(0)
+            continue
+        if is_pdf(d):
+            try:
+                pdfs[k] = OpenedPdf(d)
+            except PdfError:  # its read names the reason
+                pages.append([1])
+                pixels.append(0)
+                continue
+        pages.append(pdf_pages(n, d, pdfs.get(k)))
+        pixels.append(header_pixels(d, dpi, pdfs.get(k)))
+    return pages, pixels, pdfs
 
 
-def pdf_pages(name: str, data: bytes) -> list[int | None]:
-    """The pages (from 1) an upload is read as: each page of a PDF, or [None] for an
-    image (and for a PDF that cannot be opened: its read reports why)."""
+def pdf_pages(name: str, data: bytes, pdf: OpenedPdf | None = None) -> list[int | None]:
+    """The pages (from 1) an upload is read as: each page of a PDF (``pdf``: it opened
+    already), or [None] for an image (and for a PDF that cannot be opened: its read
+    reports why)."""
     if not is_pdf(data):
         return [None]
     try:
-        n = page_count(data)
+        n = len(pdf) if pdf is not None else page_count(data)
     except PdfError:
         return [1]
     if n == 0:
@@ -562,6 +598,7 @@ def create_app(
             return _json_response(
                 {"error": f"the body is not a readable multipart form ({e})"}, 400
             )
+        pdfs: dict[int, OpenedPdf] = {}  # each PDF upload opened once, closed at the end
         try:
             beam, floor, layout, dpi = options(form, limits)
             files = form.getlist("file")
@@ -588,7 +625,7 @@ def create_app(
             # and the event loop must never wait (it froze /healthz and every request).
             # A file over the per-file byte limit is not parsed at all: its 413 comes first.
             names = [n for n, _ in uploads]
-            pages, pixels = await asyncio.get_running_loop().run_in_executor(
+            pages, pixels, pdfs = await asyncio.get_running_loop().run_in_executor(
                 None, survey, names, datas, dpi, limits.max_file_bytes
             )
             # A PDF is read page by page, each page a file against --max-files.
@@ -613,7 +650,9 @@ def create_app(
             async def one(n: str, data: bytes, pg: int | None, k: int) -> dict[str, Any]:
                 where = {"filename": n} if pg is None else {"filename": n, "page": pg}
                 try:
-                    return await service.read_file(n, data, beam, layout, pg, dpi, pixels[k])
+                    return await service.read_file(
+                        n, data, beam, layout, pg, dpi, pixels[k], pdfs.get(k)
+                    )
                 except RequestError as e:
                     return {**where, "error": str(e), "status": e.status}
                 except Exception:  # noqa: BLE001 -- one file's bug must not fail the others
@@ -637,6 +676,8 @@ def create_app(
             )
         finally:
             await form.close()
+            for pdf in pdfs.values():
+                pdf.close()  # a page still being rendered finishes first (the PDFium lock)
         if floor is not None:
             for r in results:
                 if "confidence" in r:
