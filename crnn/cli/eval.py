@@ -232,9 +232,19 @@ def evaluate_path(
     if args.batched:
         res = _batched(backend, ds, args, lexicon, world, rank, observe)
     else:
+        from tqdm import tqdm
+
         from crnn.reading.labelled import read_labelled
 
-        res = read_labelled(reader, ds, args.layout, world, rank, observe)
+        share = len(range(rank, len(ds), world))
+        with tqdm(
+            total=share,
+            unit="image",
+            desc=Path(path).name or path,
+            disable=share < 2 or not sys.stderr.isatty(),
+            leave=False,
+        ) as bar:
+            res = read_labelled(reader, ds, args.layout, world, rank, observe, bar.update)
     if res.bad_images:
         log.warning("%s: %d images could not be read and were left out:", path, res.bad_images)
         for msg in res.bad_examples:

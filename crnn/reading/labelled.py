@@ -65,12 +65,14 @@ def read_labelled(
     world: int = 1,
     rank: int = 0,
     observe: Callable[[dict[str, Any], list[Prediction]], None] | None = None,
+    tick: Callable[[int], None] | None = None,
 ) -> LabelledReads:
     """Read this rank's share of ``dataset`` (a ``RecognitionDataset`` built with
     ``evaluation=True``: every sample ``rank``, ``rank + world``, ...) with ``reader`` as
     ``crnn-predict --layout LAYOUT`` reads files, and score it. ``observe(batch,
     predictions)`` sees each chunk as :func:`crnn.evaluation.evaluate`'s callers do
-    (``labels``, ``raw_labels``, ``sources``, lazily decoded ``images`` and ``widths``)."""
+    (``labels``, ``raw_labels``, ``sources``, lazily decoded ``images`` and ``widths``);
+    ``tick(n)`` hears of each ``n`` samples read (a progress bar)."""
     out = LabelledReads()
     share = list(range(rank, len(dataset), world))
     t0 = time.perf_counter()
@@ -90,6 +92,8 @@ def read_labelled(
             sources.append(source)
             kept.append(i)
         pages = reader.read_pages(images, layout, errors="return")
+        if tick is not None:
+            tick(len(chunk))
         good = [n for n, page in enumerate(pages) if not isinstance(page, Exception)]
         for n, page in enumerate(pages):
             if isinstance(page, Exception):
