@@ -76,3 +76,28 @@ def test_eval_reads_every_image_as_predict_does(tmp_path, capsys, layout):
     assert {r["source"]: r["prediction"] for r in rows} == wrong
     assert row["accuracy"] == np.float64(1 - len(wrong) / len(predicted))
     assert len(predicted) == row["count"] == 23
+
+
+def test_predict_eval_and_serve_parse_one_set_of_reading_options():
+    """The reading options are one typed object (``ReadOptions``), parsed by one piece of
+    code with one set of defaults for the three front ends that read."""
+    from crnn.cli.eval import build_parser as eval_parser
+    from crnn.cli.predict import build_parser as predict_parser
+    from crnn.cli.serve import build_parser as serve_parser
+    from crnn.reading.options import ReadOptions
+
+    given = ["--beam", "3", "--zoom", "1.0,1.2", "--rotate", "none", "--finder", "classical"]
+    predict = ReadOptions.from_args(predict_parser().parse_args(["x.png", *given]))
+    evaluate = ReadOptions.from_args(eval_parser().parse_args(["zh", "data", *given]))
+    serve = ReadOptions.from_args(serve_parser().parse_args(given))
+    assert predict == evaluate == serve
+    assert (predict.beam, predict.zoom, predict.rotate, predict.finder) == (
+        3,
+        (1.0, 1.2),
+        "none",
+        "classical",
+    )
+    defaults = ReadOptions.from_args(predict_parser().parse_args(["x.png"]))
+    assert defaults == ReadOptions()
+    with pytest.raises(ValueError, match="must be >= 0"):
+        ReadOptions(beam=-1)

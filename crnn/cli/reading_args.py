@@ -133,36 +133,14 @@ def checkpoint_arg(args: argparse.Namespace) -> str:
 
 
 def load_reader(args: argparse.Namespace, **extra: Any) -> Any:
-    """The Recognizer the arguments ask for (PyTorch is imported only for a PyTorch
-    checkpoint), ``extra``: more of ``Recognizer.from_checkpoint``'s options. Raises with
-    a message for the user on bad input."""
-    from crnn.reading.recognizer import Recognizer
+    """The Recognizer the arguments ask for (:class:`crnn.reading.options.ReadOptions`
+    from them; PyTorch is imported only for a PyTorch checkpoint), ``extra``: more of
+    ``Recognizer.from_checkpoint``'s options. Raises with a message for the user on bad
+    input."""
+    from crnn.reading.options import ReadOptions
 
-    if (args.beam or 0) < 0 or args.max_edits < 0:
-        raise ValueError(
-            f"--beam and --max-edits must be >= 0, got {args.beam} and {args.max_edits}"
-        )
     ckpt = checkpoint_arg(args)
-    rec = Recognizer.from_checkpoint(
-        ckpt,
-        device=args.device,
-        threads=args.threads,
-        batch_size=args.batch_size,
-        beam_width=args.beam,
-        lexicon=args.lexicon,
-        max_edits=args.max_edits,
-        rotate=args.rotate,
-        squeeze=args.squeeze,
-        numerals=args.numerals,
-        stretch=args.stretch,
-        zoom=args.zoom,
-        deslant=args.deslant,
-        lm=args.lm,
-        lm_weight=args.lm_weight,
-        detector=load_detector_arg(args),
-        finder=args.finder,
-        **extra,
-    )
+    rec = ReadOptions.from_args(args).reader(ckpt, **extra)
     if rec.lm is not None and rec.lm_weight > 0 and rec.beam_width > 0:
         log.info(
             "decoding: beam %d, language prior over %d characters, weight %g",
@@ -182,21 +160,3 @@ def load_reader(args: argparse.Namespace, **extra: Any) -> Any:
                 ", ".join(repr(w) for w in rec.lexicon.skipped[:3]),
             )
     return rec
-
-
-def load_detector_arg(args: argparse.Namespace) -> Any:
-    """The detector ``--detector`` names (None for none, or for ``--layout line``)."""
-    from crnn.detect.runtime import bundled_detector, load_detector
-
-    if (
-        args.detector == "none"
-        or getattr(args, "layout", "auto") == "line"
-        or args.finder == "classical"
-    ):
-        return None
-    if args.detector == "bundled":
-        det = bundled_detector(threads=args.threads)
-        if det is None and args.finder == "detector":
-            raise ValueError("--finder detector: no detector is bundled; pass --detector PATH")
-        return det
-    return load_detector(args.detector, threads=args.threads)
