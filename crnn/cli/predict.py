@@ -269,7 +269,7 @@ def write_documents(
 ) -> int:
     """--format txt/hocr/alto or --output-dir: one document per input, printed or
     written as ``DIR/<name><suffix>``."""
-    from crnn.reading.writers import SUFFIX, page_size, to_alto, to_hocr, to_text
+    from crnn.reading.writers import SUFFIX, document, page_size
 
     fmt = args.format or ("json" if args.json else "tsv")
     out = Path(args.output_dir) if args.output_dir else None
@@ -289,23 +289,7 @@ def write_documents(
             draw_read(f, page, args.draw, args.dpi, args.pdf_password)
             counts["drawn"] += 1
         size = page_size(page) or input_size(args, f)
-        if fmt == "hocr":
-            doc = to_hocr(page, size, Path(f).name)
-        elif fmt == "alto":
-            doc = to_alto(page, size, Path(f).name)
-        elif fmt == "json":
-            doc = (
-                json.dumps(
-                    page_result(page, f, args.rotate == "auto", args.min_confidence),
-                    ensure_ascii=False,
-                    indent=1,
-                )
-                + "\n"
-            )
-        elif fmt == "tsv":
-            doc = "".join(f"{f}\t{ln.text}\t{ln.confidence:.4f}\n" for ln in page.lines)
-        else:
-            doc = to_text(page)
+        doc = document(page, fmt, f, size, args.rotate == "auto", args.min_confidence)
         if out is None:
             sys.stdout.write(doc)
         else:

@@ -15,6 +15,7 @@ its share of the line's box by character count.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
@@ -162,3 +163,31 @@ def to_alto(page: Any, size: tuple[int, int], name: str = "") -> str:
         rows.append("</TextBlock>")
     rows += ["</PrintSpace>", "</Page>", "</Layout>", "</alto>", ""]
     return "\n".join(rows)
+
+
+def document(
+    page: Any,
+    fmt: str,
+    path: str,
+    size: tuple[int, int],
+    rotate: bool = False,
+    floor: float | None = None,
+) -> str:
+    """One input's read as one document of ``fmt``: ``hocr``, ``alto``, ``json`` (the
+    result :func:`crnn.reading.results.page_result` builds), ``tsv`` (path, text,
+    confidence per line) or ``txt``; ``size``: the image's (W, H)."""
+    import json
+
+    from crnn.reading.results import page_result
+
+    if fmt == "hocr":
+        return to_hocr(page, size, Path(path).name)
+    if fmt == "alto":
+        return to_alto(page, size, Path(path).name)
+    if fmt == "json":
+        return (
+            json.dumps(page_result(page, path, rotate, floor), ensure_ascii=False, indent=1) + "\n"
+        )
+    if fmt == "tsv":
+        return "".join(f"{path}\t{ln.text}\t{ln.confidence:.4f}\n" for ln in page.lines)
+    return to_text(page)
