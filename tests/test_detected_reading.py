@@ -162,3 +162,16 @@ def test_predict_takes_the_finder_and_a_detector_file(tmp_path, capsys) -> None:
     )
     assert "no detector" in capsys.readouterr().err
     assert main(["--model", "line", "--finder", "classical", str(tmp_path / "poster.png")]) == 0
+
+
+def test_a_detected_line_read_as_noise_is_no_line() -> None:
+    """The detector's boxes on patterns and picture edges read as junk characters (char
+    precision 68 % on the validation web images); a detected line whose characters are
+    read at a mean confidence of 0.5 or less is left out, as PaddleOCR's drop_score does."""
+    from crnn.layout import Line
+    from crnn.reading.planner import reads_as_text
+
+    assert reads_as_text(Line("价格", 0.8, [0, 0, 9, 9], (0.9, 0.85)))
+    assert not reads_as_text(Line("十一", 0.1, [0, 0, 9, 9], (0.4, 0.5)))
+    assert not reads_as_text(Line(" ", 1.0, [0, 0, 9, 9], (0.99,)))
+    assert not reads_as_text(Line("", 1.0, [0, 0, 9, 9], ()))

@@ -27,6 +27,18 @@ log = logging.getLogger("crnn.reading.recognizer")
 
 # Auto finder: a picture the classical finder sees no page in goes to the detector first.
 FIRST_LOOK = True
+# A detected line whose characters the recognizer is this sure of on average, or less, is
+# no text (a pattern, a picture's edge): left out, as PaddleOCR's drop_score leaves out its
+# reads under 0.5. On the detector's 82 validation web images (a development set): char F1
+# 61.2 % keeping every line, 62.6 % at 0.5, 62.5 % at 0.6, 58.5 % at 0.8.
+DROP_MEAN_CONFIDENCE = 0.5
+
+
+def reads_as_text(line: Any) -> bool:
+    """Whether a detected line's read is text: something read, its characters' mean
+    confidence over :data:`DROP_MEAN_CONFIDENCE`."""
+    conf = line.char_confidences
+    return bool(line.text.strip()) and bool(conf) and sum(conf) / len(conf) > DROP_MEAN_CONFIDENCE
 
 
 class PagePlanner:
@@ -91,9 +103,9 @@ class PagePlanner:
             page.lines.append(
                 Line(p.text, p.confidence, box, p.char_confidences, p.rotation, p.char_boxes, quad)
             )
-        for page in pages:  # a detected line that reads as nothing is no line
+        for page in pages:  # a detected line that reads as nothing, or as noise, is no line
             if isinstance(page, Page) and page.finder == "detector":
-                page.lines = [line for line in page.lines if line.text.strip()]
+                page.lines = [line for line in page.lines if reads_as_text(line)]
         return pages
 
     def plan_page(
