@@ -4,7 +4,6 @@ with a text layer, broken and oversized ones."""
 from __future__ import annotations
 
 import json
-import zlib
 from pathlib import Path
 
 import pytest
@@ -161,42 +160,15 @@ def test_a_pdf_without_pages_says_so(tmp_path):
         page_count(empty)
 
 
-def _bomb_pdf(side: int, times: int) -> bytes:
-    data = zlib.compress(bytes(side * side), 9)
-    draws = b"".join(b"q 100 0 0 100 0 0 cm /Im0 Do Q\n" for _ in range(times))
-    objs = [
-        b"<< /Type /Catalog /Pages 2 0 R >>",
-        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
-        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 100 100] "
-        b"/Resources << /XObject << /Im0 5 0 R >> >> /Contents 4 0 R >>",
-        b"<< /Length %d >>\nstream\n" % len(draws) + draws + b"\nendstream",
-        b"<< /Type /XObject /Subtype /Image /Width %d /Height %d /ColorSpace /DeviceGray "
-        b"/BitsPerComponent 8 /Filter /FlateDecode /Length %d >>\nstream\n"
-        % (side, side, len(data))
-        + data
-        + b"\nendstream",
-    ]
-    out = bytearray(b"%PDF-1.4\n")
-    offsets = []
-    for i, o in enumerate(objs, 1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n" % i + o + b"\nendobj\n"
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objs) + 1)
-    for off in offsets:
-        out += b"%010d 00000 n \n" % off
-    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objs) + 1, xref)
-    return bytes(out)
-
-
 def test_a_page_whose_images_hold_too_many_pixels_is_refused_before_it_renders():
     """A 100 pt page drawing one big Flate image ten times passed every pixel limit (they
     saw only the page box) and took seconds and hundreds of MB to render (20,000 px a
     side: 7.7 s, 445 MB). The images' own sizes are now summed from their headers first."""
+    from benchmarks.hostile_inputs import bomb_pdf
     from crnn.data.image import ImageTooLargeError
     from crnn.data.pdf import render
 
-    bomb = _bomb_pdf(4000, 10)  # 16 kB: 160,000,000 pixels drawn on a 100 pt page
+    bomb = bomb_pdf(4000, 10)  # 16 kB: 160,000,000 pixels drawn on a 100 pt page
     with pytest.raises(ImageTooLargeError, match=r"its images hold 160,000,000 pixels"):
         render(bomb, 1)
-    assert render(_bomb_pdf(1000, 10), 1).size == (278, 278)  # 10 MP drawn: read
+    assert render(bomb_pdf(1000, 10), 1).size == (278, 278)  # 10 MP drawn: read

@@ -584,6 +584,8 @@ def test_a_served_leaning_crop_is_read_upright_as_predict_reads_it() -> None:
 def test_a_full_queue_answers_503_at_once_instead_of_growing() -> None:
     """The batcher's queue is bounded: past it a caller hears "busy" at once (the server
     answers 503), rather than every request waiting behind an unbounded queue."""
+    import threading
+
     from test_pages import two_column_page
 
     from crnn.reading.recognizer import Recognizer
@@ -607,8 +609,32 @@ def test_a_full_queue_answers_503_at_once_instead_of_growing() -> None:
     assert sum(isinstance(x, Overloaded) for x in out) == 4 and "--max-queue" in str(out[-1])
     buf = io.BytesIO()
     two_column_page().save(buf, "PNG")  # seven lines: more than a queue of 2 holds
+    rec = Recognizer.bundled("line")
+    go = threading.Event()
+
+    class Stalled:  # the batcher's model holds its first batch: the queue fills behind it
+        def __getattr__(self, name):
+            return getattr(rec.backend, name)
+
+        def __call__(self, images):
+            go.wait(1.0)
+            return rec.backend(images)
+
+    async def serve() -> dict:
+        from crnn.serve.app import Limits, Service
+
+        batcher = MicroBatcher(Stalled(), max_batch=1, max_queue=2)
+        await batcher.start()
+        try:
+            return await Service(rec, Limits(), batcher, {}).read_file(
+                "f.png", buf.getvalue(), rec.beam_width, "auto"
+            )
+        finally:
+            go.set()
+            await batcher.stop()
+
     with pytest.raises(RequestError) as e:
-        _served(Recognizer.bundled("line"), buf.getvalue(), max_queue=2)
+        asyncio.run(serve())
     assert e.value.status == 503 and "busy" in str(e.value)
 
 
@@ -773,9 +799,9 @@ def test_uploads_are_surveyed_off_the_event_loop_and_oversized_ones_never_parsed
     seen = []
     real = app_mod.pdf_pages
 
-    def spy(name, data):
+    def spy(name, data, *rest):
         seen.append((name, threading.get_ident()))
-        return real(name, data)
+        return real(name, data, *rest)
 
     monkeypatch.setattr(app_mod, "pdf_pages", spy)
     application = app_mod.create_app(

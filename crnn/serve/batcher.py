@@ -17,6 +17,7 @@ maximum wait, one future per request.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import queue
 import threading
 import time
@@ -267,6 +268,13 @@ class BatchedBackend:
             for im in np.asarray(images)
         ]
         self._waiting = waits
+        # The first failure (a full queue: Overloaded) is raised at once, the rest dropped.
+        done, _ = concurrent.futures.wait(waits, return_when=concurrent.futures.FIRST_EXCEPTION)
+        failed = next((w for w in done if not w.cancelled() and w.exception() is not None), None)
+        if failed is not None:
+            for w in waits:
+                w.cancel()
+            raise failed.exception()  # type: ignore[misc]
         return np.stack([w.result() for w in waits])
 
     def cancel(self) -> None:
