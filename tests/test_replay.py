@@ -93,6 +93,20 @@ def test_a_fine_tune_mixes_the_generator_into_every_batch_and_validates_on_it(
     with caplog.at_level(logging.INFO, logger="crnn"):
         t.fit()
     assert t.state.step == 6 and "general" in caplog.text
+    # The run records the generator it replayed, not its own default data.synth, so that
+    # its release (and a fine-tune of that) replays numbers again.
+    saved = replay_load(Path(cfg.train.output_dir) / "last.pt")
+    assert saved["config"]["data"]["synth"]["p_number"] == 1.0
+    assert release_checkpoint(saved)["release"]["synth"]["p_line"] == 0.0
+
+
+def test_the_bundled_chinese_model_records_the_chinese_generator_it_learnt_from() -> None:
+    """A fine-tune from ``zh`` replays ``release.synth``: it must draw Chinese lines."""
+    from crnn.bundled import default_checkpoint
+
+    rel = replay_load(default_checkpoint(prefer_onnx=False, model="zh"))
+    synth = replay.recorded_synth(rel)
+    assert synth is not None and "zh" in synth.font_sets, rel["release"].get("synth")
 
 
 def test_replay_off_trains_on_the_own_data_alone(tiny_overrides, tmp_path) -> None:

@@ -554,3 +554,38 @@ def test_time_budget_rechecks_meet_in_their_collective_on_the_same_steps_on_ever
             current.update(rank=r, step=step)
             b._recheck(step * step_s, step)
     assert entered[0] == entered[1] == list(range(10, 400, 10))
+
+
+def test_off_a_terminal_the_bar_is_a_log_line_per_interval_and_on_one_a_bar(
+    tiny_overrides, monkeypatch, capsys, caplog
+):
+    """A log file or SLURM's output gets one line per ``train.log_every`` steps (not the
+    bar's raw redraws); a terminal gets the bar, with validation's own bar beside it."""
+    import logging
+    import re
+
+    from crnn.engine import logging as run_logging
+
+    caplog.set_level(logging.INFO, logger="crnn.engine.logging")
+    pattern = r"step (\d+)/6 loss [\d.]+ lr \S+ \d+ images/s"
+    _train([*tiny_overrides, "train.log_every=2"]).fit()
+    assert re.findall(pattern, caplog.text) == ["2", "4", "6"]
+    assert "train:" not in capsys.readouterr().err  # no bar drawn
+
+    caplog.clear()
+    monkeypatch.setattr(run_logging, "on_terminal", lambda: True)
+    _train(
+        [
+            *tiny_overrides,
+            "train.log_every=2",
+            "train.output_dir=" + str(caplog_dir(tiny_overrides)),
+        ]
+    ).fit()
+    assert not re.findall(pattern, caplog.text)
+    err = capsys.readouterr().err
+    assert "train:" in err and "validation" in err
+
+
+def caplog_dir(overrides: list[str]) -> str:
+    run = next(o for o in overrides if o.startswith("train.output_dir="))
+    return run.split("=", 1)[1] + "_tty"

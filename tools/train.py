@@ -7,7 +7,7 @@ from pathlib import Path
 # Runnable from a clone without installing: put the repository root on the path.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from crnn.cli.train import main  # noqa: E402
+from crnn.cli.train import leave, main  # noqa: E402
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(leave(main()))

@@ -63,7 +63,16 @@ def _entry(name: str) -> Callable[[], int]:
     return entry
 
 
-train = _entry("train")
+def train(argv: list[str] | None = None) -> int:
+    """``crnn-train``; a launched rank ends as :func:`crnn.cli.train.leave` says."""
+    code = run("train", argv)
+    if code == EXIT_USAGE and missing(TRAIN):
+        return code
+    from crnn.cli.train import leave
+
+    return leave(code)
+
+
 predict = _entry("predict")
 eval = _entry("eval")  # noqa: A001 (the command's name)
 create_lmdb = _entry("create_lmdb")

@@ -279,12 +279,29 @@ def main(argv: list[str] | None = None) -> int:
         record_rank_error(e)  # a launched rank: let the launcher say why it stopped
         return EXIT_USAGE
     if getattr(result, "signal", ""):  # the launcher itself was stopped: see LaunchResult
-        logging.shutdown()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(EXIT_INTERRUPTED)
+        _exit_now(EXIT_INTERRUPTED)
     return EXIT_INTERRUPTED if result.interrupted else EXIT_OK
 
 
+def _exit_now(code: int) -> None:
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def leave(code: int) -> int:
+    """End a training command with ``code``. One rank of a multi-process run (our
+    launcher's, torchrun's, srun's: ``WORLD_SIZE`` above 1) flushes its output and
+    leaves with ``os._exit``: the run is over, its checkpoints written and the process
+    group destroyed, but tearing down gloo's and the rendezvous' C++ threads at
+    interpreter exit sometimes aborts the process ("terminate called without an active
+    exception", SIGABRT, seen with PyTorch 2.4), which the launcher would report as a
+    failed run. Any other process returns ``code`` for ``sys.exit``."""
+    if int(os.environ.get("WORLD_SIZE", "1") or 1) > 1:
+        _exit_now(code)
+    return code
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(leave(main()))

@@ -28,7 +28,6 @@ import numpy as np
 import torch
 from torch import nn
 from torch.utils.data import DataLoader
-from tqdm import tqdm
 
 from crnn.config import Config
 from crnn.data import ignore_stop_signals, stop_workers_at_exit
@@ -47,7 +46,7 @@ from crnn.detect.metrics import DetCounts, match_image
 from crnn.engine import state as st
 from crnn.engine.data import num_workers
 from crnn.engine.distributed import DistInfo, all_reduce_sum, any_rank, sync_buffers
-from crnn.engine.logging import RunLogger
+from crnn.engine.logging import RunLogger, pass_bar, step_bar
 from crnn.engine.optim import make_optimizer, make_scheduler, step_schedule
 from crnn.engine.signals import StopRequest, watchdog
 from crnn.engine.state import CheckpointSaver, FitResult
@@ -295,7 +294,7 @@ class DetTrainer:
 
         try:
             mine = self.val_set[self.info.rank :: self.info.world_size]
-            for item in mine:
+            for item in pass_bar(mine, "validation", self.info.is_main):
                 try:
                     image = read_rgb(str(item.image))
                 except (OSError, ValueError):
@@ -337,14 +336,7 @@ class DetTrainer:
             )
         stop_workers_at_exit()
         batches = iter(self.loader())
-        bar = tqdm(
-            total=tc.max_steps,
-            initial=state.step,
-            disable=not main,
-            desc="train det",
-            unit="step",
-            dynamic_ncols=True,
-        )
+        bar = step_bar(tc.max_steps, state.step, "train det", main)
         interrupted = False
         run_loss, run_n, t_log = torch.zeros((), device=self.device), 0, time.monotonic()
         self.train_module.train()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -313,9 +314,39 @@ def announce_run(
     )
 
 
+def on_terminal() -> bool:
+    """Whether standard error is a terminal: progress bars draw there only (in a log file
+    or SLURM's output their redraws pile up as raw carriage-return updates)."""
+    return sys.stderr.isatty()
+
+
+def step_bar(total: int, initial: int, desc: str, main: bool) -> Any:
+    """Training's progress bar: rank 0's, on a terminal. Elsewhere it is off and
+    :func:`log_progress` writes one log line per ``train.log_every`` steps instead."""
+    from tqdm import tqdm
+
+    return tqdm(
+        total=total,
+        initial=initial,
+        disable=not (main and on_terminal()),
+        desc=desc,
+        unit="step",
+        dynamic_ncols=True,
+    )
+
+
+def pass_bar(items: Any, desc: str, main: bool) -> Any:
+    """A bar over one pass of ``items`` (a validation set's batches or images) that goes
+    away when it ends; rank 0's, on a terminal only."""
+    from tqdm import tqdm
+
+    return tqdm(items, desc=desc, leave=False, disable=not (main and on_terminal()))
+
+
 def log_progress(trainer: Any, run_loss: torch.Tensor, run_n: int, bar: Any) -> None:
     """The trainer's running loss, learning rate, gradient norm and speed: to TensorBoard
-    (rank 0) and the progress bar."""
+    (rank 0) and the progress bar, or where there is no bar (not a terminal) one log
+    line."""
     lr = trainer.scheduler.get_last_lr()[0]
     values = {
         "train/lr": lr,
@@ -326,3 +357,12 @@ def log_progress(trainer: Any, run_loss: torch.Tensor, run_n: int, bar: Any) -> 
     loss, ips = trainer.meter.log(run_loss, run_n, values, trainer.state.step, trainer.logger)
     bar.total = trainer.cfg.train.max_steps  # a time budget may have set it
     bar.set_postfix(loss=f"{loss:.3f}", lr=f"{lr:.2e}", img_s=f"{ips:.0f}")
+    if bar.disable and trainer.info.is_main:
+        log.info(
+            "step %d/%d loss %.4f lr %.2e %.0f images/s",
+            trainer.state.step,
+            trainer.cfg.train.max_steps,
+            loss,
+            lr,
+            ips,
+        )

@@ -15,6 +15,7 @@ metrics all-reduced, so every rank sees the same numbers.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Iterator
@@ -23,7 +24,6 @@ from typing import Any
 
 import torch
 from torch import nn
-from tqdm import tqdm
 from tqdm.contrib.logging import logging_redirect_tqdm
 
 from crnn.backends.torch import TorchBackend
@@ -49,6 +49,8 @@ from crnn.engine.logging import (
     format_peaks,
     log_progress,
     log_validation,
+    pass_bar,
+    step_bar,
 )
 from crnn.engine.optim import make_optimizer, make_scheduler, step_schedule
 from crnn.engine.parallel import wrap
@@ -127,6 +129,12 @@ class Trainer:
         lengths = lambda w: int(self.model.output_length(w))  # noqa: E731 (width -> frames)
         common = (cfg, info, self.charset, self.spec, lengths, self.device.type == "cuda")
         rp = self.replay = replay.plan(cfg)
+        if rp is not None:
+            # The run learns from the generator it replays, so its config.yaml, checkpoints
+            # and release record that one (a fine-tune's own data.synth is the defaults: a
+            # fine-tune of a fine-tune would otherwise replay Latin lines).
+            # The size of the general validation set stays this run's choice.
+            cfg.data.synth = dataclasses.replace(rp.synth, val_size=cfg.data.synth.val_size)
         self.data, self.val_sets = (
             build_train_data(*common, replay=rp),
             build_val_sets(*common, replay=rp),
@@ -232,7 +240,8 @@ class Trainer:
         try:
             for name, loader in self.val_sets:
                 reduce = lambda t: all_reduce_sum(t, self.info)  # noqa: E731
-                res = evaluate(backend, loader, reduce, self.info.world_size)
+                batches = pass_bar(loader, f"validation {name}", self.info.is_main)
+                res = evaluate(backend, batches, reduce, self.info.world_size)
                 results.append((name, res))
                 pooled.add(res.sums)
         finally:
@@ -256,14 +265,7 @@ class Trainer:
         if main:
             announce_run(self.out, self.model, self.cfg, self.strategy, self.info, self.device)
         batches = self.batches()
-        bar = tqdm(
-            total=tc.max_steps,
-            initial=state.step,
-            disable=not main,
-            desc="train",
-            unit="step",
-            dynamic_ncols=True,
-        )
+        bar = step_bar(tc.max_steps, state.step, "train", main)
         interrupted = False
         run_loss, run_n = torch.zeros((), device=self.device), 0
         self.meter.restart_clock()
