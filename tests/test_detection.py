@@ -253,3 +253,36 @@ def test_create_lmdb_cuts_a_labelled_detection_set_into_lines(tmp_path):
     assert reader.label(0) == "价格,9.9元"
     w, h = Image.open(io.BytesIO(reader.image_bytes(0))).size
     assert w > 5 * h
+
+
+def test_create_lmdb_holds_out_whole_images_of_a_labelled_set(tmp_path):
+    """--quads --val-fraction splits by image: every line of an image lands on one side
+    (a split by line crop put lines of one image in training and validation both), and
+    --seed with the detector's train.seed holds out the detector's validation images."""
+    from PIL import Image
+
+    from crnn.cli.create_lmdb import main
+    from crnn.data.lmdb import LmdbReader
+    from crnn.data.quads import find_labelled, split_by_image
+
+    root = tmp_path / "set"
+    (root / "images").mkdir(parents=True)
+    (root / "labels").mkdir()
+    img = np.full((120, 200, 3), 230, np.uint8)
+    for y in (10, 40, 70):
+        cv2.rectangle(img, (20, y), (180, y + 20), (10, 10, 10), -1)
+    for n in range(12):
+        Image.fromarray(img).save(root / "images" / f"im{n}.png")
+        rows = [
+            f"20,{y},180,{y},180,{y + 20},20,{y + 20},t{n}_{k}" for k, y in enumerate((10, 40, 70))
+        ]
+        (root / "labels" / f"im{n}.txt").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    args = ["--root", str(root), "--quads", "--out", str(tmp_path / "tr")]
+    args += ["--val-fraction", "0.3", "--val-out", str(tmp_path / "va"), "--seed", "42"]
+    assert main(args) == 0
+    train, val = LmdbReader(tmp_path / "tr").labels(), LmdbReader(tmp_path / "va").labels()
+    assert sorted(train + val) == sorted(f"t{n}_{k}" for n in range(12) for k in range(3))
+    held = {label.split("_")[0] for label in val}
+    assert held and not held & {label.split("_")[0] for label in train}
+    _, det_val = split_by_image(find_labelled(root), 0.3, 42)
+    assert held == {item.image.stem.replace("im", "t") for item in det_val}

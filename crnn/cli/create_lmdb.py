@@ -21,7 +21,10 @@ Only crnn-ocr reads it; keep the image LMDB or folder to share the data.
 --quads reads ROOT as a labelled detection set instead (images/ + labels/NAME.txt in
 ICDAR/MTWI's x1,y1,...,x4,y4,text, ICDAR's gt_NAME.txt, or PaddleOCR's Label.txt): each
 legible line is cut out perspective-corrected, as the reader cuts the lines it finds,
-and written; ### lines and vertical lines are left out and counted.
+and written; ### lines and vertical lines are left out and counted. With --val-fraction the
+split is by image (every line of an image on one side, chosen by the image's file name and
+--seed), so no image gives lines to both: --seed 42 --val-fraction 0.1 holds out the images
+``configs/det_zh_cpu.yaml``'s detector validates on.
 """
 
 from __future__ import annotations
@@ -73,6 +76,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--val-out", help="LMDB directory for the held-out samples")
     p.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="with --quads and --val-fraction: the by-image split's seed (the detector's "
+        "train.seed holds out its validation images); default 0",
+    )
+    p.add_argument(
         "--height",
         type=int,
         default=0,
@@ -117,6 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     setup_logging(args.verbose)
     from crnn.data.create import create_lmdb
+    from crnn.text.alphabet import Charset
     from crnn.text.alphabet_files import spec_path
 
     root = Path(args.root)
@@ -131,15 +142,17 @@ def main(argv: list[str] | None = None) -> int:
         log.error("--prepared is grayscale unless --rgb: leave out --grayscale")
         return EXIT_USAGE
     grayscale = not args.rgb if args.prepared else args.grayscale
-    if args.quads and (root := _cut(root)) is None:
+    if bool(args.val_fraction) != bool(args.val_out):  # create_lmdb's check, before --quads cuts
+        log.error("--val-fraction (in [0, 1)) and --val-out go together")
         return EXIT_USAGE
-    gt = None if args.quads else gt
+    val_root = None
+    if args.quads:  # split by image while cutting
+        if (cut := _cut(root, args.val_fraction, args.seed)) is None:
+            return EXIT_USAGE
+        root, val_root, gt = *cut, None
     try:
-        charset = None
-        if args.charset:
-            from crnn.text.alphabet import Charset
-
-            charset = Charset.from_spec(args.charset)
+        charset = Charset.from_spec(args.charset) if args.charset else None
+        index = args.charset if args.charset and spec_path(args.charset).is_file() else None
         report = create_lmdb(
             root,
             gt,
@@ -154,7 +167,8 @@ def main(argv: list[str] | None = None) -> int:
             prepared=args.prepared,
             workers=args.workers,
             label_format=args.format,
-            index_file=args.charset if args.charset and spec_path(args.charset).is_file() else None,
+            index_file=index,
+            held_root=val_root,
         )
     except (ValueError, LookupError, FileNotFoundError, FileExistsError) as e:
         log.error("%s", e)
@@ -189,16 +203,19 @@ def main(argv: list[str] | None = None) -> int:
 _CUT_DIRS: list = []  # --quads' folders of cut lines, removed when the process ends
 
 
-def _cut(root: Path) -> Path | None:
-    """--quads: the set's legible lines cut into a temporary folder (images/ + gt.txt);
-    None (and the error logged) when it is no labelled set."""
+def _cut(root: Path, val_fraction: float, seed: int) -> tuple[Path, Path | None] | None:
+    """--quads: the set's legible lines cut into a temporary folder (images/ + gt.txt),
+    and those of ``val_fraction`` of its images (by name and ``seed``) into a second one
+    (None without a split); None (and the error logged) when it is no labelled set."""
     import tempfile
 
-    _CUT_DIRS.append(tempfile.TemporaryDirectory(prefix="crnn-lines-"))
-    out = Path(_CUT_DIRS[-1].name)
     from crnn.data.cut_lines import cut_labelled
     from crnn.data.errors import DataError
-    from crnn.data.quads import count_problems, describe_problems, find_labelled
+    from crnn.data.quads import count_problems, describe_problems, find_labelled, split_by_image
+
+    def folder() -> Path:
+        _CUT_DIRS.append(tempfile.TemporaryDirectory(prefix="crnn-lines-"))
+        return Path(_CUT_DIRS[-1].name)
 
     try:
         items = find_labelled(root)
@@ -208,15 +225,21 @@ def _cut(root: Path) -> Path | None:
     problems = count_problems(items)
     if problems:
         log.warning("%s: boxes %s", root, describe_problems(problems))
-    report = cut_labelled(items, out)
-    left = ", ".join(f"{n} {why}" for why, n in report.skipped.most_common())
-    log.info(
-        "cut %d lines from %d images%s",
-        report.written,
-        len(items),
-        f" (left out: {left})" if left else "",
-    )
-    return out
+    train, held = split_by_image(items, val_fraction, seed) if val_fraction else (items, [])
+    out, val_out = folder(), folder() if val_fraction else None
+    for part, where, what in ((train, out, ""), (held, val_out, " held out")):
+        if where is None:
+            continue
+        report = cut_labelled(part, where)
+        left = ", ".join(f"{n} {why}" for why, n in report.skipped.most_common())
+        log.info(
+            "cut %d%s lines from %d images%s",
+            report.written,
+            what,
+            len(part),
+            f" (left out: {left})" if left else "",
+        )
+    return out, val_out
 
 
 if __name__ == "__main__":

@@ -68,9 +68,12 @@ def create_lmdb(
     workers: int = 0,
     label_format: str = "auto",
     index_file: str | os.PathLike[str] | None = None,
+    held_root: str | os.PathLike[str] | None = None,
 ) -> CreateReport:
     """Write the images listed in ``gt`` (paths relative to ``root``) into an LMDB at
-    ``out``, and a ``val_fraction`` of them (by :func:`held_out`) into ``val_out``.
+    ``out``, and a ``val_fraction`` of them (by :func:`held_out`) into ``val_out``; with
+    ``held_root`` (a second folder with its gt.txt: a split made beforehand, e.g. by
+    image) ``val_out`` holds that folder's samples instead.
 
     Every file is read once and checked once (a PNG stored as it is by
     :func:`check_png`, anything else by decoding it), in ``workers`` processes (0: one
@@ -95,6 +98,16 @@ def create_lmdb(
 
     if not 0.0 <= val_fraction < 1.0 or bool(val_fraction) != bool(val_out):
         raise ValueError("--val-fraction (in [0, 1)) and --val-out go together")
+    if held_root is not None:
+        same = dict(progress=progress, height=height, grayscale=grayscale, encoding=encoding)
+        same.update(prepared=prepared, workers=workers, label_format=label_format)
+        same.update(index_file=index_file)
+        report = create_lmdb(root, gt, out, None, 0.0, charset, overwrite, **same)  # type: ignore[arg-type]
+        held = create_lmdb(held_root, None, val_out, None, 0.0, charset, overwrite, **same)  # type: ignore[arg-type]
+        report.held_out = held.written
+        report.bad += held.bad
+        report.outside_charset += held.outside_charset
+        return report
     if height < 0:
         raise ValueError(f"--height {height}: expected a positive number of pixels (or 0)")
     root = Path(root)
