@@ -57,3 +57,29 @@ def prefers_detector(grey: np.ndarray, found: Any) -> bool:
     if found is None or not is_picture(grey):
         return False
     return len(page_rows(found)) < PAGE_ROWS
+
+
+# A page candidate of the classical finder's is the detector's when at least this many of
+# the detector's lines, and this share of them, lie mostly (over half their area) outside
+# every line the classical finder found: text on a picture that print-finding missed.
+NEW_LINES = 2
+NEW_SHARE = 0.25
+
+
+def finds_more(detected: list[list[int]], found: Any) -> bool:
+    """Whether the detector's line boxes ``detected`` (``[x0, y0, x1, y1]`` on the
+    image) find text that the classical finder's lines ``found`` (its page candidate)
+    leave out. On a printed page both find the same lines (the detector splits some of
+    them at wide word gaps); on a web image it finds many the classical finder missed."""
+    h, w = found.page.shape[:2]
+    covered = np.zeros((h, w), bool)
+    for b in found.lines:
+        covered[max(0, b.y0) : max(0, b.y1), max(0, b.x0) : max(0, b.x1)] = True
+    new = 0
+    for x0, y0, x1, y1 in detected:
+        x0, y0 = max(0, min(x0, w)), max(0, min(y0, h))
+        x1, y1 = max(x0, min(x1, w)), max(y0, min(y1, h))
+        area = (x1 - x0) * (y1 - y0)
+        if area and covered[y0:y1, x0:x1].sum() <= 0.5 * area:
+            new += 1
+    return new >= NEW_LINES and new >= NEW_SHARE * len(detected)

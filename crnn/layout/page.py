@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -175,6 +176,30 @@ def page_rows(found: Layout) -> list[LineBox]:
         if 0.15 * low <= b.y0 - a.y1 <= 3 * low and across >= 0.3 * min(a.width, b.width):
             stacked[a] = stacked[b] = None
     return list(stacked)
+
+
+# A lone line of print this small against the image (its height at most this share of
+# the image's) is cut out and read, where a crop's line fills it: a one-line screenshot,
+# a caption on a blank canvas, a page with one line (read whole, the line came out a few
+# pixels high: a 1,100 x 500 scan of 12 characters read as "一。").
+LONE_MAX_ROW = 0.2
+
+
+def lone_line(found: Layout, image_h: int) -> Layout | None:
+    """The image's one line of print, as a layout of that line alone, when every box the
+    line finder found lies in one :func:`text_rows` row no higher than
+    :data:`LONE_MAX_ROW` of the image and long (:data:`PAGE_MIN_ASPECT` times as wide as
+    high, as a page's lines are); else None. A candidate, as a page is: the planner
+    keeps it only when the line reads more probably than the image read whole."""
+    rows = text_rows(found)
+    if len(rows) != 1 or rows[0].height > LONE_MAX_ROW * image_h:
+        return None
+    if rows[0].width < PAGE_MIN_ASPECT * rows[0].height:
+        return None  # a word, or a stroke of one big character
+    row = rows[0]
+    if any(b.y0 < row.y0 or b.y1 > row.y1 for b in found.lines):
+        return None  # other print beside it: not a lone line
+    return dataclasses.replace(found, lines=[row])
 
 
 def decide_layout(found: Layout, image_h: int) -> tuple[str, str]:

@@ -145,18 +145,22 @@ class PagePlanner:
             img = img.convert("L")
         laid_out = None
         if layout == "auto" and detector is not None and finder == "auto" and FIRST_LOOK:
-            from crnn.detect.choice import is_picture, prefers_detector
+            from crnn.detect.choice import finds_more, is_picture, prefers_detector
 
             # A picture (photograph, product or web image) the classical finder would read
             # whole, seeing no page of print in it: the detector's, before the classical
             # column check and the rest.
             if is_picture(grey):
                 laid_out = choose_layout(grey, layout)
-                # Not a page candidate of the classical finder's (a printed page with a
-                # photo on it stays its own: the detector reads the photo's texture too).
-                if laid_out[0] == "line" and prefers_detector(grey, laid_out[2]):
+                # A page candidate of the classical finder's only where the detector
+                # finds text that it left out (a printed page, a photo on it included,
+                # stays its own: the detector splits a line at wide word gaps).
+                if prefers_detector(grey, laid_out[2]):
                     planned = self._detected(rgb, detector)
-                    if planned is not None:
+                    if planned is not None and (
+                        laid_out[0] == "line"
+                        or finds_more([job[2] for job in planned[1]], laid_out[2])
+                    ):
                         return planned
         if layout == "auto":
             column = self._vertical(img, grey)
@@ -211,6 +215,15 @@ class PagePlanner:
                 planned = self._detected(rgb, detector)
                 if planned is not None:
                     return planned
+        if not lines and layout == "auto" and found is not None and choice == "line":
+            from crnn.layout.page import lone_line
+
+            # One small line on a larger image: cut out and read, if it reads better so.
+            lone = lone_line(found, h)
+            if lone is not None:
+                lines, places = self._page_lines(lone, (w, h))
+                if not self._reads_better_as_page(img, lines):
+                    lines = []
         if not lines:  # as predict() reads it, rotations included
             whole = [Placement((0.0, 0.0, float(w), float(h)), (w, h))]
             return Page([], "line", 0.0, note, placements=whole), [
@@ -239,7 +252,9 @@ class PagePlanner:
         if is_crop(found, (w, h)):
             return None
         jobs, places, quads = [], [], []
+        columns = 0  # lines read as columns of Chinese, top to bottom
         for d in found:
+            stacked = False
             cut = cut_line(rgb, d.quad)
             grey = np.asarray(Image.fromarray(cut).convert("L"))
             source: Any = Image.fromarray(cut) if self.reader.spec.rgb else Image.fromarray(grey)
@@ -247,6 +262,7 @@ class PagePlanner:
                 maybe, cells, ink = looks_vertical(grey) if self._writes_cjk else (False, [], None)
                 if maybe and cells:
                     source, _ = stack_cells(grey, cells, ink)
+                    stacked = True
                 else:
                     source = Image.fromarray(np.ascontiguousarray(np.rot90(np.asarray(source))))
             try:
@@ -259,9 +275,16 @@ class PagePlanner:
             jobs.append((_pad_to(arr, PAGE_WIDTH_STEP), arr.shape[-1], box))
             places.append(Placement((x0, y0, x1, y1), (w, h)))
             quads.append(d.quad)
+            columns += stacked
         if not jobs:
             return None
-        return Page([], "page", 0.0, placements=places, quads=quads, finder="detector"), jobs
+        # A page of columns (every line found upright and read top to bottom) says so,
+        # as the classical finder's column pages do.
+        direction = "ttb" if columns == len(jobs) else "ltr"
+        page = Page(
+            [], "page", 0.0, direction=direction, placements=places, quads=quads, finder="detector"
+        )
+        return page, jobs
 
     def _vertical(
         self, img: Any, grey: np.ndarray
@@ -493,8 +516,12 @@ def is_crop(found: Any, size: tuple[int, int]) -> bool:
     """Whether the detector's lines are the image itself: one row of lines (each
     overlapping the first across half the lower one's height) that spans
     :data:`CROP_FILL` of the image's height (a line crop; a photograph with one small
-    line on it is no crop)."""
+    line on it is no crop; nor are columns side by side: a page of columns)."""
+    from crnn.detect.order import is_column
+
     quads = [d.quad for d in found]
+    if len(quads) > 1 and all(is_column(q) for q in quads):
+        return False
     y0s, y1s = [q[:, 1].min() for q in quads], [q[:, 1].max() for q in quads]
     for a0, a1 in zip(y0s[1:], y1s[1:]):
         if min(a1, y1s[0]) - max(a0, y0s[0]) < 0.5 * min(a1 - a0, y1s[0] - y0s[0]):
