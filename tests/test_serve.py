@@ -906,3 +906,76 @@ def test_a_pdf_upload_is_opened_once_for_all_its_pages(monkeypatch, tmp_path):
     assert [r["page"] for r in results] == [1, 2, 3]
     assert all(r["text"] == "homeland" for r in results), results
     assert len(opens) == 1
+
+
+def test_headers_trickled_or_never_sent_are_answered_408_and_the_connection_closed() -> None:
+    """Slowloris before the body: uvicorn timed nothing before a request's headers were
+    complete, so a client trickling them (or sending nothing) held its connection as long
+    as it liked. crnn-serve's protocol (crnn.serve.connection) gives each request's
+    headers --header-timeout-s from the connection opening, or from the next request's
+    first byte on a kept-alive connection; complete requests are untouched."""
+    import socket
+    import threading
+    import time
+
+    import uvicorn
+
+    from crnn.serve.connection import timed_headers
+
+    async def app(scope, receive, send):
+        if scope["type"] != "http":
+            return
+        headers = [(b"content-length", b"2")]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    config = uvicorn.Config(
+        app,
+        host="127.0.0.1",
+        port=port,
+        log_level="error",
+        http=timed_headers(0.5),
+        lifespan="off",
+        timeout_keep_alive=30,
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.01)
+
+    def read_all(c: socket.socket) -> bytes:
+        out = b""
+        while chunk := c.recv(4096):
+            out += chunk
+        return out
+
+    try:
+        request = b"GET / HTTP/1.1\r\nhost: t\r\n\r\n"
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as c:
+            c.sendall(b"GET / HTTP/1.1\r\nhost: t\r\n")
+            for _ in range(10):  # one header every 0.15 s: never complete in 0.5 s
+                time.sleep(0.15)
+                try:
+                    c.sendall(b"x-a: b\r\n")
+                except OSError:
+                    break
+            got = read_all(c)
+        assert got.startswith(b"HTTP/1.1 408") and b"header-timeout-s" in got, got
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as c:
+            assert read_all(c).startswith(b"HTTP/1.1 408")  # connected, sent nothing
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as c:
+            c.sendall(request)
+            first = c.recv(4096)
+            assert first.startswith(b"HTTP/1.1 200") and first.endswith(b"ok")
+            time.sleep(0.8)  # idle past the header deadline: kept alive (its own timeout)
+            c.sendall(request)
+            assert c.recv(4096).startswith(b"HTTP/1.1 200")
+            c.sendall(b"GET / HTTP/1.1\r\n")  # the next request's headers, never finished
+            assert read_all(c).startswith(b"HTTP/1.1 408")
+    finally:
+        server.should_exit = True
+        thread.join(10)

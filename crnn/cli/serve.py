@@ -97,6 +97,13 @@ def build_parser() -> argparse.ArgumentParser:
         f"each body must arrive within --timeout-s (else 408) (default {d.max_uploads})",
     )
     p.add_argument(
+        "--header-timeout-s",
+        type=float,
+        default=d.header_timeout_s,
+        help="a request's headers must arrive within this many seconds of its connection "
+        f"opening, else 408 and the connection closes (default {d.header_timeout_s:g})",
+    )
+    p.add_argument(
         "--max-queue",
         type=int,
         default=d.max_queue,
@@ -147,6 +154,7 @@ def main(argv: list[str] | None = None) -> int:
         import uvicorn
 
         from crnn.serve.app import Limits, create_app
+        from crnn.serve.connection import timed_headers
     except ImportError as e:
         log.error("crnn-serve needs the serve extra (%s): pip install 'crnn-ocr[serve]'", e.name)
         return EXIT_USAGE
@@ -169,7 +177,9 @@ def main(argv: list[str] | None = None) -> int:
             max_queue=args.max_queue,
             workers=args.workers,
             max_uploads=args.max_uploads,
+            header_timeout_s=args.header_timeout_s,
         )
+        protocol = timed_headers(args.header_timeout_s)
         app = create_app(
             rec,
             limits,
@@ -182,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
         log.error("%s", e)
         return EXIT_USAGE
     log.info("web page and API at http://%s:%d/ (Ctrl-C stops)", args.host, args.port)
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", http=protocol)
     return EXIT_OK
 
 

@@ -80,6 +80,9 @@ class Limits:
     # Requests whose bodies are arriving at once; past it, 503 (a slow client's body must
     # arrive within timeout_s too: slowloris).
     max_uploads: int = 256
+    # A request's headers must arrive within this many seconds of its connection opening
+    # (crnn.serve.connection: a client trickling its headers, or sending nothing).
+    header_timeout_s: float = 10.0
 
     def __post_init__(self) -> None:
         if self.max_pixels > MAX_PIXELS:
