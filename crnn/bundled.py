@@ -55,3 +55,12 @@ def default_checkpoint(prefer_onnx: bool = True, model: str = "word") -> Path:
             "--checkpoint runs/<run>/best.pt (train one with tools/train.py)"
         )
     return models[-1]
+
+
+def model_file(model: str, device: Any = None) -> str:
+    """The file a reader loads for ``model``: a bundled model's (``word``, ``line``,
+    ``zh``; its ONNX export unless ``device`` names a GPU) or ``model`` itself, a
+    checkpoint or ``.onnx`` path (a file of that name wins over the bundled name)."""
+    if model in BUNDLED and not Path(model).exists():
+        return str(default_checkpoint(prefers_onnx(device), model))
+    return str(model)

@@ -124,7 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--format",
         choices=("tsv", "json", "txt", "hocr", "alto"),
         help="what to write: tsv (default: path, text, confidence per line), json, txt (each "
-        "input's text), hocr (hOCR 1.2: ocr_page/ocr_line/ocrx_word with bbox and x_wconf), "
+        "input's text), hocr (hOCR 1.2: page/carea/par/line/word, with bbox and x_wconf), "
         "alto (ALTO 4 XML: TextLine/String with HPOS/VPOS/WIDTH/HEIGHT/WC); hocr and alto "
         "are one document per input: with several inputs give --output-dir",
     )
@@ -141,6 +141,21 @@ def build_parser() -> argparse.ArgumentParser:
         "a rerun resumes, skipping inputs already written. Needed with --gpus/--nproc/torchrun",
     )
     add_scale_out_args(p, "results merged in input order into --output")
+    p.add_argument(
+        "--ray",
+        metavar="ADDRESS",
+        help="read on a Ray cluster (pip install 'crnn-ocr[ray]'): local (one started here), "
+        "auto (the one `ray start` runs on this machine) or ray://HOST:10001; with --output "
+        "FILE.jsonl or FILE.parquet, written in input order as the reads come (images and "
+        "PDF pages); a rerun reads only the inputs the output lacks",
+    )
+    p.add_argument(
+        "--ray-actors",
+        type=int,
+        default=0,
+        metavar="N",
+        help="--ray: readers (Ray actors of one CPU each; default 0: one per CPU of the cluster)",
+    )
     p.add_argument("-v", "--verbose", action="store_true")
     return p
 
@@ -199,6 +214,8 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         log.error("%s", e)
         return EXIT_USAGE
+    if args.ray:
+        return ray_predict(args, files, errors)
     if (devices or shard.world > 1) and not args.output:
         log.error("several processes write JSON lines to a file: give --output FILE.jsonl")
         return EXIT_USAGE
@@ -364,6 +381,64 @@ def write_output(
         n = merge_jsonl(args.output, shard.world, [p for p, _ in errors] + files)
         log.info("wrote %d results to %s", n, args.output)
     return finish(args, bad, len(files) + len(errors), counts)
+
+
+def ray_predict(args: argparse.Namespace, files: list[str], errors: list[Any]) -> int:
+    """--ray: the inputs (images and PDF pages) read on a Ray cluster
+    (crnn.reading.ray_reader), their rows written to --output (JSON lines or Parquet,
+    crnn.reading.row_files) in input order as they come; a rerun skips the inputs the
+    output already holds."""
+    import dataclasses
+
+    from crnn.reading.options import ReadOptions
+    from crnn.reading.ray_reader import read_on_ray
+    from crnn.reading.row_files import open_rows
+
+    if not args.output:
+        log.error("--ray writes its rows to a file: give --output FILE.jsonl or FILE.parquet")
+        return EXIT_USAGE
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        log.error("--ray needs Ray: pip install 'crnn-ocr[ray]'")
+        return EXIT_USAGE
+    try:
+        sink = open_rows(args.output)
+    except (ValueError, OSError) as e:
+        log.error("%s", e)
+        return EXIT_USAGE
+    total = len(files) + len(errors)
+    if sink.done:
+        log.info("resuming %s: %d inputs already read", args.output, len(sink.done))
+    bad = [(path, why) for path, why in errors if path not in sink.done]
+    files = [f for f in files if f not in sink.done]
+    options = dataclasses.asdict(ReadOptions.from_args(args))
+    options = {k: v for k, v in options.items() if k not in ("layout", "threads", "device")}
+    counts = {"uncertain": 0, "reads": 0, "drawn": 0}
+    try:
+        for path, why in bad:
+            sink.write({"path": path, "error": why})
+        if files:
+            rows = read_on_ray(
+                files,
+                args.checkpoint or args.model,
+                args.ray,
+                args.layout,
+                args.ray_actors,
+                dpi=args.dpi,
+                **options,
+            )
+            for row in progress(rows, len(files)):
+                if row["error"]:
+                    bad.append((row["path"], row["error"]))
+                    print(f"error: {row['error']}", file=sys.stderr)
+                else:
+                    counts["reads"] += 1
+                sink.write(row)
+    finally:
+        sink.close()  # what was read stays written, interrupted or not
+    log.info("wrote %d results to %s", total, args.output)
+    return finish(args, bad, total, counts)
 
 
 def launch_ranks(

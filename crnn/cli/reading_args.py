@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-from pathlib import Path
 from typing import Any
 
 from crnn.cli import add_stretch_arg
@@ -123,13 +122,9 @@ def add_layout_arg(p: argparse.ArgumentParser) -> None:
 def checkpoint_arg(args: argparse.Namespace) -> str:
     """The model file to read with: the checkpoint named, or a bundled model's (by
     ``--model``, or a bundled model's name given as the checkpoint: word, line, zh)."""
-    from crnn.bundled import BUNDLED
-    from crnn.reading.recognizer import default_checkpoint, prefers_onnx
+    from crnn.bundled import model_file
 
-    ckpt = args.checkpoint
-    if not ckpt or (ckpt in BUNDLED and not Path(ckpt).exists()):
-        return str(default_checkpoint(prefers_onnx(args.device), ckpt or args.model))
-    return str(ckpt)
+    return model_file(args.checkpoint or args.model, args.device)
 
 
 def load_reader(args: argparse.Namespace, **extra: Any) -> Any:

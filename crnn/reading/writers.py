@@ -1,8 +1,8 @@
 """A read page as the formats OCR tools exchange: plain text, hOCR 1.2 and ALTO 4.
 
 - **hOCR** (the microformat Tesseract, OCRopus and docTR write): an XHTML document with an
-  ``ocr_page`` (``bbox`` of the image), an ``ocr_line`` per line and an ``ocrx_word`` per
-  word, each with its ``bbox`` and ``x_wconf`` (confidence 0-100).
+  ``ocr_page`` (``bbox`` of the image) > ``ocr_carea`` > ``ocr_par`` > an ``ocr_line`` per
+  line > an ``ocrx_word`` per word, each with its ``bbox`` and ``x_wconf`` (0-100).
 - **ALTO 4** (the Library of Congress's schema, ``alto-4-2.xsd``): ``Page`` >
   ``PrintSpace`` > ``TextBlock`` > ``TextLine`` > ``String`` (``CONTENT``, ``HPOS``,
   ``VPOS``, ``WIDTH``, ``HEIGHT``, ``WC`` 0-1) with ``SP`` between words, in pixels.
@@ -20,6 +20,7 @@ from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
 from crnn import __version__
+from crnn.text.bidi import first_strong_level
 
 FORMATS = ("tsv", "json", "txt", "hocr", "alto")
 SUFFIX = {"tsv": ".tsv", "json": ".json", "txt": ".txt", "hocr": ".hocr", "alto": ".xml"}
@@ -81,16 +82,21 @@ def to_hocr(page: Any, size: tuple[int, int], name: str = "") -> str:
         f"<title>{escape(name)}</title>",
         '<meta http-equiv="Content-Type" content="text/html;charset=utf-8"/>',
         f'<meta name="ocr-system" content="crnn-ocr {__version__}"/>',
-        '<meta name="ocr-capabilities" content="ocr_page ocr_carea ocr_line ocrx_word '
+        '<meta name="ocr-capabilities" content="ocr_page ocr_carea ocr_par ocr_line ocrx_word '
         'ocrp_wconf"/>',
         "</head>",
         "<body>",
         f'<div class="ocr_page" id="page_1" title={quoteattr(title)}>',
     ]
     if page.lines:
+        # Block, paragraph, lines, words: the nesting Tesseract writes and hOCR readers
+        # (OCRmyPDF's HocrParser, hocr-tools) look for; without the paragraph OCRmyPDF
+        # found no lines and laid no text over the page.
+        union = " ".join(map(str, _union(page)))
+        rtl = sum(first_strong_level(ln.text) == 1 for ln in page.lines) * 2 > len(page.lines)
+        rows.append(f'<div class="ocr_carea" id="block_1_1" title="bbox {union}">')
         rows.append(
-            '<div class="ocr_carea" id="block_1_1" title="bbox '
-            f'{" ".join(map(str, _union(page)))}">'
+            f'<p class="ocr_par" id="par_1_1" dir="{"rtl" if rtl else "ltr"}" title="bbox {union}">'
         )
     for i, line in enumerate(page.lines, 1):
         b = " ".join(map(str, line.box))
@@ -105,7 +111,7 @@ def to_hocr(page: Any, size: tuple[int, int], name: str = "") -> str:
             )
         rows.append("</span>")
     if page.lines:
-        rows.append("</div>")
+        rows += ["</p>", "</div>"]
     rows += ["</div>", "</body>", "</html>", ""]
     return "\n".join(rows)
 
