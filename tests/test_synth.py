@@ -879,23 +879,20 @@ def test_full_width_text_is_drawn_full_width_and_labelled_in_ascii(tmp_path: Pat
     assert wide >= 15
 
 
-def test_sentences_read_like_printed_chinese() -> None:
+def chinese_sampler(charset: Charset, **weights: float) -> object:
+    """A TextSampler over the bundled Chinese words drawing only from the sources
+    ``weights`` name (``p_sentence=1.0``...), lines of 1-30 characters."""
     from crnn.data.synth.text import TextSampler, bundled_chinese_words
 
+    off = dict.fromkeys(("p_word", "p_number", "p_date", "p_price", "p_code", "p_random"), 0.0)
+    cfg = SynthConfig(**{**off, "p_line": 0.0, "min_length": 1, "max_length": 30, **weights})
+    return TextSampler(charset.chars, cfg, charset.normalize, bundled_chinese_words())
+
+
+def test_sentences_read_like_printed_chinese() -> None:
+
     charset = Charset.from_spec("zh5529")
-    cfg = SynthConfig(
-        p_sentence=1.0,
-        p_word=0.0,
-        p_number=0.0,
-        p_date=0.0,
-        p_price=0.0,
-        p_code=0.0,
-        p_random=0.0,
-        p_line=0.0,
-        min_length=1,
-        max_length=30,
-    )
-    sampler = TextSampler(charset.chars, cfg, charset.normalize, bundled_chinese_words())
+    sampler = chinese_sampler(charset, p_sentence=1.0)
     r = random.Random(0)
     texts = [sampler.sample(r) for _ in range(400)]
     assert all(1 <= len(t) <= 30 and not charset.unknown_chars(t) for t in texts)
@@ -920,23 +917,11 @@ def test_sentences_read_like_printed_chinese() -> None:
 def test_zh_ellipsis_weighs_the_ellipsis_among_the_marks() -> None:
     """data.synth.zh_ellipsis: at 0.1 about a tenth as many … in the Chinese sentences,
     at 0 none; 。 and ， as before; at 1 the same texts as without the setting."""
-    from crnn.data.synth.text import TextSampler, bundled_chinese_words
 
     charset = Charset.from_spec("zh5529")
 
     def texts(**extra: float) -> list[str]:
-        cfg = SynthConfig(
-            p_sentence=1.0,
-            p_word=0.0,
-            p_number=0.0,
-            p_date=0.0,
-            p_price=0.0,
-            p_code=0.0,
-            p_random=0.0,
-            p_line=0.0,
-            **extra,
-        )
-        sampler = TextSampler(charset.chars, cfg, charset.normalize, bundled_chinese_words())
+        sampler = chinese_sampler(charset, p_sentence=1.0, **extra)
         r = random.Random(5)
         return [sampler.sample(r) for _ in range(3000)]
 
@@ -1146,3 +1131,40 @@ def test_extrusion_sweeps_the_ink_one_way_and_keeps_the_label() -> None:
             return (np.abs(np.asarray(im, np.int16) - int(np.median(np.asarray(im)))) > 20).sum()
 
         assert paper(a) > paper(b), i
+
+
+def test_technical_lines_hold_what_chinese_technical_text_prints() -> None:
+    """data.synth.p_tech: Chinese words among command options, hex, calls, file names,
+    URLs, versions, operators, Latin units, empty paired quotes, ASCII and full-width
+    punctuation side by side and spaces around Latin tokens (the printed set's errors:
+    -a read as 一a, + as 十, 0x as OX, *** as 米冰冰, I/O as 1/0, ‘’ as …)."""
+    import re
+
+    charset = Charset.from_spec("zh5529")
+    sampler = chinese_sampler(charset, p_tech=1.0)
+    r = random.Random(0)
+    texts = [sampler.sample(r) for _ in range(600)]
+    assert all(1 <= len(t) <= 30 and not charset.unknown_chars(t) for t in texts)
+    assert all(t == t.strip() and "  " not in t for t in texts)
+    chinese = sum(any("\u4e00" <= c <= "\u9fff" for c in t) for t in texts)
+    assert chinese > 500, "Chinese lines, not code alone"
+    joined = "\n".join(texts)
+    for pattern in (
+        r"(^|[^-\w])-[a-zA-Z]\b",  # -a
+        r"--[a-z]",  # --help
+        r"0[xX][0-9A-Fa-f]",  # hex
+        r"\w\(\w*\)",  # calls
+        r"\w\.(py|txt|json|yaml|md|pdf|png|c|h|log|csv|exe|sh)\b",  # file names
+        r"(www\.|https?://|@)\w",  # URLs and mail
+        r"\bv?\d+\.\d+(\.\d+)?\b",  # versions
+        r"\*\*\*",
+        r"\+",
+        r"\b[A-Z]/[A-Z]\b",  # I/O
+        r"\d\s?(GHz|MHz|GB|MB|mm|mAh|V|W|Hz)\b",  # Latin units
+        r"‘’|“”",  # empty paired quotes
+        r"[，：；（][,:;(]|[,:;)][，：；）]",  # ASCII and full-width side by side
+        r"[\u4e00-\u9fff] [A-Za-z0-9]",  # a space between Chinese and Latin
+    ):
+        assert re.search(pattern, joined), pattern
+    # Off by default: the recipes that do not ask for it draw what they drew.
+    assert SynthConfig().p_tech == 0.0

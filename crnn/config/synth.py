@@ -61,6 +61,10 @@ class SynthConfig:
     # Sentences as Chinese is printed: clauses of words with CJK punctuation, quotes and
     # brackets, numbers with units, dates, Latin words, min..max_length characters.
     p_sentence: float = 0.0
+    # Technical and commercial Chinese: words among command options, hex, calls, file
+    # names, URLs, versions and model numbers, operators, Latin units, empty paired quotes,
+    # ASCII and full-width punctuation side by side, spaces around Latin tokens.
+    p_tech: float = 0.0
     # Weight of … among the Chinese sentences' clause and end marks (1: a sixteenth of the
     # clause marks and a fourteenth of the ends, as since stage 9; 0.1: a tenth of that).
     zh_ellipsis: float = 1.0
@@ -233,6 +237,7 @@ class SynthConfig:
             "p_random",
             "p_phrase",
             "p_sentence",
+            "p_tech",
             "p_line",
         )
         if sum(getattr(cfg, k) for k in weights[:-1]) + (cfg.p_corpus if cfg.corpus else 0) <= 0:

@@ -186,6 +186,7 @@ class TextSampler:
             (cfg.p_line if self.has_space else 0.0, self._line),
             (getattr(cfg, "p_phrase", 0.0), self._phrase),
             (getattr(cfg, "p_sentence", 0.0), self._sentence),
+            (getattr(cfg, "p_tech", 0.0), self._tech),
         ]
         sources = [(w, f) for w, f in sources if w > 0]
         total = sum(w for w, _ in sources)
@@ -509,6 +510,34 @@ class TextSampler:
             out = "".join(_ZH_HALF.get(c, c) for c in out)
         return out[: self.cfg.max_length]
 
+    def _tech(self, r: random.Random) -> str:
+        """Chinese as technical and commercial text prints it: words among command options
+        (``-a``, ``--max-width=800``), hex (``0x1F``), calls (``sp16()``), file names and
+        paths, URLs and mail addresses, versions and model numbers, operators (``+``,
+        ``***``, ``I/O``), numbers with Latin units (``3.5GHz``), paired quotes and
+        brackets with nothing between them, ASCII and full-width punctuation side by side,
+        and spaces around the Latin tokens half the time. min_length..max_length characters."""
+        words = self.words
+        if not words:
+            return self._random(r)
+        target = r.randint(max(4, self.cfg.min_length), self.cfg.max_length)
+        spaced = r.random() < 0.5
+        out = ""
+        while len(out) < target:
+            if r.random() < (0.75 if not out else 0.5):  # most lines start in Chinese
+                piece = words.draw(r)
+            else:
+                piece = _tech_token(r, self._english)
+                if spaced and out and piece[:1].isascii() and piece[:1].isalnum():
+                    piece = f" {piece} "
+            piece = self._clean_piece(piece)
+            if not piece or len(out) + len(piece) > target and out:
+                break
+            out += piece
+            if r.random() < 0.15 and len(out) < target - 1:
+                out += r.choice(_TECH_MARKS)
+        return " ".join(out.split())[: self.cfg.max_length].strip()
+
     def _clean_piece(self, piece: str) -> str:
         allowed = self.allowed
         if all(c in allowed for c in piece):
@@ -530,6 +559,190 @@ class TextSampler:
             tokens.append(tok)
             length += 1 + len(tok)
         return " ".join(tokens)
+
+
+# Technical Chinese's punctuation: full-width and ASCII marks, and the two side by side.
+_TECH_MARKS = ("，", "。", "：", "；", "、", ",", ".", ":", ";", "，,", "(（", "）)", "：:", "!！")
+_TECH_EMPTY = ("‘’", "“”", '""', "''", "（）", "()", "【】", "[]", "「」", "《》", "{}")
+_TECH_OPERATORS = (
+    "+",
+    "-",
+    "*",
+    "/",
+    "=",
+    "==",
+    "!=",
+    "<=",
+    ">=",
+    "&&",
+    "||",
+    "|",
+    "***",
+    "**",
+    "->",
+    "=>",
+    "~",
+    "^",
+    "%",
+    "#",
+    "@",
+    "&",
+    "\\",
+    "...",
+    "--",
+    "++",
+    "+=",
+    "<<",
+)
+_TECH_SLASHED = ("I/O", "TCP/IP", "A/B", "B/S", "C/S", "Y/N", "R/W", "km/h", "m/s", "kg/m3")
+_TECH_UNITS = (
+    "V",
+    "A",
+    "W",
+    "Hz",
+    "kHz",
+    "MHz",
+    "GHz",
+    "GB",
+    "MB",
+    "KB",
+    "TB",
+    "mm",
+    "cm",
+    "m",
+    "kg",
+    "g",
+    "mAh",
+    "ms",
+    "s",
+    "%",
+    "dB",
+    "px",
+    "dpi",
+    "ml",
+    "L",
+    "℃",
+    "°C",
+)
+_TECH_EXT = (
+    "txt",
+    "py",
+    "c",
+    "h",
+    "cpp",
+    "js",
+    "json",
+    "yaml",
+    "md",
+    "pdf",
+    "png",
+    "jpg",
+    "zip",
+    "exe",
+    "sh",
+    "log",
+    "xml",
+    "csv",
+    "docx",
+    "xlsx",
+    "html",
+    "so",
+    "dll",
+)
+_TECH_HOSTS = ("com", "cn", "com.cn", "net", "org", "gov.cn", "edu.cn", "io")
+
+
+def _ident(r: random.Random, lo: int = 1, hi: int = 8) -> str:
+    """A made-up identifier: lower case, sometimes with digits, an underscore or capitals."""
+    n = r.randint(lo, hi)
+    s = "".join(r.choice(_LOWER) for _ in range(n))
+    u = r.random()
+    if u < 0.25:
+        s += str(r.randrange(1, 100))
+    elif u < 0.35 and n > 2:
+        k = r.randrange(1, n)
+        s = s[:k] + "_" + s[k:]
+    elif u < 0.45:
+        s = s.capitalize()
+    elif u < 0.5:
+        s = s.upper()
+    return s
+
+
+def _tech_token(r: random.Random, english: Any) -> str:
+    """One technical token for :meth:`TextSampler._tech`."""
+    u = r.random()
+    digits = lambda lo, hi: str(r.randrange(10 ** (lo - 1) if lo > 1 else 0, 10**hi))  # noqa: E731
+    if u < 0.1:  # command options
+        name = english.draw(r).lower() if english and r.random() < 0.5 else _ident(r, 1, 6)
+        if r.random() < 0.4:
+            return "-" + r.choice(_LOWER + _UPPER) + (digits(1, 1) if r.random() < 0.2 else "")
+        opt = "--" + name.replace(" ", "-")
+        return opt + (r.choice(("=", " ")) + digits(1, 4) if r.random() < 0.4 else "")
+    if u < 0.18:  # hex
+        hexd = "0123456789ABCDEF" if r.random() < 0.6 else "0123456789abcdef"
+        return r.choice(("0x", "0X", "#", "")) + "".join(
+            r.choice(hexd) for _ in range(r.choice((1, 2, 2, 4, 4, 8)))
+        )
+    if u < 0.26:  # calls
+        args = ", ".join(_ident(r, 1, 4) for _ in range(r.choice((0, 0, 1, 2))))
+        return f"{_ident(r, 1, 8)}({args})"
+    if u < 0.34:  # file names and paths
+        name = f"{_ident(r, 2, 10)}.{r.choice(_TECH_EXT)}"
+        v = r.random()
+        if v < 0.3:
+            return "/" + "/".join(_ident(r, 2, 6) for _ in range(r.randint(1, 3))) + "/" + name
+        if v < 0.45:
+            return "C:\\" + "\\".join(_ident(r, 2, 8) for _ in range(r.randint(1, 2))) + "\\" + name
+        return name
+    if u < 0.42:  # URLs and mail
+        host = f"{_ident(r, 2, 8).lower()}.{r.choice(_TECH_HOSTS)}"
+        v = r.random()
+        if v < 0.3:
+            return f"{_ident(r, 2, 8).lower()}@{host}"
+        if v < 0.6:
+            return "www." + host
+        return (
+            r.choice(("http://", "https://"))
+            + host
+            + ("/" + _ident(r, 1, 6) if r.random() < 0.5 else "")
+        )
+    if u < 0.52:  # versions and model numbers
+        v = r.random()
+        if v < 0.4:
+            parts = [str(r.randrange(0, 20)) for _ in range(r.randint(2, 3))]
+            return r.choice(("v", "V", "")) + ".".join(parts)
+        letters = "".join(r.choice(_UPPER) for _ in range(r.randint(1, 4)))
+        return (
+            letters
+            + r.choice(("", "-", " "))
+            + digits(1, 4)
+            + (r.choice(_UPPER) if r.random() < 0.3 else "")
+        )
+    if u < 0.62:  # operators, alone or between operands
+        op = r.choice(_TECH_OPERATORS)
+        if r.random() < 0.5:
+            return op
+        a = _ident(r, 1, 3) if r.random() < 0.5 else digits(1, 3)
+        b = _ident(r, 1, 3) if r.random() < 0.5 else digits(1, 3)
+        return a + op + b
+    if u < 0.68:
+        return r.choice(_TECH_SLASHED)
+    if u < 0.78:  # numbers with Latin units, ranges and tolerances
+        n = digits(1, 4) if r.random() < 0.6 else f"{r.randrange(100)}.{r.randrange(10)}"
+        unit = r.choice(_TECH_UNITS)
+        v = r.random()
+        if v < 0.15:
+            return f"±{n}{unit}"
+        if v < 0.3:
+            return f"{n}-{digits(1, 4)}{unit}"
+        return n + (" " if r.random() < 0.2 else "") + unit
+    if u < 0.88:  # paired quotes and brackets with nothing between
+        return r.choice(_TECH_EMPTY)
+    if english:  # an English word, as printed amid Chinese
+        w = english.draw(r)
+        return w.capitalize() if r.random() < 0.3 else w.upper() if r.random() < 0.1 else w
+    return _ident(r)
 
 
 def drawable_alphabet(charset_chars: Sequence[str], case_fold: bool) -> list[str]:
