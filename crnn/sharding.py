@@ -12,12 +12,13 @@ process that dies loses only its unwritten lines, and a rerun resumes from the p
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -150,14 +151,28 @@ def cut_torn_tail(path: Path) -> None:
         f.truncate(data.rfind(b"\n") + 1)
 
 
-def _read_jsonl(path: Path) -> list[dict[str, Any]]:
-    out = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            out.append(json.loads(line))
-        except ValueError:  # the last line of a part killed mid-write
-            continue
-    return out
+def _read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
+    """The records of a JSON-lines file, one at a time (a file of millions is never held
+    whole); a line that does not parse (the last line of a part killed mid-write) is
+    left out."""
+    with open(path, "rb") as f:
+        for line in f:
+            try:
+                yield json.loads(line)
+            except ValueError:
+                continue
+
+
+def _record_offsets(path: Path, key: str) -> Iterator[tuple[str, int]]:
+    """``(key, byte offset)`` of each record of a JSON-lines file."""
+    with open(path, "rb") as f:
+        offset = 0
+        for line in f:
+            start, offset = offset, offset + len(line)
+            try:
+                yield str(json.loads(line).get(key)), start
+            except (ValueError, AttributeError):
+                continue
 
 
 def wait_for_parts(output: str | os.PathLike[str], world: int, timeout_s: float = 86_400.0) -> None:
@@ -176,29 +191,40 @@ def merge_jsonl(
     output: str | os.PathLike[str], world: int, order: Sequence[str], key: str = "path"
 ) -> int:
     """Write ``output`` from the parts (and a previous ``output``), one record per key, in
-    the order of ``order``; remove the parts. Returns the records written."""
+    the order of ``order``; remove the parts. Returns the records written.
+
+    The merge streams: a first pass notes where each key's record lies (which file, which
+    byte; a part's record wins over the previous output's, a later one over an earlier),
+    the second copies the records in input order from there, so what it holds is an
+    offset per record, never the records (a million reads with their character boxes
+    are gigabytes)."""
     output = Path(output)
-    records: dict[str, dict[str, Any]] = {}
-    if output.is_file():
-        records.update({str(r.get(key)): r for r in _read_jsonl(output)})
     parts = [part_path(output, r, world) for r in range(world)]
-    for p in parts:
-        if p.is_file():
-            records.update({str(r.get(key)): r for r in _read_jsonl(p)})
-    seen = set()
+    sources = [p for p in (output, *parts) if p.is_file()]
+    where: dict[str, tuple[int, int]] = {}
+    for i, p in enumerate(sources):
+        for k, offset in _record_offsets(p, key):
+            where[k] = (i, offset)
+    written = 0
     tmp = output.with_name(f".{output.name}.merging")
-    with open(tmp, "w", encoding="utf-8") as f:
+    with contextlib.ExitStack() as stack:
+        files = [stack.enter_context(open(p, "rb")) for p in sources]
+        out = stack.enter_context(open(tmp, "w", encoding="utf-8"))
         for k in order:
-            if k in records and k not in seen:
-                seen.add(k)
-                rec = dict(records[k])
-                rec.pop("index", None)
-                f.write(json.dumps(rec, ensure_ascii=False) + "\n")
+            found = where.pop(k, None)  # popped: a key given twice is written once
+            if found is None:
+                continue
+            f = files[found[0]]
+            f.seek(found[1])
+            rec = json.loads(f.readline())
+            rec.pop("index", None)
+            out.write(json.dumps(rec, ensure_ascii=False) + "\n")
+            written += 1
     os.replace(tmp, output)
     for p in parts:
         for q in (p, Path(f"{p}.done")):
             q.unlink(missing_ok=True)
-    return len(seen)
+    return written
 
 
 def write_part_json(output: str | os.PathLike[str], shard: Shard, obj: Any) -> None:

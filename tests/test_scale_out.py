@@ -226,3 +226,34 @@ def test_sharded_eval_pairs_each_datasets_parts_by_path_not_by_position(caplog):
     assert "a: read by 1 of 2 processes" in caplog.text
     rows, lost = merged_rows([[part("a", 3)], [part("a", 4)]], "charset")
     assert rows[0]["count"] == 7 and not lost
+
+
+def test_the_merge_streams_the_parts_in_input_order_holding_offsets_not_records(
+    tmp_path,
+) -> None:
+    """Rank 0's merge of millions of reads must not hold them: 3,000 records of 4 kB
+    (12 MB of parts) merge in input order, a part's record over the previous output's,
+    a torn tail left out, with far less memory traced than the records take."""
+    import tracemalloc
+
+    from crnn.sharding import Shard, merge_jsonl, part_path
+
+    out = tmp_path / "reads.jsonl"
+    order = [f"img{i:05d}.png" for i in range(3000)]
+    pad = "字" * 1300  # ~4 kB a record in UTF-8
+    out.write_text(json.dumps({"path": order[0], "text": "old"}) + "\n", encoding="utf-8")
+    for rank in range(2):
+        with open(part_path(out, rank, 2), "w", encoding="utf-8") as f:
+            for i, path in Shard(rank, 2).pick(order):
+                f.write(json.dumps({"path": path, "index": i, "text": pad}) + "\n")
+            f.write('{"path": "torn')  # a kill mid-write
+    tracemalloc.start()
+    n = merge_jsonl(out, 2, order + [order[5]])  # a path given twice is written once
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert n == 3000
+    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert [r["path"] for r in rows] == order
+    assert rows[0]["text"] == pad and "index" not in rows[0]
+    assert peak < 3_000_000, f"the merge held {peak / 1e6:.1f} MB"
+    assert not list(tmp_path.glob("*.part-*"))
