@@ -5,7 +5,8 @@ included, PDFium's own not) and what came back.
     python benchmarks/hostile_inputs.py --json docs/bench/hostile_inputs.json
 
 The inputs: a PDF bomb (a 100 pt page drawing a 4,000 px Flate image ten times: 16 kB,
-160 MP drawn), a 3-page PDF sent to the server (how often it is opened), a body trickled
+160 MP drawn), a vector page of 300,000 rectangles (no image: 0.7 MB, drawn whole and
+stopped by a close), a 3-page PDF sent to the server (how often it is opened), a body trickled
 past the server's timeout (slowloris), more bodies arriving at once than allowed, a part
 file torn mid-line by a kill, a two-line screenshot strip, and beam decoding of 64 page
 lines of the Chinese model (its memory against the logits').
@@ -72,6 +73,74 @@ def bomb_pdf(side: int, times: int) -> bytes:
         out += b"%010d 00000 n \n" % off
     out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objs) + 1, xref)
     return bytes(out)
+
+
+def vector_pdf(rects: int) -> bytes:
+    """A 600 pt page of ``rects`` large filled rectangles: no image, so no pixel limit sees
+    it, and drawing it costs what its vector content costs (300,000: 0.7 MB)."""
+    draws = b"".join(b"%d %d 300 300 re f\n" % (i % 290, (i // 290) % 290) for i in range(rects))
+    data = zlib.compress(draws, 9)
+    objs = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 600 600] /Contents 4 0 R >>",
+        b"<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(data) + data + b"\nendstream",
+    ]
+    out, offsets = bytearray(b"%PDF-1.4\n"), []
+    for i, o in enumerate(objs, 1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n" % i + o + b"\nendobj\n"
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objs) + 1)
+    for off in offsets:
+        out += b"%010d 00000 n \n" % off
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objs) + 1, xref)
+    return bytes(out)
+
+
+def vector_bomb() -> list[dict]:
+    """The vector page drawn whole, and closed 0.2 s into its render (as the server
+    closes a timed-out request's PDFs): how long until the PDFium lock is free again."""
+    import threading
+
+    from crnn.data.pdf import _LOCK, OpenedPdf, PdfError, render
+
+    data = vector_pdf(300_000)
+    out, secs, mb = measured(lambda: render(data, 1, 72).size)
+    rows = [
+        {
+            "input": f"vector PDF page ({len(data):,} bytes, 300,000 rectangles), drawn",
+            "got": str(out),
+            "s": secs,
+            "peak_mb": mb,
+        }
+    ]
+    pdf = OpenedPdf(data)
+    got: list[str] = []
+
+    def draw() -> None:
+        try:
+            got.append(str(pdf.render(1, 72).size))
+        except PdfError as e:
+            got.append(str(e))
+
+    t = threading.Thread(target=draw)
+    t.start()
+    time.sleep(0.2)
+    t0 = time.perf_counter()
+    pdf.close()
+    with _LOCK:  # free again when the render has stopped
+        freed = time.perf_counter() - t0
+    t.join()
+    rows.append(
+        {
+            "input": "the same, closed 0.2 s into its render: lock free after",
+            "got": got[0][:160],
+            "s": freed,
+            "peak_mb": 0.0,
+        }
+    )
+    return rows
 
 
 def pdf_bomb() -> dict:
@@ -250,7 +319,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
-    rows = [pdf_bomb(), served_pdf_opens(), *slow_bodies()]
+    rows = [pdf_bomb(), *vector_bomb(), served_pdf_opens(), *slow_bodies()]
     with tempfile.TemporaryDirectory() as tmp:
         rows.append(torn_part(Path(tmp)))
     rows += [strip(), beam_memory()]

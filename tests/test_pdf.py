@@ -172,3 +172,84 @@ def test_a_page_whose_images_hold_too_many_pixels_is_refused_before_it_renders()
     with pytest.raises(ImageTooLargeError, match=r"its images hold 160,000,000 pixels"):
         render(bomb, 1)
     assert render(bomb_pdf(1000, 10), 1).size == (278, 278)  # 10 MP drawn: read
+    # The same images drawn from inside a form XObject (a nested drawing) count too.
+    import zlib
+
+    data = zlib.compress(bytes(4000 * 4000), 9)
+    draws = b"q 100 0 0 100 0 0 cm /Im0 Do Q\n" * 10
+    nested = _tiny_pdf(
+        [
+            _CATALOG,
+            b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 100 100] "
+            b"/Resources << /XObject << /Fm0 5 0 R >> >> /Contents 4 0 R >>",
+            b"<< /Length 8 >>\nstream\n/Fm0 Do\n\nendstream",
+            b"<< /Type /XObject /Subtype /Form /BBox [0 0 100 100] "
+            b"/Resources << /XObject << /Im0 6 0 R >> >> /Length %d >>\nstream\n"
+            % len(draws)
+            + draws
+            + b"\nendstream",
+            b"<< /Type /XObject /Subtype /Image /Width 4000 /Height 4000 /ColorSpace "
+            b"/DeviceGray /BitsPerComponent 8 /Filter /FlateDecode /Length %d >>\nstream\n"
+            % len(data)
+            + data
+            + b"\nendstream",
+        ]
+    )
+    with pytest.raises(ImageTooLargeError, match=r"its images hold 160,000,000 pixels"):
+        render(nested, 1)
+
+
+def test_a_page_is_drawn_stoppably_as_pdfium_draws_it(tmp_path, scan_pdf) -> None:
+    """The progressive renderer (stoppable) draws what PdfPage.render draws, in grey and
+    in colour, a text page and a scan."""
+    import numpy as np
+    import pypdfium2 as pdfium
+
+    from crnn.data.pdf import draw_page
+
+    text = text_pdf(tmp_path / "t.pdf", "Hello 123")
+    for path in (text, scan_pdf):
+        doc = pdfium.PdfDocument(str(path))
+        try:
+            for rgb in (False, True):
+                ours = np.asarray(draw_page(doc[0], "p", 150 / 72, rgb).convert("RGB"))
+                plain = doc[0].render(scale=150 / 72, grayscale=not rgb).to_pil()
+                assert ours.shape == np.asarray(plain.convert("RGB")).shape
+                assert np.array_equal(ours, np.asarray(plain.convert("RGB")))
+        finally:
+            doc.close()
+
+
+def test_closing_a_pdf_stops_its_render_under_way_without_waiting_for_it(monkeypatch) -> None:
+    """The server closes a timed-out request's PDFs from its event loop: the close must
+    not wait for the PDFium lock that a slow page's render holds (a 0.7 MB vector page
+    held it 3.5 s, and every other request with it); the render stops at its next pause
+    and says why, and the document is closed by the render's thread."""
+    import threading
+
+    from benchmarks.hostile_inputs import vector_pdf
+    from crnn.data import pdf as pdf_mod
+
+    pdf = pdf_mod.OpenedPdf(vector_pdf(300_000))
+    closer = threading.Thread(target=pdf.close)
+    asked = []
+
+    class FirstPauseCloses(threading.Event):
+        """The render's stop flag: at the renderer's first question, close the PDF from
+        another thread (as the event loop would) and wait for that close to return."""
+
+        def is_set(self) -> bool:
+            if not asked:
+                closer.start()
+                closer.join(timeout=20)
+                asked.append(closer.is_alive())  # (raising here, PDFium would swallow it)
+            return super().is_set()
+
+    pdf._stop = FirstPauseCloses()
+    with pytest.raises(PdfError, match="rendering stopped"):
+        pdf.render(1, 72)
+    assert asked == [False], "close() waited for the lock that the render holds"
+    assert pdf._doc is None  # closed by the render's thread once it let go
+    with pytest.raises(PdfError, match="was closed"):
+        pdf.render(1, 72)

@@ -680,7 +680,7 @@ def create_app(
         finally:
             await form.close()
             for pdf in pdfs.values():
-                pdf.close()  # a page still being rendered finishes first (the PDFium lock)
+                pdf.close()  # a page being rendered stops at its next pause
         if floor is not None:
             for r in results:
                 if "confidence" in r:
