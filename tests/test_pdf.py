@@ -11,6 +11,7 @@ from PIL import Image
 from rapidfuzz.distance import Levenshtein
 from test_pages import TRUTH, two_column_page
 
+from benchmarks.hostile_inputs import pdf_bytes
 from crnn.cli.predict import main as predict_main
 from crnn.data.image import ImageTooLargeError
 from crnn.data.pdf import PdfError, page_count, parse_pages, render, split_ref
@@ -29,15 +30,7 @@ def text_pdf(path: Path, text: str, size: tuple[int, int] = (200, 36)) -> Path:
         b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream",
         b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
     ]
-    out, offsets = bytearray(b"%PDF-1.4\n"), []
-    for i, body in enumerate(objs, 1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n" % i + body + b"\nendobj\n"
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objs) + 1)
-    out += b"".join(b"%010d 00000 n \n" % o for o in offsets)
-    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objs) + 1, xref)
-    path.write_bytes(bytes(out))
+    path.write_bytes(pdf_bytes(objs))
     return path
 
 
@@ -120,18 +113,7 @@ def test_a_file_named_like_a_page_reference_is_itself(tmp_path) -> None:
     assert split_ref(str(odd)) is None
 
 
-def _tiny_pdf(objs: list[bytes]) -> bytes:
-    out, offs = b"%PDF-1.4\n", []
-    for i, o in enumerate(objs, 1):
-        offs.append(len(out))
-        out += f"{i} 0 obj\n".encode() + o + b"\nendobj\n"
-    x = len(out)
-    out += f"xref\n0 {len(objs) + 1}\n0000000000 65535 f \n".encode()
-    out += b"".join(f"{o:010d} 00000 n \n".encode() for o in offs)
-    return (
-        out + f"trailer\n<< /Size {len(objs) + 1} /Root 1 0 R >>\nstartxref\n{x}\n%%EOF\n".encode()
-    )
-
+_tiny_pdf = pdf_bytes
 
 _CATALOG = b"<< /Type /Catalog /Pages 2 0 R >>"
 _PAGE = b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 100 100] >>"
