@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
+from crnn.bundled import MODELS_DIR
 from crnn.ctc.decode import log_softmax_np
 
 # What the classifier sees: grayscale, this high, this wide (a wider crop is cut into
@@ -33,7 +34,7 @@ MAX_WINDOWS = 3
 # A crop is also read turned when the classifier gives it at least this probability of
 # being upside down (the turn is then kept only if its read is the more probable).
 UPSIDE_DOWN = 0.9
-ASSETS = Path(__file__).resolve().parent / "assets" / "models"
+ASSETS = MODELS_DIR  # the package's bundled models (crnn/assets/models)
 
 
 def windows(img: Image.Image) -> np.ndarray:
