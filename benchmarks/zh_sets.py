@@ -34,8 +34,11 @@ made, and reported as the test figure; nothing is chosen on it):
   2026-11-26; the labels digest leaves it out, so it stays comparable). They come from
   the same foundry as the development faces, so they are not independent of them in
   design; they are outside every training package.
-* No real photographs: ``zh_real_dev`` is the only real Chinese set here, and it is a
-  development set.
+* ``test-web``: real web-image lines, ``data/zh_web/test`` (593 lines of 47 images of
+  ``../shared/data/zh_web_train`` kept aside by image before the recognizer trained on the
+  others' lines; ``benchmarks/zh_web_lines.py`` cuts it), where present. Its development
+  twin is ``dev-web`` (``data/zh_web/dev``, 569 lines of 35 other held-out images).
+  Photographs (``zh_real_dev``) stay development only.
 
     python benchmarks/zh_sets.py --set dev --model zh --model runs/new/best.pt --peer-python
     /root/peers/bin/python
@@ -88,6 +91,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # The real photographed lines to develop on, beside the project (not in a user's clone).
 REAL_DEV = ROOT.parent / "shared" / "data" / "zh_real_dev"
+# Real web-image lines cut by benchmarks/zh_web_lines.py (dev/ and test/, by image).
+WEB_LINES = ROOT / "data" / "zh_web"
 FORTUNES = Path("/usr/share/games/fortunes")
 FORTUNE_FILES = ("tang300", "song100", "chinese")
 # Fixed: changing it makes a new test set, and every figure before it incomparable.
@@ -219,6 +224,14 @@ def _rows(which: str, count: int, seed: int) -> list[tuple[str, list[Image.Image
         rows.append(
             ("dev-vertical-kai", [zb.render_vertical(t, face_list[1], r) for t in column], column)
         )  # type: ignore[arg-type]
+    if web := folder_pairs(WEB_LINES / which):
+        rows.append(
+            (
+                f"{which}-web",
+                [Image.open(WEB_LINES / which / p).convert("RGB") for p, _ in web],
+                [t for _, t in web],
+            )
+        )
     if which == "dev" and (pairs := real_dev_pairs()):
         rows.append(
             (
@@ -232,7 +245,12 @@ def _rows(which: str, count: int, seed: int) -> list[tuple[str, list[Image.Image
 
 def real_dev_pairs() -> list[tuple[str, str]]:
     """``(image path, label)`` of each line of ``REAL_DEV/gt.txt``; empty where it is absent."""
-    gt = REAL_DEV / "gt.txt"
+    return folder_pairs(REAL_DEV)
+
+
+def folder_pairs(folder: Path) -> list[tuple[str, str]]:
+    """``(image path, label)`` of each line of ``folder/gt.txt``; empty where it is absent."""
+    gt = folder / "gt.txt"
     if not gt.is_file():
         return []
     lines = gt.read_text(encoding="utf-8").splitlines()
@@ -337,9 +355,15 @@ def main() -> int:
         (tmp / name / "gt.txt").write_text(
             "".join(f"{p.name}\t{t}\n" for p, t in zip(files[name], labels)), encoding="utf-8"
         )
-    # The vertical rows repeat the first face's lines: left out, the digest is as before.
+    # The vertical rows repeat the first face's lines, the web rows are real lines kept
+    # beside the data: left out, the digest is as before.
     digest = frozen_digest(
-        [t for name, _, labels in rows if "-vertical" not in name for t in labels]
+        [
+            t
+            for name, _, labels in rows
+            if "-vertical" not in name and "-web" not in name
+            for t in labels
+        ]
     )
     print(
         f"{args.set} set, rows {', '.join(r[0] for r in rows)}; labels digest {digest}; images "
@@ -393,7 +417,9 @@ def main() -> int:
             # The frozen test's text stays in its package (its digest names it); the
             # real photographs' labels stay beside the data.
             "labels": {
-                name: labels for name, _, labels in rows if args.set == "dev" and name != "dev-real"
+                name: labels
+                for name, _, labels in rows
+                if args.set == "dev" and name not in ("dev-real", "dev-web")
             },
         }
         args.json.parent.mkdir(parents=True, exist_ok=True)
