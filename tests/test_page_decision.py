@@ -196,3 +196,26 @@ def test_one_line_on_a_larger_canvas_is_cut_out_and_read(readers, size) -> None:
     page = readers["zh"].read_page(img)
     assert page.layout == "page" and page.text == text
     assert 140 <= page.lines[0].box[1] and page.lines[0].box[3] <= 215
+
+
+@pytest.mark.parametrize("ink, paper", [("black", "white"), ("white", (40, 40, 40))])
+def test_a_word_on_a_wide_flat_canvas_is_read_trimmed_to_its_ink(readers, ink, paper) -> None:
+    """A short line large in the middle of a flat canvas (a transparent PNG flattened, a
+    screenshot of a label) is read whole, as a crop; it is first cut to its ink with a
+    margin. Read at the canvas's size it came out 14 px of 32 high: '‘我是中国人',
+    '『我是中国人', '「黄康中国人。' (a peer's test images). Its characters' boxes are
+    still on the image as given; a textured border is left as it is."""
+    from crnn.layout.page import flat_margins_trimmed
+
+    img = Image.new("RGB", (1890, 503), paper)
+    ImageDraw.Draw(img).text(
+        (420, 150), "我是中国人", font=ImageFont.truetype(str(CJK), 200), fill=ink
+    )
+    page = readers["zh"].read_page(img)
+    assert page.layout == "line" and page.text == "我是中国人"
+    first = page.lines[0].char_boxes[0]
+    assert 380 <= first[0] <= 460 and 120 <= first[1] <= 230
+    grey = np.asarray(img.convert("L"))
+    noisy = grey.astype(np.int16) + np.random.default_rng(0).integers(-30, 30, grey.shape)
+    assert flat_margins_trimmed(grey) is not None
+    assert flat_margins_trimmed(np.clip(noisy, 0, 255).astype(np.uint8)) is None

@@ -202,6 +202,52 @@ def lone_line(found: Layout, image_h: int) -> Layout | None:
     return dataclasses.replace(found, lines=[row])
 
 
+# An image read whole has its flat margins above and below its ink trimmed: the grey of
+# its 2-pixel border may vary this much (a screenshot, a render, a transparent PNG
+# flattened; a photograph's border varies more and is left as it is) ...
+FLAT_BORDER_STD = 6.0
+# ... a pixel is ink where it differs from the border's grey by this much ...
+INK_CONTRAST = 24
+# ... the band kept has a margin of this share of the ink's height above and below (the
+# generator pads its lines by 2-60 % of their height) ...
+TRIM_PAD = 0.2
+# ... and beside it of this share (a faint letter at a word's end may be no ink to the
+# threshold: the wider margin keeps some of it).
+TRIM_SIDE_PAD = 0.5
+# ... and the image is trimmed only when that band is at most this share of its height
+# and the image at least TRIM_MIN_HEIGHT px high (a word crop of 30-60 px is read at
+# about its own scale: trimmed, 'CALIFORNIA' on a real crop read worse).
+TRIM_MAX_HEIGHT = 0.7
+TRIM_MIN_HEIGHT = 96
+
+
+def flat_margins_trimmed(grey: np.ndarray) -> tuple[int, int, int, int] | None:
+    """The box ``(x0, y0, x1, y1)`` an image read whole is cut to: its ink's extent with
+    a :data:`TRIM_PAD` margin above and below and :data:`TRIM_SIDE_PAD` beside, where its
+    border is flat (:data:`FLAT_BORDER_STD`), it is :data:`TRIM_MIN_HEIGHT` px high or
+    more and the band is at most :data:`TRIM_MAX_HEIGHT` of that; else None (read as it
+    is). A line of 5 characters in the middle of a 1,890 x 503 transparent PNG was read at
+    32 px with the text 14 px high, a stray quote before it; trimmed, it reads."""
+    h, w = grey.shape
+    if h < TRIM_MIN_HEIGHT or w < 16:
+        return None
+    ring = np.concatenate(
+        [grey[:2].ravel(), grey[-2:].ravel(), grey[:, :2].ravel(), grey[:, -2:].ravel()]
+    ).astype(np.float32)
+    if float(ring.std()) > FLAT_BORDER_STD:
+        return None
+    ink = np.abs(grey.astype(np.int16) - int(np.median(ring))) >= INK_CONTRAST
+    rows, cols = np.flatnonzero(ink.any(axis=1)), np.flatnonzero(ink.any(axis=0))
+    if not len(rows):
+        return None
+    ink_h = int(rows[-1]) + 1 - int(rows[0])
+    pad, side = max(2, round(TRIM_PAD * ink_h)), max(2, round(TRIM_SIDE_PAD * ink_h))
+    y0, y1 = max(0, int(rows[0]) - pad), min(h, int(rows[-1]) + 1 + pad)
+    if y1 - y0 > TRIM_MAX_HEIGHT * h:
+        return None
+    return max(0, int(cols[0]) - side), y0, min(w, int(cols[-1]) + 1 + side), y1
+
+
 def decide_layout(found: Layout, image_h: int) -> tuple[str, str]:
     """``auto``'s choice for an image by its geometry, and why: ``("page", "")`` only when
     it holds at least :data:`PAGE_MIN_ROWS` :func:`page_rows` (lines of print small

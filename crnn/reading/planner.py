@@ -224,10 +224,14 @@ class PagePlanner:
                 lines, places = self._page_lines(lone, (w, h))
                 if not self._reads_better_as_page(img, lines):
                     lines = []
-        if not lines:  # as predict() reads it, rotations included
-            whole = [Placement((0.0, 0.0, float(w), float(h)), (w, h))]
+        if not lines:  # as predict() reads it, rotations included; flat margins trimmed
+            from crnn.layout.page import flat_margins_trimmed
+
+            box = flat_margins_trimmed(grey) or (0, 0, w, h)
+            cut = img if box == (0, 0, w, h) else img.crop(box)
+            whole = [Placement(tuple(float(v) for v in box), (w, h))]
             return Page([], "line", 0.0, note, placements=whole), [
-                (self.reader.preprocess(img), None, [0, 0, w, h])
+                (self.reader.preprocess(cut), None, list(box))
             ]
         return Page([], "page", found.angle, note, rotation=turn, placements=places), lines
 
