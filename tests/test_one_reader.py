@@ -7,7 +7,6 @@ from __future__ import annotations
 import csv
 import json
 
-import numpy as np
 import pytest
 from ckpt_helpers import run_main
 from conftest import render_word, word_labels, write_folder
@@ -74,7 +73,7 @@ def test_eval_reads_every_image_as_predict_does(tmp_path, capsys, layout):
     row = json.loads((tmp_path / "r.json").read_text())[0]
     rows = list(csv.DictReader(open(tmp_path / "err" / "set" / "errors.tsv"), delimiter="\t"))
     assert {r["source"]: r["prediction"] for r in rows} == wrong
-    assert row["accuracy"] == np.float64(1 - len(wrong) / len(predicted))
+    assert row["accuracy"] == pytest.approx(1 - len(wrong) / len(predicted), abs=1e-12)
     assert len(predicted) == row["count"] == 23
 
 
