@@ -5,6 +5,7 @@ the marks and row-piece merges quadratic or worse in their number)."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from PIL import Image, ImageDraw, ImageFont
 
 from crnn.data.synth.fonts import bundled_font_dir
@@ -106,3 +107,27 @@ def test_a_line_too_wide_for_the_recognizer_is_read_in_pieces_not_refused() -> N
     pieces = page.lines[1:]
     assert len(pieces) >= 2 and all(ln.box[2] - ln.box[0] < img.width for ln in pieces)
     assert " ".join(ln.text.strip() for ln in pieces).split() == ["word"] * 190
+
+
+@pytest.mark.slow
+def test_a_long_log_screenshot_is_planned_as_a_page_of_all_its_lines() -> None:
+    """A 1,200 x 33,000 px screenshot of 1,100 log lines, read with every default: it was
+    turned on its side, taken for one 35,144 px line and refused as too wide (0 of 1,100
+    lines). It is planned as a page of its 1,100 lines (read whole: 28 s, 0.16 % CER with
+    the line model; docs/benchmarks.md, "Hostile inputs")."""
+    import random
+
+    from crnn.reading.recognizer import Recognizer
+
+    mono = bundled_font_dir() / "dejavu" / "DejaVuSansMono-Bold.ttf"
+    font = ImageFont.truetype(str(mono), 16)
+    r = random.Random(0)
+    words = "build test passed failed error warning module import request server".split()
+    img = Image.new("L", (1200, 33000), 255)
+    d = ImageDraw.Draw(img)
+    for i in range(1100):
+        text = f"{i:04d} " + " ".join(r.choice(words) for _ in range(r.randint(3, 9)))
+        d.text((10, 10 + 30 * i), text, font=font, fill=0)
+    page, jobs = Recognizer.bundled("word").plan_page(img)
+    assert page.layout == "page" and page.rotation == 0 and len(jobs) == 1100
+    assert all(10 + 30 * i - 8 <= box[1] <= 10 + 30 * i + 8 for i, (_, _, box) in enumerate(jobs))
