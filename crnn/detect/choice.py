@@ -48,6 +48,24 @@ def is_picture(grey: np.ndarray) -> bool:
     return not is_long(grey) and w < CROP_ASPECT * h and min(h, w) >= PICTURE_MIN_SIDE
 
 
+# A smaller picture-shaped image (a photographed sign, a cropped poster) with its short
+# side at least this many px: read whole, unless the detector finds SMALL_PICTURE_LINES
+# lines or more in it that read more probably (the planner reads both ways).
+SMALL_PICTURE_MIN_SIDE = 160
+SMALL_PICTURE_LINES = 2
+
+
+def is_small_picture(grey: np.ndarray) -> bool:
+    """Picture-shaped (under :data:`CROP_ASPECT` times as wide as high, not long) with a
+    short side of :data:`SMALL_PICTURE_MIN_SIDE` to :data:`PICTURE_MIN_SIDE` px."""
+    h, w = grey.shape
+    return (
+        not is_long(grey)
+        and w < CROP_ASPECT * h
+        and SMALL_PICTURE_MIN_SIDE <= min(h, w) < PICTURE_MIN_SIDE
+    )
+
+
 def prefers_detector(grey: np.ndarray, found: Any) -> bool:
     """Whether the detector should find this image's lines, given the classical
     finder's result ``found`` on it (``crnn.layout.find_lines``; None: not run, a line

@@ -224,6 +224,19 @@ class PagePlanner:
                 lines, places = self._page_lines(lone, (w, h))
                 if not self._reads_better_as_page(img, lines):
                     lines = []
+        if not lines and detector is not None and finder == "auto" and layout == "auto":
+            from crnn.detect.choice import SMALL_PICTURE_LINES, is_small_picture
+
+            # A small picture (a photographed sign): its detected lines where they are
+            # several and read more probably than the image read whole.
+            if is_small_picture(grey):
+                planned = self._detected(rgb, detector)
+                if (
+                    planned is not None
+                    and len(planned[1]) >= SMALL_PICTURE_LINES
+                    and self._reads_better_as_page(img, planned[1])
+                ):
+                    return planned
         if not lines:  # as predict() reads it, rotations included; flat margins trimmed
             from crnn.layout.page import flat_margins_trimmed
 
