@@ -257,3 +257,12 @@ def test_a_small_picture_is_read_as_its_detected_lines_where_they_read_better() 
     )
     assert det.calls == 1 and page.layout == "page" and len(page.lines) == 2
     assert all(Levenshtein.distance(ln.text, t) <= 2 for ln, t in zip(page.lines, texts))
+
+
+def test_the_detector_is_asked_once_an_image_whatever_the_finder_decision_tries() -> None:
+    """A picture whose detector finds nothing was given to it twice: by the first look,
+    then again when the classical finder had nothing better."""
+    img, _, _ = poster()
+    det = FixedDetector([])
+    Recognizer.bundled("line", detector=det).read_page(img)
+    assert det.calls == 1

@@ -132,13 +132,20 @@ class PagePlanner:
         grey = np.asarray(img.convert("L") if img.mode != "L" else img)
         h, w = grey.shape
         rgb = img
+        found_once: list[Any] = []  # the detector's plan of this image, asked for once
+
+        def detected() -> Any:
+            if not found_once:
+                found_once.append(self._detected(rgb, detector))
+            return found_once[0]
+
         if (
             detector is not None
             and finder == "detector"
             and layout != "line"
             and h > LINE_MAX_HEIGHT
         ):
-            planned = self._detected(rgb, detector)
+            planned = detected()
             if planned is not None:
                 return planned
         if img.mode == "RGB" and not self.reader.spec.rgb:
@@ -156,7 +163,7 @@ class PagePlanner:
                 # finds text that it left out (a printed page, a photo on it included,
                 # stays its own: the detector splits a line at wide word gaps).
                 if prefers_detector(grey, laid_out[2]):
-                    planned = self._detected(rgb, detector)
+                    planned = detected()
                     if planned is not None and (
                         laid_out[0] == "line"
                         or finds_more([job[2] for job in planned[1]], laid_out[2])
@@ -212,7 +219,7 @@ class PagePlanner:
             # What the classical finder would read whole, as one line: a picture's lines
             # are the detector's, unless the image is shaped like a line crop.
             if prefers_detector(grey, found):
-                planned = self._detected(rgb, detector)
+                planned = detected()
                 if planned is not None:
                     return planned
         if not lines and layout == "auto" and found is not None and choice == "line":
@@ -230,7 +237,7 @@ class PagePlanner:
             # A small picture (a photographed sign): its detected lines where they are
             # several and read more probably than the image read whole.
             if is_small_picture(grey):
-                planned = self._detected(rgb, detector)
+                planned = detected()
                 if (
                     planned is not None
                     and len(planned[1]) >= SMALL_PICTURE_LINES
