@@ -155,23 +155,18 @@ def _read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
     """The records of a JSON-lines file, one at a time (a file of millions is never held
     whole); a line that does not parse (the last line of a part killed mid-write) is
     left out."""
-    with open(path, "rb") as f:
-        for line in f:
-            try:
-                yield json.loads(line)
-            except ValueError:
-                continue
+    return (record for _, record in _records_at(path))
 
 
-def _record_offsets(path: Path, key: str) -> Iterator[tuple[str, int]]:
-    """``(key, byte offset)`` of each record of a JSON-lines file."""
+def _records_at(path: Path) -> Iterator[tuple[int, Any]]:
+    """``(byte offset, record)`` of each line of a JSON-lines file that parses."""
     with open(path, "rb") as f:
         offset = 0
         for line in f:
             start, offset = offset, offset + len(line)
             try:
-                yield str(json.loads(line).get(key)), start
-            except (ValueError, AttributeError):
+                yield start, json.loads(line)
+            except ValueError:
                 continue
 
 
@@ -203,8 +198,9 @@ def merge_jsonl(
     sources = [p for p in (output, *parts) if p.is_file()]
     where: dict[str, tuple[int, int]] = {}
     for i, p in enumerate(sources):
-        for k, offset in _record_offsets(p, key):
-            where[k] = (i, offset)
+        for offset, record in _records_at(p):
+            if isinstance(record, dict):
+                where[str(record.get(key))] = (i, offset)
     written = 0
     tmp = output.with_name(f".{output.name}.merging")
     with contextlib.ExitStack() as stack:
