@@ -213,6 +213,10 @@ class DetConfig:
     expand: int = 4
     inner: int = 64
     # Training crops (pixels, square) and the scale images are read at (long side).
+    # Share of training crops cut from synthetic scenes (crnn/data/scenes.py): text of the
+    # recognizer's generator (data.synth, data.charset) drawn with its boxes on the
+    # training images with their labelled lines painted out; 0 = real images only.
+    synth_share: float = 0.0
     crop: int = 384
     limit_side: int = 960
     # Validation images drawn with their boxes in TensorBoard.
@@ -331,6 +335,11 @@ class Config:
             )
         if d.inner % 4:
             raise ConfigError(f"det.inner must be a multiple of 4, got {d.inner}")
+        if not 0.0 <= d.synth_share < 1.0:
+            raise ConfigError(
+                f"det.synth_share is the share of synthetic scenes among the training crops, "
+                f"in [0, 1), got {d.synth_share}"
+            )
         if not d.val and not 0.0 < d.val_share < 1.0:
             raise ConfigError(
                 f"det.val_share={d.val_share}: without det.val a share in (0, 1) of the "

@@ -13,6 +13,7 @@ import hashlib
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import cv2
 import numpy as np
@@ -125,11 +126,23 @@ class DetectionDataset(Dataset):
 
     An image that cannot be read gives an all-zero crop with its target mask zero (it
     teaches nothing) and is named in ``errors``, counted by the trainer; the run goes on.
+
+    With ``scenes`` (a :class:`crnn.data.scenes.SceneMaker`), ``scene_share`` of the keys
+    draw a synthetic scene from their seed instead of the indexed image (the choice is
+    the seed's too, so a resumed run draws the same).
     """
 
-    def __init__(self, items: list[LabelledImage], aug: DetAugment) -> None:
+    def __init__(
+        self,
+        items: list[LabelledImage],
+        aug: DetAugment,
+        scenes: Any = None,
+        scene_share: float = 0.0,
+    ) -> None:
         self.items = items
         self.aug = aug
+        self.scenes = scenes
+        self.scene_share = scene_share if scenes is not None else 0.0
 
     def __len__(self) -> int:
         return len(self.items)
@@ -141,6 +154,15 @@ class DetectionDataset(Dataset):
         item = self.items[index]
         rng = np.random.default_rng(seed)
         c = self.aug.crop
+        if self.scene_share and np.random.default_rng([seed, 1]).random() < self.scene_share:
+            scene = self.scenes.draw(seed)
+            crop, quads = augment(scene.image, scene.quads, rng, self.aug)
+            t = make_targets(quads, scene.ignore, (c, c)).stack()
+            return {
+                "image": torch.from_numpy(crop).permute(2, 0, 1).contiguous(),
+                "targets": torch.from_numpy(t),
+                "error": "",
+            }
         try:
             image = read_rgb(str(item.image))
         except (OSError, ValueError) as e:

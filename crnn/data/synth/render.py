@@ -293,7 +293,7 @@ class SynthGenerator:
         :meth:`render` draws, for batching lines of similar length together."""
         if index < 0:
             raise ValueError(f"index must be >= 0, got {index}")
-        text = self._text_and_font(random.Random(f"crnn-synth:{self.seed}:{index}"))[0]
+        text = self.text_and_font(random.Random(f"crnn-synth:{self.seed}:{index}"))[0]
         return self.charset.normalize(text)
 
     def render_with_meta(self, index: int) -> tuple[Image.Image, str, RenderMeta]:
@@ -303,7 +303,7 @@ class SynthGenerator:
         # A string seed is hashed with SHA-512 by random.Random: stable across processes
         # and Python versions, and distinct for every (seed, index), negative seeds too.
         r = random.Random(f"crnn-synth:{self.seed}:{index}")
-        text, font = self._text_and_font(r)  # first from r: label() relies on it
+        text, font = self.text_and_font(r)  # first from r: label() relies on it
         img, clean, size, applied = self._draw(r, text, font)
         floor, score = self.cfg.min_legibility, None
         if floor > 0 and (score := legibility(img, clean)) < floor:
@@ -498,7 +498,7 @@ class SynthGenerator:
 
     # ---- steps ------------------------------------------------------------------------
 
-    def _text_and_font(self, r: random.Random) -> tuple[str, FontInfo]:
+    def text_and_font(self, r: random.Random) -> tuple[str, FontInfo]:
         for _ in range(8):
             text = self.text.sample(r)
             need = set(text)
