@@ -262,3 +262,62 @@ def test_sigterm_to_the_process_group_saves_the_detector_and_stops(det_overrides
     assert proc.wait(timeout=60) == 130, seen + rest
     assert "DataLoader worker" not in rest
     assert torch.load(tmp_path / "run" / "last.pt", weights_only=True)["step"] >= 3
+
+
+def test_a_detector_fine_tunes_from_a_detector_checkpoint(det_overrides, tmp_path):
+    from crnn.data.errors import DataError
+
+    first = _trainer([*det_overrides, "train.max_steps=2", "train.val_every=100"])
+    first.fit()
+    ckpt = tmp_path / "run" / "last.pt"
+    saved = torch.load(ckpt, weights_only=True)["model"]
+    tuned = _trainer(
+        [*det_overrides, f"train.init_from={ckpt}", f"train.output_dir={tmp_path / 'tuned'}"]
+    )
+    assert tuned.state.step == 0  # a new run, from the checkpoint's weights
+    for name, value in tuned.model.state_dict().items():
+        torch.testing.assert_close(value, saved[name], rtol=0, atol=0, msg=name)
+    # Another network's weights are refused, naming both shapes.
+    with pytest.raises(DataError, match=r"det\.widths"):
+        _trainer([*det_overrides, "det.widths=[8,16,16,16]", f"train.init_from={ckpt}"])
+    with pytest.raises(DataError, match="no such file"):
+        _trainer([*det_overrides, f"train.init_from={tmp_path / 'missing.pt'}"])
+
+
+def test_a_detector_exported_with_its_batchnorms_folded_is_recovered_exactly(
+    det_overrides, tmp_path
+):
+    """dev/det_weights_from_onnx.py: the folded convolutions back in a DBNet whose
+    BatchNorms give the graph's function (checked against ONNX Runtime inside), with
+    running statistics of real crops (near-identity batch statistics in training)."""
+    pytest.importorskip("onnx")
+    import importlib.util
+
+    from crnn.export import export_detector_onnx
+    from crnn.model.dbnet import build_detector
+
+    torch.manual_seed(0)
+    net = build_detector(
+        {"widths": [8, 8, 16, 16], "depths": [1, 1, 1, 1], "expand": 2, "inner": 16}
+    )
+    with torch.no_grad():  # BatchNorms that fold into something other than the identity
+        for m in net.modules():
+            if isinstance(m, torch.nn.BatchNorm2d):
+                m.weight.uniform_(0.5, 1.5), m.bias.uniform_(-0.2, 0.2)
+                m.running_mean.uniform_(-0.5, 0.5), m.running_var.uniform_(0.5, 2.0)
+    net.eval()
+    onnx_file = export_detector_onnx(net, tmp_path / "det.onnx", limit_side=128)
+    spec = importlib.util.spec_from_file_location(
+        "det_weights_from_onnx", Path(__file__).parents[1] / "dev" / "det_weights_from_onnx.py"
+    )
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    out = tmp_path / "recovered.pt"
+    assert script.main([str(onnx_file), str(tmp_path / "scenes"), str(out), "--crops", "4"]) == 0
+    ckpt = torch.load(out, weights_only=True)
+    assert ckpt["kind"] == "detector" and ckpt["limit_side"] == 128
+    again = build_detector(ckpt["hparams"])
+    again.load_state_dict(ckpt["model"])
+    x = torch.randint(0, 256, (1, 3, 64, 96), dtype=torch.uint8)
+    with torch.no_grad():
+        torch.testing.assert_close(again.eval()(x), net(x), atol=1e-4, rtol=0)

@@ -119,6 +119,14 @@ def bundled_detector_path() -> Path | None:
     return found[-1] if found else None
 
 
+def bundled_detector_checkpoint() -> Path | None:
+    """The bundled detector's PyTorch checkpoint (the ``.pt`` beside its ``.onnx``): what
+    ``train.init_from=det_zh`` fine-tunes. None when none is bundled."""
+    path = bundled_detector_path()
+    pt = None if path is None else path.with_suffix(".pt")
+    return pt if pt is not None and pt.is_file() else None
+
+
 class LazyDetector:
     """A detector loaded on its first :meth:`find`: a command that reads only word crops
     never pays for the session (about 40 ms)."""

@@ -146,6 +146,8 @@ class DetTrainer:
             {"widths": d.widths, "depths": d.depths, "expand": d.expand, "inner": d.inner}
         )
         ckpt = self._load(resume)
+        if ckpt is None and tc.init_from:
+            self._init_from(tc.init_from)
         one_process_ddp = cfg.dist.strategy == "ddp" and not info.distributed
         self.strategy = "none" if one_process_ddp else cfg.dist.strategy
         device = (
@@ -196,6 +198,41 @@ class DetTrainer:
         self.model.load_state_dict(ckpt["model"])
         return ckpt
 
+    def _init_from(self, name: str) -> None:
+        """Start from a detector's weights (fine-tuning): a detector checkpoint, a run
+        folder (its ``best.pt``), or ``det_zh`` for the bundled detector's checkpoint."""
+        from crnn.detect.runtime import bundled_detector_checkpoint
+
+        path = Path(name)
+        if name == "det_zh":
+            found = bundled_detector_checkpoint()
+            if found is None:
+                raise DataError(
+                    "train.init_from=det_zh: this installation bundles no detector checkpoint"
+                )
+            path = found
+        elif path.is_dir():
+            path = path / "best.pt"
+        if not path.is_file():
+            raise DataError(
+                f"train.init_from={name!r}: no such file; expected a detector checkpoint "
+                "(a run's best.pt or last.pt), its run folder, or det_zh (the bundled one)"
+            )
+        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+        if ckpt.get("kind") != KIND:
+            raise DataError(
+                f"train.init_from={name!r} is not a detector checkpoint (kind "
+                f"{ckpt.get('kind')!r}): a detector starts from a detector's weights"
+            )
+        if dict(ckpt["hparams"]) != dict(self.model.hparams):
+            raise DataError(
+                f"train.init_from={name!r} is a detector of {ckpt['hparams']}, this run builds "
+                f"{self.model.hparams}: set det.widths, det.depths, det.expand and det.inner "
+                "to the checkpoint's"
+            )
+        self.model.load_state_dict(ckpt["model"])
+        log.info("initialised the detector's weights from %s", path)
+
     # ---- checkpoints ----------------------------------------------------------------
 
     def checkpoint(self) -> dict[str, Any]:
@@ -215,6 +252,20 @@ class DetTrainer:
 
     # ---- data -----------------------------------------------------------------------
 
+    def scenes(self) -> Any:
+        """The synthetic scene maker of ``det.synth_share`` (None when 0): the generator of
+        ``data.synth`` over ``data.charset``, on the training images."""
+        if not self.cfg.det.synth_share:
+            return None
+        from crnn.data.scenes import SceneMaker
+        from crnn.data.synth import SynthGenerator
+        from crnn.text.alphabet import Charset
+
+        d = self.cfg.data
+        charset = Charset.from_spec(d.charset, d.case_fold, d.bidi)
+        gen = SynthGenerator(charset, d.synth, seed=self.cfg.train.seed, rgb=True)
+        return SceneMaker(gen, self.train_set, self.cfg.det.limit_side)
+
     def loader(self) -> DataLoader:
         tc, info = self.cfg.train, self.info
         sampler = StepSampler(
@@ -228,7 +279,7 @@ class DetTrainer:
         )
         workers = num_workers(self.cfg.data.num_workers)
         return DataLoader(
-            DetectionDataset(self.train_set, self.aug),
+            DetectionDataset(self.train_set, self.aug, self.scenes(), self.cfg.det.synth_share),
             batch_size=sampler.micro,
             sampler=sampler,
             num_workers=workers,
