@@ -98,36 +98,52 @@ def part_path(output: str | os.PathLike[str], rank: int, world: int) -> Path:
     return Path(f"{output}.part-{rank}-of-{world}")
 
 
-class JsonlParts:
-    """One process's part of a JSON-lines output, appended line by line (flushed), so a
-    killed run keeps what it wrote and a rerun skips it (:meth:`done_keys`)."""
+class JsonlLog:
+    """A JSON-lines file appended one flushed line at a time: a killed run keeps every line
+    it finished (a torn last line is cut before the next is appended), and :meth:`keys`
+    names what it holds, for a rerun to skip. The one appender behind a rank's part
+    (:class:`JsonlParts`) and ``--ray``'s rows (``crnn.reading.row_files``)."""
 
-    def __init__(self, output: str | os.PathLike[str], shard: Shard, key: str = "path") -> None:
-        self.output, self.shard, self.key = Path(output), shard, key
-        self.path = part_path(output, shard.rank, shard.world)
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
         self._f: Any = None
 
-    def done_keys(self) -> set[str]:
-        """Keys already written, in this part or in a finished output."""
-        done: set[str] = set()
-        for p in (self.path, self.output):
-            if p.is_file():
-                done |= {str(r.get(self.key)) for r in _read_jsonl(p)}
-        return done
+    def keys(self, key: str = "path") -> set[str]:
+        return {str(r.get(key)) for r in _read_jsonl(self.path)} if self.path.is_file() else set()
 
-    def write(self, record: dict[str, Any]) -> None:
+    def append(self, line: str) -> None:
         if self._f is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             cut_torn_tail(self.path)
             self._f = open(self.path, "a", encoding="utf-8")
-        self._f.write(json.dumps(record, ensure_ascii=False) + "\n")
+        self._f.write(line + "\n")
         self._f.flush()
 
-    def finish(self) -> None:
-        """Close the part and mark it complete (``.done`` beside it)."""
+    def close(self) -> None:
         if self._f is not None:
             self._f.close()
             self._f = None
+
+
+class JsonlParts:
+    """One process's part of a JSON-lines output (a :class:`JsonlLog`), so a killed run
+    keeps what it wrote and a rerun skips it (:meth:`done_keys`)."""
+
+    def __init__(self, output: str | os.PathLike[str], shard: Shard, key: str = "path") -> None:
+        self.output, self.shard, self.key = Path(output), shard, key
+        self.path = part_path(output, shard.rank, shard.world)
+        self._log = JsonlLog(self.path)
+
+    def done_keys(self) -> set[str]:
+        """Keys already written, in this part or in a finished output."""
+        return self._log.keys(self.key) | JsonlLog(self.output).keys(self.key)
+
+    def write(self, record: dict[str, Any]) -> None:
+        self._log.append(json.dumps(record, ensure_ascii=False))
+
+    def finish(self) -> None:
+        """Close the part and mark it complete (``.done`` beside it)."""
+        self._log.close()
         self.path.touch()
         mark_done(self.path)
 

@@ -76,7 +76,7 @@ def test_a_part_file_torn_by_a_kill_loses_only_the_torn_record_which_is_read_aga
     parts.write({"path": "a.png", "text": "a"})
     with open(parts.path, "a", encoding="utf-8") as f:
         f.write('{"path": "b.png", "te')  # killed mid-write
-    parts._f.close()
+    parts._log.close()
     again = JsonlParts(out, Shard(0, 1))
     assert again.done_keys() == {"a.png"}  # b.png is read again
     again.write({"path": "b.png", "text": "b"})

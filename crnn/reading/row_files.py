@@ -21,7 +21,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from crnn.sharding import _read_jsonl, cut_torn_tail
+from crnn.sharding import JsonlLog
 
 ROW_GROUP = 1000
 SUFFIXES = (".jsonl", ".parquet")
@@ -45,22 +45,19 @@ class JsonlRows:
     """JSON lines appended as they come (see the module docstring)."""
 
     def __init__(self, path: Path) -> None:
+        self._log = JsonlLog(path)
         self.path = path
-        cut_torn_tail(path)
-        self.done = {str(r.get("path")) for r in _read_jsonl(path)} if path.is_file() else set()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._f = open(path, "a", encoding="utf-8")
+        self.done = self._log.keys()
 
     def write(self, row: dict[str, Any]) -> None:
         if row.get("error"):
             record = json.dumps({"path": row["path"], "error": row["error"]}, ensure_ascii=False)
         else:
             record = row["result"]
-        self._f.write(record + "\n")
-        self._f.flush()
+        self._log.append(record)
 
     def close(self) -> None:
-        self._f.close()
+        self._log.close()
 
 
 class ParquetRows:
