@@ -215,6 +215,35 @@ def test_reading_order_rows_then_columns():
     assert reading_order([col1, c, a, col2, b]) == [b, a, c, col2, col1]
 
 
+def test_leaning_lines_are_read_row_by_row_in_their_own_frame():
+    """A sign photographed at an angle: three lines rising 12 degrees to the right, one
+    above the other. Their bounding boxes overlap by more than half, and upright rows
+    took them for one row read by their left edges (the phone numbers of the peer
+    suite's sign came back in the wrong order)."""
+    import math
+
+    def leaning(x0, y0, length, height, degrees):
+        a = math.radians(-degrees)
+        ux, uy = np.array([math.cos(a), math.sin(a)]), np.array([-math.sin(a), math.cos(a)])
+        p0 = np.array([x0, y0], float)
+        return Detection(
+            np.stack(
+                [p0, p0 + length * ux, p0 + length * ux + height * uy, p0 + height * uy]
+            ).astype(np.float32),
+            1.0,
+        )
+
+    top, middle, bottom = (
+        leaning(40, 100, 400, 30, 12),
+        leaning(20, 140, 420, 30, 12),
+        leaning(0, 180, 440, 30, 12),
+    )
+    assert reading_order([bottom, middle, top]) == [top, middle, bottom]
+    # Upright lines keep the upright rows (a slope under 3 degrees changes nothing).
+    a, b = Detection(quad(300, 10, 500, 60), 1.0), Detection(quad(10, 20, 200, 50), 1.0)
+    assert reading_order([a, b]) == [b, a]
+
+
 def test_cut_line_straightens_a_perspective_quadrilateral():
     img = np.full((200, 300, 3), 255, np.uint8)
     src = np.array([[50, 60], [250, 40], [260, 120], [40, 110]], np.float32)

@@ -5,7 +5,11 @@ Reading order: lines whose vertical extents overlap by more than half the shorte
 height share a row, rows top to bottom, each left to right (the order PaddleOCR's
 ``sorted_boxes`` approximates with a 10 px tolerance, which breaks on large text).
 Columns (lines more than :data:`COLUMN_ASPECT` times as tall as wide) are read right to
-left among themselves, as vertical Chinese is, after the rows above them.
+left among themselves, as vertical Chinese is, after the rows above them. Where the lines
+lean together (a photographed sign, a page shot at an angle: their median slope more than
+:data:`LEAN_DEGREES`), rows are found in the frame turned upright by that slope: the
+bounding boxes of two leaning lines one above the other overlap, and were taken for one
+row read left to right.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import numpy as np
 from crnn.detect.postprocess import Detection
 
 COLUMN_ASPECT = 1.5
+LEAN_DEGREES = 3.0
 # The cut keeps this share of the line's height as margin on each side (the recognizer
 # was trained on lines with a little background around the ink).
 CUT_MARGIN = 0.08
@@ -34,14 +39,34 @@ def is_column(quad: np.ndarray) -> bool:
     return h > COLUMN_ASPECT * w
 
 
+def page_lean(dets: list[Detection]) -> float:
+    """The lines' median slope in radians (their top edges; columns left out), 0 when
+    there are none."""
+    angles = [
+        math.atan2(float(q[1][1] - q[0][1]), float(q[1][0] - q[0][0]))
+        for q in (d.quad for d in dets)
+        if not is_column(q)
+    ]
+    return float(np.median(angles)) if angles else 0.0
+
+
 def reading_order(dets: list[Detection]) -> list[Detection]:
     """``dets`` sorted into reading order (see the module docstring)."""
+    lean = page_lean(dets)
+    if abs(math.degrees(lean)) <= LEAN_DEGREES:
+        lean = 0.0
+    c, s = math.cos(-lean), math.sin(-lean)
+    turn = np.array([[c, -s], [s, c]], np.float64)
+
+    def extent(d: Detection) -> tuple[float, float, float, float]:
+        return _extent(d.quad @ turn.T) if lean else _extent(d.quad)
+
     rows: list[list[Detection]] = []
     columns = [d for d in dets if is_column(d.quad)]
-    lines = sorted((d for d in dets if not is_column(d.quad)), key=lambda d: _extent(d.quad)[1])
+    lines = sorted((d for d in dets if not is_column(d.quad)), key=lambda d: extent(d)[1])
     spans: list[tuple[float, float]] = []
     for d in lines:
-        _, y0, _, y1 = _extent(d.quad)
+        _, y0, _, y1 = extent(d)
         for i, (r0, r1) in enumerate(spans):
             overlap = min(y1, r1) - max(y0, r0)
             if overlap > 0.5 * min(y1 - y0, r1 - r0):
@@ -51,7 +76,7 @@ def reading_order(dets: list[Detection]) -> list[Detection]:
         else:
             rows.append([d])
             spans.append((y0, y1))
-    out = [d for row in rows for d in sorted(row, key=lambda d: _extent(d.quad)[0])]
+    out = [d for row in rows for d in sorted(row, key=lambda d: extent(d)[0])]
     return out + sorted(columns, key=lambda d: -_extent(d.quad)[2])
 
 
