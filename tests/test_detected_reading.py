@@ -266,3 +266,54 @@ def test_the_detector_is_asked_once_an_image_whatever_the_finder_decision_tries(
     det = FixedDetector([])
     Recognizer.bundled("line", detector=det).read_page(img)
     assert det.calls == 1
+
+
+def scribbled_poster() -> tuple[Image.Image, list[np.ndarray], list[str]]:
+    """A picture of seven stacked rows, the classical finder's page: five of scribbled
+    strokes (a poster's patterns, a picture's edges) and two of text, which the detector
+    finds alone."""
+    rng = np.random.default_rng(3)
+    img = Image.new("RGB", (640, 480), (235, 225, 240))
+    d = ImageDraw.Draw(img)
+    font = ImageFont.truetype(str(SANS), 30)
+    texts = {2: "SUMMER SALE", 5: "free delivery"}
+    quads = []
+    for k in range(7):
+        y = 30 + 62 * k
+        if k in texts:
+            d.text((40, y), texts[k], font=font, fill=(30, 20, 60))
+            x0, y0, x1, y1 = d.textbbox((40, y), texts[k], font=font)
+            quads.append(quad(x0 - 4, y0 - 4, x1 + 4, y1 + 4))
+            continue
+        x = 40
+        while x < 560:
+            w = int(rng.integers(10, 26))
+            for _ in range(3):
+                a, b = rng.integers(0, w, 2), rng.integers(0, 28, 2)
+                d.line(
+                    [x + a[0], y + b[0], x + a[1], y + b[1]],
+                    fill=(40, 30, 70),
+                    width=int(rng.integers(2, 5)),
+                )
+            x += w + int(rng.integers(2, 8))
+    return img, quads, list(texts.values())
+
+
+def test_a_picture_whose_page_candidate_reads_poorly_is_read_as_its_detected_lines(
+    line_model,
+) -> None:
+    """Six stacked rows or more make the classical finder's page, and the detector is not
+    asked first; but where that page's widest lines read poorly (a mean log confidence
+    under -0.5 a character: a poster cut into rows across its text blocks, RapidOCR's
+    ch_en_num.jpg read as 8 lines of garbage), the detector's lines are read too and
+    kept where they read more probably. The printed page above never asks (its lines
+    read well)."""
+    img, quads, truth = scribbled_poster()
+    try:
+        line_model.detector = det = FixedDetector(quads)
+        page = line_model.read_page(img)
+        assert det.calls == 1 and page.finder == "detector"
+        assert [ln.text for ln in page.lines] == truth
+    finally:
+        line_model.detector = None
+    assert len(line_model.read_page(img).lines) == 7  # without a detector: the rows

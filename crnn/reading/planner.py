@@ -208,6 +208,20 @@ class PagePlanner:
             if layout == "auto" and not self._reads_better_as_page(img, lines):
                 lines = []
             if (
+                lines
+                and detector is not None
+                and finder == "auto"
+                and layout == "auto"
+                and _picture_shaped(grey)
+                and self._reads_poorly(lines)
+            ):
+                # A picture the classical finder took for a page of print whose lines read
+                # poorly (a poster's rows cut across its text blocks): the detector's
+                # lines where they read more probably.
+                planned = detected()
+                if planned is not None and self._reads_better(planned[1], lines):
+                    return planned
+            if (
                 lines and self.reader.rotate != "none" and self._upside_down(lines)
             ):  # read it turned over
                 turn, found = 180, find_lines(np.ascontiguousarray(grey[::-1, ::-1]))
@@ -486,6 +500,19 @@ class PagePlanner:
             return self._reads_better_as_page(img, lines)
         return self._reads_better(lines, self._page_lines(rows, size)[0])
 
+    def _reads_poorly(self, lines: list[tuple[Any, int, list[int]]]) -> bool:
+        """Whether a page candidate's widest lines read at a mean log confidence per
+        character under :data:`POOR_PAGE_LOG`."""
+        from crnn.layout.page import mean_log
+
+        sample = _widest(lines)
+        read = self.reader.predict_preprocessed(
+            [j[0] for j in sample], [j[1] for j in sample], stretch=(1.0,)
+        )
+        score = mean_log([c for p in read for c in p.char_confidences])
+        log.debug("page candidate's widest lines: mean log confidence %.3f", score)
+        return score < POOR_PAGE_LOG
+
     def _reads_better(
         self, these: list[tuple[Any, int, list[int]]], those: list[tuple[Any, int, list[int]]]
     ) -> bool:
@@ -557,6 +584,9 @@ def is_crop(found: Any, size: tuple[int, int]) -> bool:
 # A page candidate of --layout auto is checked by reading the image whole and at most this
 # many of its widest lines (crnn.layout.reads_better_as_page).
 PAGE_CHECK_LINES = 4
+# A picture's page candidate whose widest lines read at a mean log confidence per
+# character under this is asked of the detector too (see plan_page).
+POOR_PAGE_LOG = -0.5
 # ... and those lines must read at least this many characters each on average: a page's
 # widest lines (6 or more heights wide) hold many; two real sign photographs cut into
 # stacked strokes read 3 and 4 characters over 4 lines, taken for pages at 102 % CER.
@@ -583,6 +613,12 @@ def _maybe_sideways(found: Any, h: int, w: int) -> bool:
 # A page whose found lines are of median width under this many heights is also tried on
 # its side (the 48 benchmark pages: 14-32 upright, 0.5-9.9 turned a quarter).
 SIDEWAYS_MAX_ASPECT = 8.0
+
+
+def _picture_shaped(grey: np.ndarray) -> bool:
+    from crnn.detect.choice import is_picture, is_small_picture
+
+    return is_picture(grey) or is_small_picture(grey)
 
 
 def _widest(lines: list[tuple[Any, int, list[int]]]) -> list[tuple[Any, int, list[int]]]:
