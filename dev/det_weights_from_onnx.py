@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -84,6 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     nodes = [n for n in graph.graph.node if n.op_type in ("Conv", "ConvTranspose")]
     bns = [n for n in graph.graph.node if n.op_type == "BatchNormalization"]
 
+    torch.manual_seed(0)  # the threshold head, which the graph does not hold
     model = build_detector(hparams).eval()
     convs = conv_order(model)
     if len(convs) != len(nodes):
@@ -172,7 +174,8 @@ def main(argv: list[str] | None = None) -> int:
     cfg.task = "detect"
     cfg.det.limit_side = limit_side
     bundle = detector_bundle(model, cfg)
-    bundle["recovered_from"] = args.onnx_file
+    bundle["postprocess"] = json.loads(meta.get("crnn_ocr.postprocess", "{}"))
+    bundle["recovered_from"] = Path(args.onnx_file).name
     torch.save(bundle, args.out)
     print(f"wrote {args.out}")
     return 0

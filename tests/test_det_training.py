@@ -321,3 +321,30 @@ def test_a_detector_exported_with_its_batchnorms_folded_is_recovered_exactly(
     x = torch.randint(0, 256, (1, 3, 64, 96), dtype=torch.uint8)
     with torch.no_grad():
         torch.testing.assert_close(again.eval()(x), net(x), atol=1e-4, rtol=0)
+
+
+def test_the_bundled_detector_ships_the_checkpoint_that_fine_tunes_from_det_zh(
+    det_overrides, tmp_path
+):
+    """``train.init_from=det_zh`` starts from the ``.pt`` bundled beside the detector's
+    ``.onnx``, which computes what the ``.onnx`` does."""
+    from crnn.detect.runtime import OnnxDetector, bundled_detector_checkpoint, bundled_detector_path
+    from crnn.model.dbnet import build_detector
+
+    pt = bundled_detector_checkpoint()
+    assert pt is not None and pt.stem == bundled_detector_path().stem
+    ckpt = torch.load(pt, weights_only=True)
+    net = build_detector(ckpt["hparams"])
+    net.load_state_dict(ckpt["model"])
+    x = np.random.default_rng(0).integers(0, 256, (1, 3, 96, 128), dtype=np.uint8)
+    with torch.no_grad():
+        ours = net.eval()(torch.from_numpy(x)).numpy()
+    np.testing.assert_allclose(ours, OnnxDetector(bundled_detector_path()).prob_map(x), atol=1e-4)
+    full = [
+        o
+        for o in det_overrides
+        if not o.startswith(("det.widths", "det.depths", "det.expand", "det.inner"))
+    ]
+    tuned = _trainer([*full, "train.init_from=det_zh"])
+    for name, value in tuned.model.state_dict().items():
+        torch.testing.assert_close(value, ckpt["model"][name], rtol=0, atol=0, msg=name)

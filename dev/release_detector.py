@@ -1,0 +1,71 @@
+"""Bundle a trained detector: its ``.onnx`` (what the reader loads) and a slim ``.pt``
+beside it (what ``train.init_from=det_zh`` fine-tunes), named ``det_zh-<first 8 hex of
+the .onnx's SHA-256>``, with the post-processing chosen on its validation images
+(``benchmarks/det_tune.py``) in both.
+
+    python dev/release_detector.py /work/det_runs/stage2/last.pt \\
+        --thresh 0.3 --box-thresh 0.4 --unclip-ratio 1.5 [--replace]
+
+``--replace`` removes the other ``det_zh-*`` files from ``crnn/assets/models`` (the
+reader loads the one it finds).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from crnn.cli.export import main as export_main  # noqa: E402
+from crnn.io import sha256_file  # noqa: E402
+
+MODELS = ROOT / "crnn" / "assets" / "models"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("checkpoint")
+    p.add_argument("--thresh", type=float, required=True)
+    p.add_argument("--box-thresh", type=float, required=True)
+    p.add_argument("--unclip-ratio", type=float, required=True)
+    p.add_argument("--replace", action="store_true")
+    args = p.parse_args(argv)
+    ckpt = torch.load(args.checkpoint, map_location="cpu", weights_only=True)
+    if ckpt.get("kind") != "detector":
+        raise SystemExit(f"{args.checkpoint} is not a detector checkpoint")
+    slim = {
+        "kind": "detector",
+        "hparams": ckpt["hparams"],
+        "limit_side": ckpt.get("limit_side", 960),
+        "model": ckpt["model"],
+        "postprocess": {
+            "thresh": args.thresh,
+            "box_thresh": args.box_thresh,
+            "unclip_ratio": args.unclip_ratio,
+        },
+        "step": ckpt.get("step"),
+    }
+    with tempfile.TemporaryDirectory() as tmp:
+        pt = Path(tmp) / "det.pt"
+        torch.save(slim, pt)
+        onnx = Path(tmp) / "det.onnx"
+        if export_main([str(pt), "-o", str(onnx)]) != 0:
+            return 1
+        name = f"det_zh-{sha256_file(onnx)[:8]}"
+        if args.replace:
+            for old in MODELS.glob("det_zh-*"):
+                old.unlink()
+        onnx.replace(MODELS / f"{name}.onnx")
+        pt.replace(MODELS / f"{name}.pt")
+    print(f"bundled {name}.onnx and {name}.pt")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
