@@ -309,11 +309,24 @@ def test_a_picture_whose_page_candidate_reads_poorly_is_read_as_its_detected_lin
     kept where they read more probably. The printed page above never asks (its lines
     read well)."""
     img, quads, truth = scribbled_poster()
+    asked: list = []  # the pixels each check read (kept: their ids stay theirs)
+    predict = line_model.predict_preprocessed
+
+    def counted(images, *args, **kwargs):
+        if kwargs.get("stretch") == (1.0,):  # a check's read, not the page's own
+            asked.extend(images)
+        return predict(images, *args, **kwargs)
+
     try:
         line_model.detector = det = FixedDetector(quads)
+        line_model.predict_preprocessed = counted
         page = line_model.read_page(img)
         assert det.calls == 1 and page.finder == "detector"
         assert [ln.text for ln in page.lines] == truth
+        # Three checks asked of the rows' widest lines (a page? poorly read? the detector's
+        # better?), each line read once.
+        assert len(asked) > 4 and len({id(a) for a in asked}) == len(asked)
     finally:
         line_model.detector = None
+        del line_model.predict_preprocessed
     assert len(line_model.read_page(img).lines) == 7  # without a detector: the rows

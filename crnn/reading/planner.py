@@ -21,6 +21,7 @@ from PIL import Image
 from crnn.data.image import ImageSource, ImageTooWideError, load_image, preprocess_array
 
 if TYPE_CHECKING:
+    from crnn.ctc.decode import Prediction
     from crnn.layout import Page
 
 log = logging.getLogger("crnn.reading.recognizer")
@@ -133,6 +134,7 @@ class PagePlanner:
         h, w = grey.shape
         rgb = img
         found_once: list[Any] = []  # the detector's plan of this image, asked for once
+        reads = _Reads(self)  # the checks' reads of this image's lines, each made once
 
         def detected() -> Any:
             if not found_once:
@@ -180,7 +182,7 @@ class PagePlanner:
         vertical = None
         cjk_page = found is not None and self._writes_cjk and min(h, w) > 2 * found.char_height
         if layout != "line" and cjk_page:
-            vertical = self._vertical_page(img, grey, rows)
+            vertical = self._vertical_page(img, grey, reads, rows)
         # Columns may also be a page's lines on their side (their characters lying down read
         # as columns more probably than the rows across them): then it is tried on its side.
         others = []
@@ -190,12 +192,12 @@ class PagePlanner:
             and found is not None
             and (_maybe_sideways(found, h, w) or vertical is not None)
         ):
-            others.append(self._sideways(img, grey, rows))
+            others.append(self._sideways(img, grey, reads, rows))
         others = [o for o in (*others, vertical) if o is not None]
         if others:
             return (
                 others[0]
-                if len(others) == 1 or self._reads_better(others[0][1], others[1][1])
+                if len(others) == 1 or self._reads_better(others[0][1], others[1][1], reads)
                 else others[1]
             )
         if note:
@@ -205,7 +207,7 @@ class PagePlanner:
         if choice == "page" and found is not None:
             lines, places = self._page_lines(found, (w, h))
             # Page or line first, as given; then, for a page, which way up.
-            if layout == "auto" and not self._reads_better_as_page(img, lines):
+            if layout == "auto" and not self._reads_better_as_page(img, lines, reads):
                 lines = []
             if (
                 lines
@@ -213,13 +215,13 @@ class PagePlanner:
                 and finder == "auto"
                 and layout == "auto"
                 and _picture_shaped(grey)
-                and self._reads_poorly(lines)
+                and self._reads_poorly(lines, reads)
             ):
                 # A picture the classical finder took for a page of print whose lines read
                 # poorly (a poster's rows cut across its text blocks): the detector's
                 # lines where they read more probably.
                 planned = detected()
-                if planned is not None and self._reads_better(planned[1], lines):
+                if planned is not None and self._reads_better(planned[1], lines, reads):
                     return planned
             if (
                 lines and self.reader.rotate != "none" and self._upside_down(lines)
@@ -243,7 +245,7 @@ class PagePlanner:
             lone = lone_line(found, h)
             if lone is not None:
                 lines, places = self._page_lines(lone, (w, h))
-                if not self._reads_better_as_page(img, lines):
+                if not self._reads_better_as_page(img, lines, reads):
                     lines = []
         if not lines and detector is not None and finder == "auto" and layout == "auto":
             from crnn.detect.choice import SMALL_PICTURE_LINES, is_small_picture
@@ -255,7 +257,7 @@ class PagePlanner:
                 if (
                     planned is not None
                     and len(planned[1]) >= SMALL_PICTURE_LINES
-                    and self._reads_better_as_page(img, planned[1])
+                    and self._reads_better_as_page(img, planned[1], reads)
                 ):
                     return planned
         if not lines:  # as predict() reads it, rotations included; flat margins trimmed
@@ -364,7 +366,7 @@ class PagePlanner:
         return self.reader.writes_chinese
 
     def _vertical_page(
-        self, img: Any, grey: np.ndarray, rows: Any = None
+        self, img: Any, grey: np.ndarray, reads: _Reads, rows: Any = None
     ) -> tuple[Page, list[tuple[Any, int | None, list[int]]]] | None:
         """A page set in vertical columns (classical print, some signs and notices): its
         columns found as the lines of the page turned a quarter (the rightmost column
@@ -406,12 +408,12 @@ class PagePlanner:
             places.append(place)
         if len(jobs) < 2 or runs_across(spans, cut):
             return None
-        if not self._beats_rows(img, jobs, rows, (w, h)):
+        if not self._beats_rows(img, jobs, rows, (w, h), reads):
             return None
         return Page([], "page", 0.0, direction="ttb", placements=places), jobs
 
     def _sideways(
-        self, img: Any, grey: np.ndarray, rows: Any = None
+        self, img: Any, grey: np.ndarray, reads: _Reads, rows: Any = None
     ) -> tuple[Page, list[tuple[Any, int, list[int]]]] | None:
         """A page lying on its side (a scan fed sideways, a photo of a page in landscape):
         its lines found on the page turned a quarter clockwise, turned the other way
@@ -432,7 +434,7 @@ class PagePlanner:
             lines, places = self._page_lines(found, (h, w), turn)
         if not lines:
             return None
-        if not self._beats_rows(img, lines, rows, (w, h)):
+        if not self._beats_rows(img, lines, rows, (w, h), reads):
             return None
         # Boxes from the turned page onto the image as given (as Placement.box maps them).
         back = (
@@ -491,58 +493,57 @@ class PagePlanner:
         return turned > sum(len((t if t[0] > u[0] else u)[1].text) for u, t in pairs) / 2
 
     def _beats_rows(
-        self, img: Any, lines: list[tuple[Any, int, list[int]]], rows: Any, size: tuple[int, int]
+        self,
+        img: Any,
+        lines: list[tuple[Any, int, list[int]]],
+        rows: Any,
+        size: tuple[int, int],
+        reads: _Reads,
     ) -> bool:
         """Whether another reading's planned ``lines`` read more probably than the rows
         ``rows`` the line finder found on the image as given (of ``size``), or, without
         rows, than the image read whole (as a page candidate is checked)."""
         if rows is None:
-            return self._reads_better_as_page(img, lines)
-        return self._reads_better(lines, self._page_lines(rows, size)[0])
+            return self._reads_better_as_page(img, lines, reads)
+        return self._reads_better(lines, self._page_lines(rows, size)[0], reads)
 
-    def _reads_poorly(self, lines: list[tuple[Any, int, list[int]]]) -> bool:
+    def _reads_poorly(self, lines: list[tuple[Any, int, list[int]]], reads: _Reads) -> bool:
         """Whether a page candidate's widest lines read at a mean log confidence per
         character under :data:`POOR_PAGE_LOG`."""
         from crnn.layout.page import mean_log
 
-        sample = _widest(lines)
-        read = self.reader.predict_preprocessed(
-            [j[0] for j in sample], [j[1] for j in sample], stretch=(1.0,)
-        )
-        score = mean_log([c for p in read for c in p.char_confidences])
+        score = mean_log([c for p in reads.lines(_widest(lines)) for c in p.char_confidences])
         log.debug("page candidate's widest lines: mean log confidence %.3f", score)
         return score < POOR_PAGE_LOG
 
     def _reads_better(
-        self, these: list[tuple[Any, int, list[int]]], those: list[tuple[Any, int, list[int]]]
+        self,
+        these: list[tuple[Any, int, list[int]]],
+        those: list[tuple[Any, int, list[int]]],
+        reads: _Reads,
     ) -> bool:
         """Whether the widest of ``these`` planned lines read more probably than the widest
         of ``those`` (``crnn.layout.reads_better_as_page``)."""
         from crnn.layout import reads_better_as_page
 
-        a, b = _widest(these), _widest(those)
-        read = self.reader.predict_preprocessed(
-            [j[0] for j in (*b, *a)], [j[1] for j in (*b, *a)], stretch=(1.0,)
-        )
+        read = reads.lines([*_widest(those), *_widest(these)])
+        b = len(_widest(those))
         return reads_better_as_page(
-            [c for p in read[: len(b)] for c in p.char_confidences],
-            [p.char_confidences for p in read[len(b) :]],
+            [c for p in read[:b] for c in p.char_confidences],
+            [p.char_confidences for p in read[b:]],
         )
 
-    def _reads_better_as_page(self, img: Any, lines: list[tuple[Any, int, list[int]]]) -> bool:
+    def _reads_better_as_page(
+        self, img: Any, lines: list[tuple[Any, int, list[int]]], reads: _Reads
+    ) -> bool:
         """``auto``'s check of a page candidate: the image read whole against its
         :data:`PAGE_CHECK_LINES` widest lines (``crnn.layout.reads_better_as_page``)."""
         from crnn.layout import reads_better_as_page
 
-        sample = _widest(lines)
-        read = self.reader.predict_preprocessed(
-            [self._as_given(img), *(j[0] for j in sample)],
-            [None, *(j[1] for j in sample)],
-            stretch=(1.0,),
-        )
+        whole, *read = reads.lines(_widest(lines), whole=img)
         return reads_better_as_page(
-            read[0].char_confidences,
-            [p.char_confidences for p in read[1:]],
+            whole.char_confidences,
+            [p.char_confidences for p in read],
             PAGE_MIN_CHARS_PER_LINE,
         )
 
@@ -556,6 +557,37 @@ class PagePlanner:
     def read_page(self, image: ImageSource, layout: str = "auto") -> Page:
         """One image's :class:`~crnn.layout.Page` (see :meth:`read_pages`)."""
         return self.read_pages([image], layout)[0]  # type: ignore[no-any-return]
+
+
+class _Reads:
+    """One image's reads for the planner's checks, each line (and the image read whole)
+    read once however many checks ask for it: every check reads at the natural width
+    (``stretch=(1.0,)``), and lines of equal width batch unpadded, so a read does not
+    depend on the reads beside it."""
+
+    def __init__(self, planner: PagePlanner) -> None:
+        self.planner = planner
+        # id of a line's pixels -> (the pixels, kept so the id stays theirs; its read)
+        self.done: dict[int, tuple[Any, Prediction]] = {}
+        self.whole: dict[int, tuple[Any, Prediction]] = {}
+
+    def lines(self, jobs: list[tuple[Any, Any, Any]], whole: Any = None) -> list[Prediction]:
+        """The reads of the planned lines ``jobs`` (``(pixels, real width, box)``), after
+        that of the image ``whole`` read as given where one is passed."""
+        todo = list({id(j[0]): j for j in jobs if id(j[0]) not in self.done}.values())
+        given = [] if whole is None or id(whole) in self.whole else [whole]
+        if todo or given:
+            made = self.planner.reader.predict_preprocessed(
+                [*(self.planner._as_given(g) for g in given), *(j[0] for j in todo)],
+                [*(None for _ in given), *(j[1] for j in todo)],
+                stretch=(1.0,),
+            )
+            for g, p in zip(given, made):
+                self.whole[id(g)] = (g, p)
+            for j, p in zip(todo, made[len(given) :]):
+                self.done[id(j[0])] = (j[0], p)
+        out = [self.done[id(j[0])][1] for j in jobs]
+        return out if whole is None else [self.whole[id(whole)][1], *out]
 
 
 # One row of detected lines this high a share of the image is the image itself: a crop,
