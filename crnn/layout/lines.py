@@ -125,11 +125,15 @@ def normalise(grey: np.ndarray, scale: float = 25.0) -> tuple[np.ndarray, bool]:
     if inverted:
         g = 255.0 - g
     h, w = g.shape
-    # The background at low resolution: cheap, and smooth by construction.
+    # The background at low resolution: cheap, and smooth by construction. A closing of
+    # whole grey levels is the same in uint8, where OpenCV runs it 3x faster.
     step = max(1, int(round(max(h, w) / 600)))
     small = g[::step, ::step]
     size = max(3, int(round(max(small.shape) / scale)))
+    if grey.dtype == np.uint8:
+        small = (255 - grey if inverted else grey)[::step, ::step]
     bg = cv2.morphologyEx(np.ascontiguousarray(small), cv2.MORPH_CLOSE, _square(size))
+    bg = bg.astype(np.float32)
     bg = cv2.blur(bg, (size, size), borderType=cv2.BORDER_REFLECT)
     bg = np.repeat(np.repeat(bg, step, axis=0), step, axis=1)[:h, :w]
     flat = np.clip(g / np.maximum(bg, 1.0) * 255.0, 0, 255)
