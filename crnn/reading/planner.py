@@ -91,11 +91,18 @@ class PagePlanner:
         other requests' lines."""
         from crnn.layout import Line, Page
 
-        preds = (
-            self.reader.predict_preprocessed([j[1] for j in jobs], [j[2] for j in jobs])
-            if jobs
-            else []
-        )
+        # Lines the detector found are read at its views (Recognizer.detected_views).
+        found = [isinstance(pages[j[0]], Page) and pages[j[0]].finder == "detector" for j in jobs]
+        preds: list[Any] = [None] * len(jobs)
+        for detected, views in ((False, None), (True, self.reader.detected_views)):
+            at = [i for i, f in enumerate(found) if f == detected]
+            if not at:
+                continue
+            read = self.reader.predict_preprocessed(
+                [jobs[i][1] for i in at], [jobs[i][2] for i in at], views=views
+            )
+            for i, p in zip(at, read):
+                preds[i] = p
         for (k, item, width, box), p in zip(jobs, preds):
             page = pages[k]
             i = len(page.lines)

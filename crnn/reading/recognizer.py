@@ -57,6 +57,7 @@ from crnn.reading.views import (  # noqa: F401 (re-exported)
     CJK_DESLANT,
     CJK_STRETCH,
     CJK_ZOOM,
+    DETECTED_STRETCH,
     QUARTER_MARGIN,
     ROTATE_MARGIN,
     ROTATIONS,
@@ -184,6 +185,7 @@ class Recognizer:
         self.squeeze = squeeze
         self.charset = backend.charset
         once = (1.0,)
+        given_stretch = stretch
         if stretch is None:
             stretch = CJK_STRETCH if self.writes_chinese else once
         if zoom is None:
@@ -205,6 +207,13 @@ class Recognizer:
         # Every read of a line, the one as given first (ties keep it; the sort is stable).
         views = [(s, z, 0.0) for z in self.zoom for s in self.stretch]
         self.views: tuple[View, ...] = tuple(sorted(views, key=lambda v: v != AS_GIVEN))
+        # The views of a line the detector found on a whole image: at its natural width
+        # alone where the widths are the default (DETECTED_STRETCH), else the reader's.
+        self.detected_views = self.views
+        if given_stretch is None:
+            self.detected_views = (
+                tuple(v for v in self.views if v[0] in DETECTED_STRETCH) or self.views
+            )
         # Consulted only by rotate="pages" (auto reads every turn, none none): loaded only then.
         self.orientation = (
             None
@@ -426,20 +435,23 @@ class Recognizer:
         images: Sequence[Any],
         widths: Sequence[int | None] | None = None,
         stretch: Sequence[float] | None = None,
+        views: Sequence[View] | None = None,
     ) -> list[Prediction]:
         """Predict what :meth:`preprocess` returned: ``(C, H, W)`` uint8 images (arrays
         or tensors), or tuples of rotations of one image (the first as given). Images of
         equal width are batched together unpadded; ``widths`` (one per image, without
         rotations) are the real widths of images padded on the right, whose padding is
         then never decoded; ``stretch``: the widths each is read at, its whole height
-        (default: the reader's ``stretch`` and ``zoom``), the most confident read kept.
+        (default: the reader's ``stretch`` and ``zoom``), the most confident read kept;
+        ``views``: in place of ``stretch``, the :data:`View` s each is read at.
 
         A turn is kept only when its text is more probable than the image's as given by
         :data:`ROTATE_MARGIN` nats (summed over its CTC alignments): on the real crops
         of ``../shared/data``, keeping any better-scoring upside-down read cost 617 more
         edits than it saved (``docs/reading.md``). A quarter turn with twice the frames of
         the image as given is compared per frame, by :data:`QUARTER_MARGIN`."""
-        views = None if stretch is None else tuple((float(s), 1.0, 0.0) for s in stretch)
+        if stretch is not None:
+            views = tuple((float(s), 1.0, 0.0) for s in stretch)
         # Every read to make: each image's turns (the first as given) at each view.
         reads: dict[bool, list[tuple[Any, int, tuple[int, int, View]]]] = {False: [], True: []}
         turns: list[list[int]] = []  # each image's, in order
