@@ -241,6 +241,13 @@ def main() -> None:
         help="crnn-ocr's Recognizer(zoom=...), zooms like 1.0,1.2 "
         "(default: the Recognizer's, 1.0,1.2 for the Chinese model)",
     )
+    ap.add_argument(
+        "--layout",
+        choices=("page", "auto"),
+        default="page",
+        help="crnn-ocr's read_page(layout=...): page (the default here: every image a page) "
+        "or auto (what crnn-predict does: its finder decision, the detector's included)",
+    )
     ap.add_argument("--langs", default="en,zh", help="which languages' pages (default en,zh)")
     ap.add_argument(
         "--zh-faces",
@@ -302,7 +309,9 @@ def main() -> None:
                 t0 = time.perf_counter()
                 for path, img, truth in pages:
                     if reader == "crnn-ocr":
-                        read = [ln.text for ln in ours[lang].read_page(img, layout="page").lines]
+                        read = [
+                            ln.text for ln in ours[lang].read_page(img, layout=args.layout).lines
+                        ]
                     elif reader.startswith("tesseract"):
                         read = tesseract(path, lang)
                     else:
