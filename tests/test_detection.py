@@ -179,6 +179,64 @@ def test_post_processing_scales_to_the_input_and_drops_weak_regions():
     assert 4 < x0 < 12 and 125 < x1 < 135 and 4 < y0 < 12 and 45 < y1 < 55
 
 
+def _fake_network(seen: list):
+    """A map function that finds a line (its kernel at 0.27-0.63 of the image's width and
+    0.45-0.55 of its height) whole only while the kernel is at most 24 px high on the
+    network's input, and only its two ends above that: a detector whose field of view is
+    too small for a large headline. It records the input sizes it is given."""
+
+    def prob_map(batch: np.ndarray) -> np.ndarray:
+        _, _, h, w = batch.shape
+        seen.append((w, h))
+        content = batch[0, 0] > 0  # the image is white on the zero padding
+        cw = int(content.any(axis=0).sum())
+        ch = int(content.any(axis=1).sum())
+        prob = np.zeros((1, 1, h, w), np.float32)
+        if 0.1 * ch <= 24:
+            prob[0, 0, int(0.45 * ch) : int(0.55 * ch), int(0.27 * cw) : int(0.63 * cw)] = 0.9
+        else:  # only its two ends, as fragments
+            prob[0, 0, int(0.45 * ch) : int(0.55 * ch), int(0.27 * cw) : int(0.32 * cw)] = 0.9
+            prob[0, 0, int(0.45 * ch) : int(0.55 * ch), int(0.58 * cw) : int(0.63 * cw)] = 0.9
+        return prob
+
+    return prob_map
+
+
+def test_a_headline_too_large_for_the_first_scale_comes_back_whole_from_the_half_scale():
+    from crnn.detect.detector import READ_ENLARGE, READ_PYRAMID, detect
+
+    image = np.full((400, 640, 3), 255, np.uint8)
+    seen: list = []
+    fine = detect(image, _fake_network(seen), limit_side=640)
+    assert len(fine) == 2 and seen == [(640, 416)]  # the two fragments, one look
+    seen.clear()
+    (whole,) = detect(
+        image, _fake_network(seen), limit_side=640, enlarge=READ_ENLARGE, pyramid=READ_PYRAMID
+    )
+    assert seen == [(640, 416), (320, 224)]  # the fragments give way to the coarse line
+    x0, y0 = whole.quad.min(axis=0)
+    x1, y1 = whole.quad.max(axis=0)
+    assert x0 < 0.27 * 640 and x1 > 0.63 * 640 and 150 < y0 < 180 and 220 < y1 < 250
+
+
+def test_a_small_image_is_enlarged_for_the_detector_and_its_lines_come_back_on_it():
+    from crnn.detect.detector import detect
+
+    image = np.full((100, 160, 3), 255, np.uint8)
+    seen: list = []
+    (line,) = detect(image, _fake_network(seen), limit_side=320, enlarge=4.0)
+    assert seen == [(320, 224)]  # the long side brought to 320 (x2), 200 padded up to 224
+    x0, y0 = line.quad.min(axis=0)
+    x1, y1 = line.quad.max(axis=0)
+    assert 30 < x0 < 0.27 * 160 and 0.63 * 160 < x1 < 115 and 35 < y0 < 45 and 55 < y1 < 65
+    seen.clear()
+    detect(image, _fake_network(seen), limit_side=320, enlarge=1.5)
+    assert seen == [(256, 160)]  # enlarged by at most 1.5: 240 x 150, padded
+    seen.clear()
+    detect(image, _fake_network(seen), limit_side=320)
+    assert seen == [(160, 128)]  # training's validation: never enlarged
+
+
 # ---- metrics ----------------------------------------------------------------------------
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from crnn.detect.detector import LIMIT_SIDE, detect
+from crnn.detect.detector import LIMIT_SIDE, READ_ENLARGE, READ_PYRAMID, detect
 from crnn.detect.order import reading_order
 from crnn.detect.postprocess import DEFAULT_OPTIONS, Detection, DetOptions
 
@@ -58,7 +58,16 @@ class OnnxDetector:
 
     def find(self, image: np.ndarray) -> list[Detection]:
         """Lines of an ``(H, W, 3)`` uint8 RGB image, in reading order."""
-        return reading_order(detect(image, self.prob_map, self.opts, self.limit_side))
+        return reading_order(
+            detect(
+                image,
+                self.prob_map,
+                self.opts,
+                self.limit_side,
+                enlarge=READ_ENLARGE,
+                pyramid=READ_PYRAMID,
+            )
+        )
 
 
 class TorchDetector(OnnxDetector):
