@@ -8,6 +8,13 @@ the .onnx's SHA-256>``, with the post-processing chosen on its validation images
 
 ``--replace`` removes the other ``det_zh-*`` files from ``crnn/assets/models`` (the
 reader loads the one it finds).
+
+    python dev/release_detector.py crnn/assets/models/det_zh-0e071a53.pt --restamp \
+        --thresh 0.3 --box-thresh 0.3 --unclip-ratio 1.5 --replace
+
+``--restamp`` keeps a bundled detector's weights and graph exactly (no new export) and
+writes new post-processing into its ``.onnx`` metadata and its ``.pt``, under the new
+name that its ``.onnx`` now hashes to.
 """
 
 from __future__ import annotations
@@ -35,7 +42,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--box-thresh", type=float, required=True)
     p.add_argument("--unclip-ratio", type=float, required=True)
     p.add_argument("--replace", action="store_true")
+    p.add_argument(
+        "--restamp",
+        action="store_true",
+        help="CHECKPOINT is a bundled .pt: keep its .onnx beside it, change the options only",
+    )
     args = p.parse_args(argv)
+    post = {"thresh": args.thresh, "box_thresh": args.box_thresh, "unclip_ratio": args.unclip_ratio}
+    if args.restamp:
+        return restamp(Path(args.checkpoint), post, args.replace)
     ckpt = torch.load(args.checkpoint, map_location="cpu", weights_only=True)
     if ckpt.get("kind") != "detector":
         raise SystemExit(f"{args.checkpoint} is not a detector checkpoint")
@@ -44,11 +59,7 @@ def main(argv: list[str] | None = None) -> int:
         "hparams": ckpt["hparams"],
         "limit_side": ckpt.get("limit_side", 960),
         "model": ckpt["model"],
-        "postprocess": {
-            "thresh": args.thresh,
-            "box_thresh": args.box_thresh,
-            "unclip_ratio": args.unclip_ratio,
-        },
+        "postprocess": post,
         "step": ckpt.get("step"),
     }
     with tempfile.TemporaryDirectory() as tmp:
@@ -64,6 +75,37 @@ def main(argv: list[str] | None = None) -> int:
         onnx.replace(MODELS / f"{name}.onnx")
         pt.replace(MODELS / f"{name}.pt")
     print(f"bundled {name}.onnx and {name}.pt")
+    return 0
+
+
+def restamp(pt: Path, post: dict, replace: bool) -> int:
+    """New post-processing for the bundle ``pt`` and its ``.onnx`` beside it."""
+    import json
+
+    import onnx
+
+    from crnn.backends.onnx import META_PREFIX
+
+    src = pt.with_suffix(".onnx")
+    graph = onnx.load(str(src))
+    key = META_PREFIX + "postprocess"
+    for prop in graph.metadata_props:
+        if prop.key == key:
+            prop.value = json.dumps(post)
+    ckpt = torch.load(pt, map_location="cpu", weights_only=True)
+    ckpt["postprocess"] = post
+    with tempfile.TemporaryDirectory() as tmp:
+        onnx_out = Path(tmp) / "det.onnx"
+        onnx.save(graph, str(onnx_out))
+        name = f"det_zh-{sha256_file(onnx_out)[:8]}"
+        pt_out = Path(tmp) / "det.pt"
+        torch.save(ckpt, pt_out)
+        if replace:
+            for old in MODELS.glob("det_zh-*"):
+                old.unlink()
+        onnx_out.replace(MODELS / f"{name}.onnx")
+        pt_out.replace(MODELS / f"{name}.pt")
+    print(f"restamped {src.stem} as {name}: {post}")
     return 0
 
 
