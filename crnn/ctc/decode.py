@@ -142,9 +142,9 @@ _NEG_INF = float("-inf")
 # bundled Chinese model (beam 8 with its language prior) every read was the same with and
 # without the skip.
 SURE_BLANK = math.log(0.9999)
-# Frames whose best classes are picked in one go (bounds that step's memory to
-# B x this x K, whatever the line's length).
-_FRAMES_AT_ONCE = 16
+# (sample, frame) pairs whose best classes are picked in one go (bounds that step's
+# memory to this x K, whatever the batch and the line's length).
+_PAIRS_AT_ONCE = 256
 
 
 def prefix_beam_search(
@@ -222,12 +222,14 @@ def prefix_beam_search(
     # an extension at such a frame could otherwise win in one batch and not in another).
     sure_bt = (lp[:, :t_max, BLANK] >= SURE_BLANK) | pad  # (B, T)
     sure = np.all(sure_bt, axis=0)
-    if m < k - 1:  # the other frames' m best classes, a few frames at a time: (B, T, M)
-        searched = np.flatnonzero(~sure)
+    if m < k - 1:  # the m best classes where a sample searches a frame: (B, T, M)
+        # A sample that is sure of a frame only carries its prefixes on there (below), so
+        # its classes there are never used: they are picked for the other pairs alone.
+        open_b, open_t = np.nonzero(~sure_bt)
         best = np.zeros((b, t_max, m), dtype=np.int64)
-        for c in range(0, len(searched), _FRAMES_AT_ONCE):
-            f = searched[c : c + _FRAMES_AT_ONCE]
-            best[:, f] = np.argpartition(-lp[:, f, 1:], m - 1, axis=2)[:, :, :m] + 1
+        for c in range(0, len(open_b), _PAIRS_AT_ONCE):
+            pb, pt = open_b[c : c + _PAIRS_AT_ONCE], open_t[c : c + _PAIRS_AT_ONCE]
+            best[pb, pt] = np.argpartition(-lp[pb, pt, 1:], m - 1, axis=1)[:, :m] + 1
     for t in range(t_max):
         x = lp[:, t, :].astype(np.float64)  # (B, K)
         if pad[:, t].any():
