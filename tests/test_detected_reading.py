@@ -367,3 +367,47 @@ def test_lines_the_detector_found_are_read_at_their_natural_width_unless_widths_
         line_model.detector, line_model.finder = None, "auto"
         line_model.detected_views = line_model.views
         del line_model.predict_preprocessed
+
+
+class SaysTurned:
+    """An orientation classifier that gives every line the same odds of being turned."""
+
+    def __init__(self, odds: float) -> None:
+        self.odds = odds
+        self.asked = 0
+
+    def upside_down(self, image) -> float:
+        return self.odds
+
+    def upside_down_many(self, images) -> list[float]:
+        self.asked += len(images)
+        return [self.odds] * len(images)
+
+
+def test_a_detected_line_written_upside_down_is_turned_over_where_it_reads_better(
+    line_model,
+) -> None:
+    """A label printed upside down (as on a photographed package) is cut as it lies; the
+    orientation classifier's suspicion has it read both ways and turned where that reads
+    more probably. An upright line suspected too stays as it is: the read decides."""
+    img, quads, truth = poster()
+    box = (22, 28, 290, 76)
+    img.paste(img.crop(box).rotate(180), box[:2])  # the first line, upside down
+    saved = line_model.orientation
+    line_model.detector, line_model.finder = FixedDetector(quads), "detector"
+    try:
+        line_model.orientation = SaysTurned(0.0)  # never suspected: read as it lies
+        as_it_lies = line_model.read_page(img)
+        assert Levenshtein.distance(as_it_lies.lines[0].text, truth[0]) > 3
+        both = SaysTurned(0.95)  # both suspected: each read both ways
+        line_model.orientation = both
+        page = line_model.read_page(img)
+        assert both.asked == 2
+        assert Levenshtein.distance(page.lines[0].text, truth[0]) <= 1
+        assert Levenshtein.distance(page.lines[1].text, truth[1]) <= 2
+        # The turned line's quad starts at its text's top left: the cut's bottom right.
+        assert page.lines[0].quad[0] == pytest.approx(quads[0][2].tolist(), abs=0.1)
+        assert page.lines[1].quad[0] == pytest.approx(quads[1][0].tolist(), abs=0.1)
+    finally:
+        line_model.detector, line_model.finder = None, "auto"
+        line_model.orientation = saved

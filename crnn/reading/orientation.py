@@ -69,8 +69,17 @@ class OrientationClassifier:
 
     def upside_down(self, image: Image.Image) -> float:
         """Mean over the crop's windows of the probability that it is upside down."""
-        logits = self.session.run(None, {self.input: windows(image)})[0]
-        return float(np.exp(log_softmax_np(logits))[:, 1].mean())
+        return self.upside_down_many([image])[0]
+
+    def upside_down_many(self, images: list[Image.Image]) -> list[float]:
+        """:meth:`upside_down` of each crop, their windows classified in one run."""
+        if not images:
+            return []
+        cuts = [windows(im) for im in images]
+        logits = self.session.run(None, {self.input: np.concatenate(cuts)})[0]
+        turned = np.exp(log_softmax_np(logits))[:, 1]
+        ends = np.cumsum([len(c) for c in cuts])
+        return [float(turned[e - len(c) : e].mean()) for c, e in zip(cuts, ends)]
 
 
 def bundled_classifier_path() -> Path | None:

@@ -300,6 +300,7 @@ class PagePlanner:
             return None
         jobs, places, quads = [], [], []
         columns = 0  # lines read as columns of Chinese, top to bottom
+        cuts: list[tuple[Any, Any, bool]] = []  # (line, its source image, read as a column)
         for d in found:
             stacked = False
             cut = cut_line(rgb, d.quad)
@@ -312,6 +313,8 @@ class PagePlanner:
                     stacked = True
                 else:
                     source = Image.fromarray(np.ascontiguousarray(np.rot90(np.asarray(source))))
+            cuts.append((d, source, stacked))
+        for d, source, stacked in self._turned_over(cuts):
             try:
                 arr = preprocess_array(source, self.reader.spec)
             except ImageTooWideError:  # wider than the recognizer reads: no line
@@ -332,6 +335,47 @@ class PagePlanner:
             [], "page", 0.0, direction=direction, placements=places, quads=quads, finder="detector"
         )
         return page, jobs
+
+    def _turned_over(self, cuts: list[tuple[Any, Any, bool]]) -> list[tuple[Any, Any, bool]]:
+        """Detected lines (``(line, source image, read as a column)``) with those written
+        upside down turned over: a line (not a column) that the orientation classifier
+        gives at least ``UPSIDE_DOWN`` of being turned is read both ways, and turned where
+        that reads more probably (PaddleOCR's angle classifier turns on its word alone;
+        the crops' path checks the read too). A detector's rectangle has no up: a label
+        printed upside down on a photographed package is cut as it lies."""
+        from crnn.detect.postprocess import Detection
+        from crnn.reading.orientation import UPSIDE_DOWN
+
+        classifier = self.reader.orientation
+        if classifier is None or not cuts:
+            return cuts
+        rows = [i for i, (_, _, stacked) in enumerate(cuts) if not stacked]
+        odds = classifier.upside_down_many([cuts[i][1] for i in rows])
+        asked = [i for i, p in zip(rows, odds) if p >= UPSIDE_DOWN]
+        flat, pairs = [], []
+        for i in asked:
+            source = cuts[i][1]
+            try:
+                both = [
+                    preprocess_array(im, self.reader.spec) for im in (source, source.rotate(180))
+                ]
+            except ImageTooWideError:
+                continue
+            flat += both
+            pairs.append(i)
+        if not flat:
+            return cuts
+        scored = [sc for sc, _, _ in self.reader._predict_flat(flat, score=True)]
+        out = list(cuts)
+        for k, i in enumerate(pairs):
+            if scored[2 * k + 1] > scored[2 * k]:  # its quad then starts at the text's top left
+                d, source, stacked = cuts[i]
+                out[i] = (
+                    Detection(np.roll(d.quad, 2, axis=0), d.score),
+                    source.rotate(180),
+                    stacked,
+                )
+        return out
 
     def _vertical(
         self, img: Any, grey: np.ndarray
