@@ -219,6 +219,31 @@ def test_a_headline_too_large_for_the_first_scale_comes_back_whole_from_the_half
     assert x0 < 0.27 * 640 and x1 > 0.63 * 640 and 150 < y0 < 180 and 220 < y1 < 250
 
 
+def test_the_coarse_look_keeps_a_line_only_from_its_own_box_score():
+    """A weak region seen only at the half scale (a large crop's characters in pieces,
+    more often than a headline) is no line under ``COARSE_BOX_THRESH``, though the first
+    look keeps lines from the detector's own lower score."""
+    from crnn.detect.detector import COARSE_BOX_THRESH, READ_PYRAMID, detect
+    from crnn.detect.postprocess import DetOptions
+
+    def coarse_only(p: float):
+        def prob_map(batch: np.ndarray) -> np.ndarray:
+            _, _, h, w = batch.shape
+            prob = np.zeros((1, 1, h, w), np.float32)
+            if w <= 320:  # the half look of a 640-wide image
+                prob[0, 0, 90:110, 80:240] = p
+            return prob
+
+        return prob_map
+
+    image = np.full((400, 640, 3), 255, np.uint8)
+    opts = DetOptions(box_thresh=0.3)
+    weak, strong = COARSE_BOX_THRESH - 0.05, COARSE_BOX_THRESH + 0.05
+    assert weak > opts.box_thresh
+    assert detect(image, coarse_only(weak), opts, 640, pyramid=READ_PYRAMID) == []
+    assert len(detect(image, coarse_only(strong), opts, 640, pyramid=READ_PYRAMID)) == 1
+
+
 def test_a_small_image_is_enlarged_for_the_detector_and_its_lines_come_back_on_it():
     from crnn.detect.detector import detect
 
