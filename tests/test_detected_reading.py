@@ -411,3 +411,45 @@ def test_a_detected_line_written_upside_down_is_turned_over_where_it_reads_bette
     finally:
         line_model.detector, line_model.finder = None, "auto"
         line_model.orientation = saved
+
+
+def test_a_picture_the_classical_finder_sees_no_page_in_halved_skips_its_whole_look(
+    line_model, monkeypatch
+) -> None:
+    """The classical finder's first look at a picture is at half its size where its print
+    stays large enough there to judge: a picture with no page of print in it goes to the
+    detector without a look at full size (20 against 73 ms an image on the validation
+    web pictures); a printed page, a candidate halved too, is looked at whole as before."""
+    import crnn.layout
+
+    seen = []
+    choose = crnn.layout.choose_layout
+
+    def recorded(grey, *args, **kwargs):
+        seen.append(grey.shape)
+        return choose(grey, *args, **kwargs)
+
+    monkeypatch.setattr(crnn.layout, "choose_layout", recorded)
+    img, quads, truth = poster()
+    line_model.detector, line_model.finder = FixedDetector(quads), "auto"
+    try:
+        page = line_model.read_page(img)
+        assert len(page.lines) == len(truth) and page.finder == "detector"
+        assert seen == [(220, 320)]  # halved only
+        # A printed page: its page candidate halved is looked at whole too, and kept.
+        seen.clear()
+        text = Image.new("RGB", (640, 800), "white")
+        d = ImageDraw.Draw(text)
+        font = ImageFont.truetype(str(SANS), 26)
+        for k in range(12):
+            d.text(
+                (40, 40 + 60 * k),
+                f"line {k} of a printed page, read as print",
+                font=font,
+                fill="black",
+            )
+        page = line_model.read_page(text)
+        assert seen[:2] == [(400, 320), (800, 640)] and page.finder != "detector"
+        assert len(page.lines) == 12
+    finally:
+        line_model.detector, line_model.finder = None, "auto"
