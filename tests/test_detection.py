@@ -219,6 +219,33 @@ def test_a_headline_too_large_for_the_first_scale_comes_back_whole_from_the_half
     assert x0 < 0.27 * 640 and x1 > 0.63 * 640 and 150 < y0 < 180 and 220 < y1 < 250
 
 
+def test_a_headline_in_weak_pieces_gives_way_to_the_surer_coarse_line():
+    """The first look finds a headline as pieces that cover most of it, weakly; the half
+    look finds it whole and surer: the whole line replaces the pieces. Pieces surer than
+    the coarse line stay."""
+    from crnn.detect.detector import READ_PYRAMID, detect
+    from crnn.detect.postprocess import DetOptions
+
+    def network(piece: float, whole: float):
+        def prob_map(batch: np.ndarray) -> np.ndarray:
+            _, _, h, w = batch.shape
+            prob = np.zeros((1, 1, h, w), np.float32)
+            if w <= 320:
+                prob[0, 0, 90:110, 60:260] = whole
+            else:  # two pieces over most of it
+                prob[0, 0, 180:220, 120:300] = piece
+                prob[0, 0, 180:220, 330:520] = piece
+            return prob
+
+        return prob_map
+
+    image = np.full((400, 640, 3), 255, np.uint8)
+    opts = DetOptions(box_thresh=0.3)
+    (whole,) = detect(image, network(0.45, 0.8), opts, 640, pyramid=READ_PYRAMID)
+    assert whole.quad[:, 0].min() < 120 and whole.quad[:, 0].max() > 520
+    assert len(detect(image, network(0.9, 0.8), opts, 640, pyramid=READ_PYRAMID)) == 2
+
+
 def test_the_coarse_look_keeps_a_line_only_from_its_own_box_score():
     """A weak region seen only at the half scale (a large crop's characters in pieces,
     more often than a headline) is no line under ``COARSE_BOX_THRESH``, though the first

@@ -109,9 +109,10 @@ def boxes_from_map(
 
 
 # A coarse scale's line is added where at most this share of it is covered by the finer
-# scales' lines; the fine lines lying this much inside an added one are its fragments and
-# give way (both chosen on the validation web images: 0.3-0.7 and 0.5-1.0 read the same
-# to 0.1 point of char F1).
+# scales' lines, or where it is surer (a higher box score) than the mean of the fine lines
+# lying inside it; the fine lines lying this much inside an added one are its fragments
+# and give way (chosen on the validation web images: 0.3-0.7 and 0.5-1.0 read the same to
+# 0.1 point of char F1; "surer than their mean" 74.1 -> 74.5 %, than their best 74.3 %).
 COARSE_NEW = 0.5
 FRAGMENT_INSIDE = 0.7
 
@@ -120,9 +121,10 @@ def merge_coarse(
     fine: list[Detection], coarse: list[Detection], size: tuple[int, int]
 ) -> list[Detection]:
     """``fine`` (lines found at a finer scale) with the lines of ``coarse`` that they
-    mostly miss, in place of the fine lines lying inside those: a headline too large
-    for the network's field of view at the fine scale comes back whole from the coarse
-    one. Coverage is measured on a mask at a quarter of the image's ``(width, height)``."""
+    mostly miss, or that are surer than the fine lines inside them, in place of those: a
+    headline too large for the network's field of view at the fine scale, found there
+    missing or in weak pieces, comes back whole from the coarse one. Coverage is measured
+    on a mask at a quarter of the image's ``(width, height)``."""
     if not coarse:
         return fine
     shape = (max(size[1] // 4, 1), max(size[0] // 4, 1))
@@ -139,7 +141,13 @@ def merge_coarse(
         return int((m & other).sum()) / area if area else 1.0
 
     covered = mask([d.quad for d in fine])
-    added = [d for d in coarse if share_in(d, covered) < COARSE_NEW]
+
+    def surer(c: Detection) -> bool:
+        inside = mask([c.quad])
+        pieces = [d.score for d in fine if share_in(d, inside) > FRAGMENT_INSIDE]
+        return bool(pieces) and c.score > float(np.mean(pieces))
+
+    added = [d for d in coarse if share_in(d, covered) < COARSE_NEW or surer(d)]
     if not added:
         return fine
     cover = mask([d.quad for d in added])
