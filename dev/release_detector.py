@@ -68,14 +68,21 @@ def main(argv: list[str] | None = None) -> int:
         onnx = Path(tmp) / "det.onnx"
         if export_main([str(pt), "-o", str(onnx)]) != 0:
             return 1
-        name = f"det_zh-{sha256_file(onnx)[:8]}"
-        if args.replace:
-            for old in MODELS.glob("det_zh-*"):
-                old.unlink()
-        onnx.replace(MODELS / f"{name}.onnx")
-        pt.replace(MODELS / f"{name}.pt")
+        name = install(onnx, pt, args.replace)
     print(f"bundled {name}.onnx and {name}.pt")
     return 0
+
+
+def install(onnx: Path, pt: Path, replace: bool) -> str:
+    """Move a detector's ``.onnx`` and ``.pt`` into the bundled models under the name its
+    ``.onnx`` hashes to (``replace``: the other ``det_zh-*`` files removed first)."""
+    name = f"det_zh-{sha256_file(onnx)[:8]}"
+    if replace:
+        for old in MODELS.glob("det_zh-*"):
+            old.unlink()
+    onnx.replace(MODELS / f"{name}.onnx")
+    pt.replace(MODELS / f"{name}.pt")
+    return name
 
 
 def restamp(pt: Path, post: dict, replace: bool) -> int:
@@ -97,14 +104,9 @@ def restamp(pt: Path, post: dict, replace: bool) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         onnx_out = Path(tmp) / "det.onnx"
         onnx.save(graph, str(onnx_out))
-        name = f"det_zh-{sha256_file(onnx_out)[:8]}"
         pt_out = Path(tmp) / "det.pt"
         torch.save(ckpt, pt_out)
-        if replace:
-            for old in MODELS.glob("det_zh-*"):
-                old.unlink()
-        onnx_out.replace(MODELS / f"{name}.onnx")
-        pt_out.replace(MODELS / f"{name}.pt")
+        name = install(onnx_out, pt_out, replace)
     print(f"restamped {src.stem} as {name}: {post}")
     return 0
 
