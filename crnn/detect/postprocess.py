@@ -135,20 +135,26 @@ def merge_coarse(
             cv2.fillPoly(m, [np.round(q / 4).astype(np.int32)], 1)
         return m
 
-    def share_in(d: Detection, other: np.ndarray) -> float:
-        m = mask([d.quad])
+    def share_in(m: np.ndarray, other: np.ndarray) -> float:
         area = int(m.sum())
         return int((m & other).sum()) / area if area else 1.0
 
+    # Each fine line's mask is drawn once: every coarse line is measured against them.
+    fine_masks = [mask([d.quad]) for d in fine]
     covered = mask([d.quad for d in fine])
 
-    def surer(c: Detection) -> bool:
-        inside = mask([c.quad])
-        pieces = [d.score for d in fine if share_in(d, inside) > FRAGMENT_INSIDE]
+    def surer(c: Detection, inside: np.ndarray) -> bool:
+        pieces = [
+            d.score for d, m in zip(fine, fine_masks) if share_in(m, inside) > FRAGMENT_INSIDE
+        ]
         return bool(pieces) and c.score > float(np.mean(pieces))
 
-    added = [d for d in coarse if share_in(d, covered) < COARSE_NEW or surer(d)]
+    added = []
+    for c in coarse:
+        cm = mask([c.quad])
+        if share_in(cm, covered) < COARSE_NEW or surer(c, cm):
+            added.append(c)
     if not added:
         return fine
     cover = mask([d.quad for d in added])
-    return [d for d in fine if share_in(d, cover) <= FRAGMENT_INSIDE] + added
+    return [d for d, m in zip(fine, fine_masks) if share_in(m, cover) <= FRAGMENT_INSIDE] + added
