@@ -219,6 +219,9 @@ class DetConfig:
     synth_share: float = 0.0
     crop: int = 384
     limit_side: int = 960
+    # The most a smaller image is enlarged towards limit_side, in training crops and
+    # validation (1: never, as before; reading enlarges by up to 4, READ_ENLARGE).
+    enlarge: float = 1.0
     # Validation images drawn with their boxes in TensorBoard.
     log_images: int = 4
 
@@ -335,6 +338,11 @@ class Config:
             )
         if d.inner % 4:
             raise ConfigError(f"det.inner must be a multiple of 4, got {d.inner}")
+        if d.enlarge < 1.0:
+            raise ConfigError(
+                f"det.enlarge={d.enlarge}: expected 1 (never enlarge) or more, e.g. 4 (as "
+                "reading does)"
+            )
         if not 0.0 <= d.synth_share < 1.0:
             raise ConfigError(
                 f"det.synth_share is the share of synthetic scenes among the training crops, "

@@ -40,9 +40,11 @@ class DetAugment:
     """How a training crop is drawn (see :func:`augment`)."""
 
     crop: int = 384
-    # The image is first scaled as reading scales it (long side at most limit_side),
-    # then by 2**u, u uniform in [min_log2_scale, max_log2_scale].
+    # The image is first scaled as reading scales it (long side brought to limit_side,
+    # a smaller image enlarged by at most ``enlarge``; 1: never), then by 2**u, u uniform
+    # in [min_log2_scale, max_log2_scale].
     limit_side: int = 960
+    enlarge: float = 1.0
     min_log2_scale: float = -1.0
     max_log2_scale: float = 0.5
     rotate_p: float = 0.3
@@ -55,9 +57,10 @@ class DetAugment:
     blur_p: float = 0.1
 
 
-def read_scale(h: int, w: int, limit_side: int) -> float:
-    """The scale reading applies: the long side down to ``limit_side``, never up."""
-    return min(1.0, limit_side / max(h, w))
+def read_scale(h: int, w: int, limit_side: int, enlarge: float = 1.0) -> float:
+    """The scale reading applies: the long side to ``limit_side``, up by at most
+    ``enlarge`` (1: down only)."""
+    return min(enlarge, limit_side / max(h, w))
 
 
 def augment(
@@ -65,7 +68,7 @@ def augment(
 ) -> tuple[np.ndarray, np.ndarray]:
     """A ``crop x crop`` RGB training crop and the quadrilaterals moved with it."""
     h, w = image.shape[:2]
-    s = read_scale(h, w, aug.limit_side) * 2.0 ** rng.uniform(
+    s = read_scale(h, w, aug.limit_side, aug.enlarge) * 2.0 ** rng.uniform(
         aug.min_log2_scale, aug.max_log2_scale
     )
     m = np.array([[s, 0, 0], [0, s, 0]], np.float64)

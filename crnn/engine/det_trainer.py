@@ -167,10 +167,15 @@ class DetTrainer:
             "cuda", enabled=device.type == "cuda" and self.amp == "fp16"
         )
         self.state = st.TrainState("hmean")
+        # An average of the weights (train.ema_decay) is what validation, best.pt and the
+        # release use. A fine-tune's average starts at the trained weights it starts from
+        # and keeps its full decay: warmed up, it followed the first steps' disturbance.
+        self.ema = st.WeightAverage.create(self.model, tc.ema_decay, ckpt, warmup=not tc.init_from)
+        self.trained: DBNet = self.model if self.ema is None else self.ema.model  # type: ignore[assignment]
         if ckpt is not None:
             self.state = st.restore_training(ckpt, self.optimizer, self.scheduler, self.scaler, cfg)
         self.train_set, self.val_set = load_sets(cfg)
-        self.aug = DetAugment(crop=d.crop, limit_side=d.limit_side)
+        self.aug = DetAugment(crop=d.crop, limit_side=d.limit_side, enlarge=d.enlarge)
         self.saver = CheckpointSaver(self.out, info)
         self.logger = RunLogger(self.out / "tb", info.is_main)
         self.bad_images = 0
@@ -195,7 +200,8 @@ class DetTrainer:
                 f"{path} is not a detector checkpoint (kind {ckpt.get('kind')!r}); resume a run "
                 "of task: detect"
             )
-        self.model.load_state_dict(ckpt["model"])
+        # With an average, "model" holds it and "model_raw" the weights training goes on with.
+        self.model.load_state_dict(ckpt.get("model_raw", ckpt["model"]))
         return ckpt
 
     def _init_from(self, name: str) -> None:
@@ -236,7 +242,9 @@ class DetTrainer:
     # ---- checkpoints ----------------------------------------------------------------
 
     def checkpoint(self) -> dict[str, Any]:
-        out = detector_bundle(self.model, self.cfg)
+        out = detector_bundle(self.trained, self.cfg)
+        if self.ema is not None:
+            out.update(model_raw=st.bundle_model_state(self.model), ema={"decay": self.ema.decay})
         out.update(
             config=self.cfg.to_dict(),
             optimizer=self.optimizer.state_dict(),
@@ -318,6 +326,8 @@ class DetTrainer:
         finite = bool(torch.isfinite(norm)) and bool(torch.isfinite(loss_sum))
         if finite:
             self.scaler.step(self.optimizer)
+            if self.ema is not None:
+                self.ema.update(self.state.step)
         else:
             log.warning(
                 "step %d: loss or gradients not finite; the step is skipped", self.state.step + 1
@@ -333,15 +343,17 @@ class DetTrainer:
         self,
     ) -> tuple[dict[str, float], list[tuple[np.ndarray, np.ndarray, list[np.ndarray]]]]:
         """ICDAR 2015 precision, recall, hmean over the validation images (all ranks)."""
-        sync_buffers(self.model, self.info)
-        self.model.eval()
+        for m in dict.fromkeys((self.model, self.trained)):  # rank 0's BatchNorm statistics
+            sync_buffers(m, self.info)
+        net = self.trained
+        net.eval()
         counts = DetCounts()
         shown: list[tuple[np.ndarray, np.ndarray, list[np.ndarray]]] = []
 
         def prob_map(batch: np.ndarray) -> np.ndarray:
             x = torch.from_numpy(batch).to(self.device)
             with autocast_for(self.device, self.amp):
-                return self.model(x).float().cpu().numpy()
+                return net(x).float().cpu().numpy()
 
         try:
             mine = self.val_set[self.info.rank :: self.info.world_size]
@@ -350,14 +362,16 @@ class DetTrainer:
                     image = read_rgb(str(item.image))
                 except (OSError, ValueError):
                     continue
+                d = self.cfg.det
                 found = [
-                    d.quad for d in detect(image, prob_map, limit_side=self.cfg.det.limit_side)
+                    f.quad
+                    for f in detect(image, prob_map, limit_side=d.limit_side, enlarge=d.enlarge)
                 ]
                 counts.add(match_image(found, item.quads, item.ignore))
                 if len(shown) < self.cfg.det.log_images:
                     shown.append((image, item.quads, found))
         finally:
-            self.model.train()
+            self.model.train()  # an average stays in eval mode
         t = torch.tensor(counts.as_list(), dtype=torch.float64)
         t = all_reduce_sum(
             t.to(self.device) if self.info.distributed and self.device.type == "cuda" else t,

@@ -436,22 +436,27 @@ class WeightAverage:
     ``best.pt`` and releases use the
     average; training goes on with the raw weights."""
 
-    def __init__(self, source: torch.nn.Module, decay: float) -> None:
+    def __init__(self, source: torch.nn.Module, decay: float, warmup: bool = True) -> None:
         import copy
 
-        self.source, self.decay = source, decay
+        self.source, self.decay, self.warmup = source, decay, warmup
         self.model = copy.deepcopy(source).eval()
         for p in self.model.parameters():
             p.requires_grad_(False)
 
     @classmethod
     def create(
-        cls, source: torch.nn.Module, decay: float, ckpt: dict[str, Any] | None
+        cls,
+        source: torch.nn.Module,
+        decay: float,
+        ckpt: dict[str, Any] | None,
+        warmup: bool = True,
     ) -> WeightAverage | None:
-        """None without an EMA; resumed from ``ckpt`` when it holds one."""
+        """None without an EMA; resumed from ``ckpt`` when it holds one. ``warmup=False``
+        for weights that start trained (a fine-tune): the full decay from the first step."""
         if not decay:
             return None
-        ema = cls(source, decay)
+        ema = cls(source, decay, warmup)
         if ckpt is not None and "ema" in ckpt:
             # With a fine-tune's weight mix, "model" is the mix and the EMA has its own key.
             own = ckpt.get("model_ema", ckpt["model"])
@@ -461,7 +466,7 @@ class WeightAverage:
     @torch.no_grad()
     def update(self, step: int) -> None:
         """Average in the weights after optimizer step ``step`` (0-based; resumes with it)."""
-        decay = min(self.decay, (1.0 + step) / (10.0 + step))
+        decay = min(self.decay, (1.0 + step) / (10.0 + step)) if self.warmup else self.decay
         ours, theirs = self.model.state_dict(), self.source.state_dict()
         for name, avg in ours.items():
             w = theirs[name]
