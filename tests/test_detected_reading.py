@@ -453,3 +453,60 @@ def test_a_picture_the_classical_finder_sees_no_page_in_halved_skips_its_whole_l
         assert len(page.lines) == 12
     finally:
         line_model.detector, line_model.finder = None, "auto"
+
+
+def italic_poster() -> tuple[Image.Image, list[np.ndarray]]:
+    """A light picture with an italic line (the tops of its letters 16 degrees to the
+    right, as a poster's display face leans) above an upright one."""
+    rng = np.random.default_rng(0)
+    base = np.full((300, 640, 3), 215.0) + rng.normal(0, 12, (300, 640, 3))
+    img = Image.fromarray(np.clip(base, 0, 255).astype(np.uint8))
+    font = ImageFont.truetype(str(SANS), 40)
+    layer = Image.new("L", (600, 70), 0)
+    ImageDraw.Draw(layer).text((60, 8), "free delivery today", font=font, fill=255)
+    shear = 0.3  # the output's (x, y) is the input's (x + 0.3 (y - 35), y)
+    layer = layer.transform(layer.size, Image.AFFINE, (1, shear, -shear * 35, 0, 1, 0))
+    img.paste((20, 20, 20), (10, 40), layer)
+    ImageDraw.Draw(img).text((30, 200), "SUMMER SALE", font=font, fill=(30, 30, 30))
+    return img, [quad(40, 40, 600, 110), quad(22, 195, 310, 252)]
+
+
+def test_a_detected_line_whose_writing_leans_is_also_read_sheared_upright(line_model) -> None:
+    """A detected line that leans deslant degrees or more (a poster's italic headline: the
+    peer suite's 正品促销, read 品促销 as cut) is read as cut and sheared upright, as a
+    leaning crop is, the more confident read kept; an upright line is read as before, and
+    with deslant 0 no line is sheared."""
+    from crnn.reading.views import Turns
+
+    img, quads = italic_poster()
+    seen: list[list] = []
+    predict = line_model.predict_preprocessed
+
+    def recorded(images, *args, **kwargs):
+        seen.append(list(images))
+        return predict(images, *args, **kwargs)
+
+    line_model.detector, line_model.finder = FixedDetector(quads), "detector"
+    line_model.predict_preprocessed = recorded
+    try:
+        for deslant in (8.0, 0.0):
+            line_model.deslant = deslant
+            seen.clear()
+            page = line_model.read_page(img)
+            assert len(page.lines) == 2
+            leaning, upright = seen[-1]
+            assert isinstance(upright, np.ndarray)
+            if deslant:
+                assert isinstance(leaning, Turns)
+                leans = {v[2] for v in leaning.views}
+                assert leans == {0.0, 16.0}, leans
+                # the lean read's characters are placed on the picture, inside the line
+                x0, y0, x1, y1 = page.lines[0].box
+                assert page.lines[0].char_boxes
+                for b in page.lines[0].char_boxes:
+                    assert x0 - 30 <= b[0] <= b[2] <= x1 + 30 and y0 - 10 <= b[1] <= b[3] <= y1 + 10
+            else:
+                assert isinstance(leaning, np.ndarray)
+    finally:
+        line_model.detector, line_model.finder, line_model.deslant = None, "auto", 0.0
+        del line_model.predict_preprocessed

@@ -217,9 +217,9 @@ def task_data(cfg: Config, args: argparse.Namespace) -> Config:
 def bundled_init(cfg: Config) -> Config:
     """``train.init_from`` naming a bundled model (word, line, zh) and no file of that
     name: the bundled model's release file (``det_zh`` in a detector run: the bundled
-    detector's checkpoint, which the detector's trainer finds). A path that does not exist is named, with
-    what to do, before anything is built (a later stage of a recipe whose first stage
-    has not run yet, typically)."""
+    detector's checkpoint, which the detector's trainer finds). A path that does not
+    exist is named, with what to do, before anything is built (a later stage of a recipe
+    whose first stage has not run yet, typically)."""
     name = cfg.train.init_from
     if cfg.task == "detect" and name == "det_zh" and not Path(name).exists():
         return cfg  # the bundled detector's checkpoint: the detector's trainer finds it

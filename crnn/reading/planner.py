@@ -324,14 +324,23 @@ class PagePlanner:
                     source = Image.fromarray(np.ascontiguousarray(np.rot90(np.asarray(source))))
             cuts.append((d, source, stacked))
         for d, source, stacked in self._turned_over(cuts):
+            # A line whose writing leans (italic display faces: a poster's headline) is
+            # also read sheared upright, as a leaning crop is (the reader's deslant).
+            lean = 0.0 if stacked else self.reader.lean(source)
             try:
-                arr = preprocess_array(source, self.reader.spec)
+                if lean:
+                    base = [(0, source, 0.0)]
+                    viewed = self.reader.viewed(base, self.reader.detected_views, lean)
+                    job = (viewed, viewed[0].shape[-1])  # unpadded, each read its own width
+                else:
+                    arr = preprocess_array(source, self.reader.spec)
+                    job = (_pad_to(arr, PAGE_WIDTH_STEP), arr.shape[-1])
             except ImageTooWideError:  # wider than the recognizer reads: no line
                 continue
             x0, y0 = (float(v) for v in d.quad.min(axis=0))
             x1, y1 = (float(v) for v in d.quad.max(axis=0))
             box = [int(x0), int(y0), int(np.ceil(x1)), int(np.ceil(y1))]
-            jobs.append((_pad_to(arr, PAGE_WIDTH_STEP), arr.shape[-1], box))
+            jobs.append((*job, box))
             places.append(Placement((x0, y0, x1, y1), (w, h)))
             quads.append(d.quad)
             columns += stacked

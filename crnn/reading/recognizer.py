@@ -373,18 +373,31 @@ class Recognizer:
             and self.orientation.upside_down(img) >= UPSIDE_DOWN
         ):
             turns = (0, 180)
-        lean = self._lean(img)
+        lean = self.lean(img)
         if turns == (0,) and self.views == (AS_GIVEN,) and not lean:
             return self._seen(preprocess_array(img, self.spec, inference=not self.squeeze))
         # (PIL turns counter-clockwise.)
         bases = [(d, img if d == 0 else img.rotate(-d, expand=True), 0.0) for d in turns]
+        return self.viewed(bases, self.views, lean, inference=not self.squeeze)
+
+    def viewed(
+        self,
+        bases: list[tuple[int, Any, float]],
+        views: Sequence[View],
+        lean: float = 0.0,
+        inference: bool = True,
+    ) -> Turns:
+        """The reads of ``bases`` (``(turn, PIL image turned so, 0.0)``, the image as given
+        first) at each of ``views``, and of the image as given sheared upright where its
+        writing leans ``lean`` degrees (:meth:`lean`): a :class:`Turns` that
+        :meth:`predict_preprocessed` reads whole (a crop, or a detected line that leans)."""
         if lean:
             from crnn.layout.slant import unslant
 
-            bases.insert(1, (0, unslant(img, lean), lean))
+            bases = [bases[0], (0, unslant(bases[0][1], lean), lean), *bases[1:]]
         reads, tags = [], []
         for d, turned, leaned in bases:
-            for s, z, _ in self.views:
+            for s, z, _ in views:
                 height, top = zoom_rows(self.spec.height, z)
                 spec = (
                     self.spec
@@ -394,18 +407,18 @@ class Recognizer:
                     )
                 )
                 try:
-                    arr = preprocess_array(turned, spec, inference=not self.squeeze)
+                    arr = preprocess_array(turned, spec, inference=inference)
                 except ImageTooWideError:  # a thin crop on its side, a long line widened
-                    if d == 0 and not leaned and (s, z, 0.0) == self.views[-1] and not tags:
+                    if d == 0 and not leaned and (s, z, 0.0) == views[-1] and not tags:
                         raise
                     continue
                 reads.append(self._seen(arr[:, top : top + self.spec.height]))
                 tags.append((d, (s, z, leaned)))
         return Turns(reads, [t for t, _ in tags], [v for _, v in tags])
 
-    def _lean(self, img: Any) -> float:
-        """How far a crop's writing leans (degrees), where it is to be read upright too
-        (``deslant``): else 0."""
+    def lean(self, img: Any) -> float:
+        """How far a crop's or a detected line's writing leans (degrees), where it is to
+        be read upright too (``deslant``): else 0."""
         if not self.deslant:
             return 0.0
         from crnn.layout.slant import lean_of
@@ -506,8 +519,12 @@ class Recognizer:
             have = dict(zip(zip(turns, getattr(item, "views", (AS_GIVEN,) * len(item))), item))
         else:
             have = {(0, AS_GIVEN): item}
-        if views is None:
-            views = (*self.views, *(v for _, v in have if v[2]))
+        # The reads of a crop (or a detected line) sheared upright that preprocessing made.
+        views = tuple(
+            dict.fromkeys(
+                (*(self.views if views is None else views), *(v for _, v in have if v[2]))
+            )
+        )
         out = []
         for t in dict.fromkeys(t for t, _ in have):
             for v in views:
