@@ -475,7 +475,7 @@ def test_a_detected_line_whose_writing_leans_is_also_read_sheared_upright(line_m
     """A detected line that leans deslant degrees or more (a poster's italic headline: the
     peer suite's 正品促销, read 品促销 as cut) is read as cut and sheared upright, as a
     leaning crop is, the more confident read kept; an upright line is read as before, and
-    with deslant 0 no line is sheared."""
+    with deslant 0 no line is sheared, nor is small print at any deslant."""
     from crnn.reading.views import Turns
 
     img, quads = italic_poster()
@@ -507,6 +507,13 @@ def test_a_detected_line_whose_writing_leans_is_also_read_sheared_upright(line_m
                     assert x0 - 30 <= b[0] <= b[2] <= x1 + 30 and y0 - 10 <= b[1] <= b[3] <= y1 + 10
             else:
                 assert isinstance(leaning, np.ndarray)
+        # Small print (cut under DETECTED_LEAN_MIN_HEIGHT px) is not measured: read as cut.
+        line_model.deslant = 8.0
+        small = img.resize((img.width * 3 // 10, img.height * 3 // 10))
+        line_model.detector = FixedDetector([q * 0.3 for q in quads])
+        seen.clear()
+        line_model.read_page(small)
+        assert seen and all(isinstance(item, np.ndarray) for item in seen[-1])
     finally:
         line_model.detector, line_model.finder, line_model.deslant = None, "auto", 0.0
         del line_model.predict_preprocessed

@@ -20,6 +20,7 @@ import numpy as np
 from PIL import Image
 
 from crnn.data.image import ImageSource, ImageTooWideError, load_image, preprocess_array
+from crnn.reading.views import DETECTED_LEAN_MIN_HEIGHT
 
 if TYPE_CHECKING:
     from crnn.ctc.decode import Prediction
@@ -326,7 +327,8 @@ class PagePlanner:
         for d, source, stacked in self._turned_over(cuts):
             # A line whose writing leans (italic display faces: a poster's headline) is
             # also read sheared upright, as a leaning crop is (the reader's deslant).
-            lean = 0.0 if stacked else self.reader.lean(source)
+            measured = not stacked and source.height >= DETECTED_LEAN_MIN_HEIGHT
+            lean = self.reader.lean(source) if measured else 0.0
             try:
                 if lean:
                     base = [(0, source, 0.0)]
