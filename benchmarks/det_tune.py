@@ -21,7 +21,7 @@ if __package__ in (None, ""):
 
 from benchmarks.det_vs_peers import validation_images  # noqa: E402
 from crnn.data.detection import read_rgb  # noqa: E402
-from crnn.detect.detector import prepare  # noqa: E402
+from crnn.detect.detector import prepare, read_scale  # noqa: E402
 from crnn.detect.metrics import DetCounts, match_image  # noqa: E402
 from crnn.detect.postprocess import DetOptions, boxes_from_map  # noqa: E402
 from crnn.detect.runtime import load_detector  # noqa: E402
@@ -46,7 +46,7 @@ def main() -> int:
     maps = []
     for item in validation_images(0):
         image = read_rgb(str(item.image))
-        scale = min(args.enlarge, det.limit_side / max(image.shape[:2]))
+        scale = read_scale(*image.shape[:2], det.limit_side, args.enlarge)
         p = prepare(image, det.limit_side, scale)
         prob = det.prob_map(p.batch)[0, 0][: p.size[1], : p.size[0]]
         maps.append((item, prob, p))

@@ -21,6 +21,7 @@ import torch
 from torch.utils.data import Dataset, Sampler
 
 from crnn.data.quads import LabelledImage
+from crnn.detect.detector import read_scale
 
 
 def read_rgb(path: str) -> np.ndarray:
@@ -55,12 +56,6 @@ class DetAugment:
     gray_p: float = 0.1
     invert_p: float = 0.05
     blur_p: float = 0.1
-
-
-def read_scale(h: int, w: int, limit_side: int, enlarge: float = 1.0) -> float:
-    """The scale reading applies: the long side to ``limit_side``, up by at most
-    ``enlarge`` (1: down only)."""
-    return min(enlarge, limit_side / max(h, w))
 
 
 def augment(

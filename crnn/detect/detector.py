@@ -60,13 +60,19 @@ class Prepared:
     original: tuple[int, int]
 
 
+def read_scale(h: int, w: int, limit_side: int, enlarge: float = 1.0) -> float:
+    """The scale an ``h x w`` image is looked at: its long side to ``limit_side``, up by
+    at most ``enlarge`` (1: down only). Training's crops and validation use it too."""
+    return min(enlarge, limit_side / max(h, w))
+
+
 def prepare(
     image: np.ndarray, limit_side: int = LIMIT_SIDE, scale: float | None = None
 ) -> Prepared:
     """``(H, W, 3)`` uint8 RGB -> :class:`Prepared`, scaled by ``scale`` (default: the
     long side down to ``limit_side``, never up)."""
     h, w = image.shape[:2]
-    s = min(1.0, limit_side / max(h, w)) if scale is None else scale
+    s = read_scale(h, w, limit_side) if scale is None else scale
     nw, nh = max(int(round(w * s)), 1), max(int(round(h * s)), 1)
     if (nw, nh) == (w, h):
         scaled = image
@@ -99,7 +105,7 @@ def detect(
     :data:`COARSE_BOX_THRESH`) the finer ones mostly missed. The defaults are training's
     validation; reading passes ``READ_ENLARGE`` and ``READ_PYRAMID``."""
     h, w = image.shape[:2]
-    first = min(enlarge, limit_side / max(h, w))
+    first = read_scale(h, w, limit_side, enlarge)
     coarse = dataclasses.replace(opts, box_thresh=max(opts.box_thresh, COARSE_BOX_THRESH))
     found: list[Detection] | None = None
     for rel in pyramid:

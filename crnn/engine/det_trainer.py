@@ -355,6 +355,7 @@ class DetTrainer:
             with autocast_for(self.device, self.amp):
                 return net(x).float().cpu().numpy()
 
+        d = self.cfg.det
         try:
             mine = self.val_set[self.info.rank :: self.info.world_size]
             for item in pass_bar(mine, "validation", self.info.is_main):
@@ -362,13 +363,12 @@ class DetTrainer:
                     image = read_rgb(str(item.image))
                 except (OSError, ValueError):
                     continue
-                d = self.cfg.det
                 found = [
                     f.quad
                     for f in detect(image, prob_map, limit_side=d.limit_side, enlarge=d.enlarge)
                 ]
                 counts.add(match_image(found, item.quads, item.ignore))
-                if len(shown) < self.cfg.det.log_images:
+                if len(shown) < d.log_images:
                     shown.append((image, item.quads, found))
         finally:
             self.model.train()  # an average stays in eval mode
