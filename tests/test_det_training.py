@@ -338,11 +338,75 @@ def test_a_detector_fine_tunes_from_a_detector_checkpoint(det_overrides, tmp_pat
     assert tuned.state.step == 0  # a new run, from the checkpoint's weights
     for name, value in tuned.model.state_dict().items():
         torch.testing.assert_close(value, saved[name], rtol=0, atol=0, msg=name)
-    # Another network's weights are refused, naming both shapes.
+    # Another network's weights are refused, naming both shapes: wider, or shallower.
     with pytest.raises(DataError, match=r"det\.widths"):
         _trainer([*det_overrides, "det.widths=[8,16,16,16]", f"train.init_from={ckpt}"])
+    deep = [*det_overrides, "det.depths=[1,2,3,2]", f"train.output_dir={tmp_path / 'deep'}"]
+    deep_ckpt = tmp_path / "deep" / "last.pt"
+    _trainer([*deep, "train.max_steps=1"]).fit()
+    with pytest.raises(DataError, match="may be larger"):
+        _trainer([*det_overrides, f"train.init_from={deep_ckpt}"])
     with pytest.raises(DataError, match="no such file"):
         _trainer([*det_overrides, f"train.init_from={tmp_path / 'missing.pt'}"])
+
+
+def test_a_detector_grows_deeper_from_a_shallower_checkpoint_as_the_same_function(
+    det_overrides, tmp_path
+):
+    """``train.init_from`` with larger ``det.depths`` (configs/det_zh_cpu_stage4.yaml):
+    the old blocks load, each added block starts as the identity, so the grown network
+    maps images as the checkpoint did, and the added blocks then learn."""
+    _trainer([*det_overrides, "train.max_steps=3", "train.val_every=100"]).fit()
+    ckpt = torch.load(tmp_path / "run" / "last.pt", weights_only=True)
+    from crnn.model.dbnet import build_detector
+
+    old = build_detector(ckpt["hparams"])
+    old.load_state_dict(ckpt["model"])
+    grown = _trainer(
+        [
+            *det_overrides,
+            "det.depths=[1,2,3,2]",
+            f"train.init_from={tmp_path / 'run' / 'last.pt'}",
+            f"train.output_dir={tmp_path / 'grown'}",
+            "train.max_steps=2",
+            "train.val_every=100",
+        ]
+    )
+    assert grown.model.hparams["depths"] == [1, 2, 3, 2]
+    images = torch.randint(0, 256, (2, 3, 64, 96), dtype=torch.uint8)
+    with torch.no_grad():
+        torch.testing.assert_close(grown.model.eval()(images), old.eval()(images))
+    added = "backbone.stages.2.2.block.2.1.weight"  # stage 3's third block, new
+    assert float(grown.model.state_dict()[added].abs().sum()) == 0.0
+    grown.model.train()
+    grown.fit()
+    assert float(grown.model.state_dict()[added].abs().sum()) > 0.0  # it learns
+
+
+def test_a_detector_run_fits_its_schedule_into_a_time_budget(det_overrides, tmp_path, monkeypatch):
+    """``--time-budget`` (train.time_budget_min) decides a detector run's max_steps as it
+    does a recognizer's (crnn.engine.budget), on a simulated clock, and the checkpoint
+    keeps the decision for --resume."""
+    from crnn.engine import budget
+
+    now = [0.0]
+    monkeypatch.setattr(budget, "clock", lambda: now[0])
+    t = _trainer(
+        [
+            *det_overrides,
+            "train.max_steps=200",  # without a budget; the budget plans about 57
+            "train.val_every=40",
+            "train.log_every=50",
+            "train.time_budget_min=0.1",
+        ]
+    )
+    t.step_callbacks.append(lambda rank, step: now.__setitem__(0, now[0] + 0.1))
+    result = t.fit()
+    decided = t.state.budget
+    assert decided and decided["max_steps"] == result.step == t.cfg.train.max_steps < 200
+    assert 0.1 * 60 * 0.9 <= now[0] <= 0.1 * 60
+    ckpt = torch.load(tmp_path / "run" / "last.pt", weights_only=True)
+    assert ckpt["budget"] == decided and ckpt["config"]["train"]["max_steps"] == result.step
 
 
 def test_a_detector_exported_with_its_batchnorms_folded_is_recovered_exactly(

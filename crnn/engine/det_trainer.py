@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,7 @@ from crnn.detect.detector import detect
 from crnn.detect.loss import db_loss
 from crnn.detect.metrics import DetCounts, match_image
 from crnn.engine import state as st
+from crnn.engine.budget import TimeBudget
 from crnn.engine.data import num_workers
 from crnn.engine.distributed import DistInfo, all_reduce_sum, any_rank, sync_buffers
 from crnn.engine.logging import RunLogger, pass_bar, step_bar
@@ -51,7 +53,7 @@ from crnn.engine.optim import make_optimizer, make_scheduler, step_schedule
 from crnn.engine.signals import StopRequest, watchdog
 from crnn.engine.state import CheckpointSaver, FitResult
 from crnn.io import atomic_save
-from crnn.model.dbnet import DBNet, build_detector
+from crnn.model.dbnet import DBNet, build_detector, deepen_from
 from crnn.precision import autocast_for, cpu_bf16_units, resolve_amp
 
 log = logging.getLogger(__name__)
@@ -179,6 +181,10 @@ class DetTrainer:
         self.saver = CheckpointSaver(self.out, info)
         self.logger = RunLogger(self.out / "tb", info.is_main)
         self.bad_images = 0
+        # Called with (rank, step) before every optimizer step, as the recognizer's are.
+        self.step_callbacks: list[Callable[[int, int], None]] = []
+        if tc.time_budget_min > 0:  # decides max_steps after a warm-up (crnn.engine.budget)
+            self.step_callbacks.append(TimeBudget(self))
 
     def _amp(self) -> str:
         if self.device.type == "cuda":
@@ -230,14 +236,25 @@ class DetTrainer:
                 f"train.init_from={name!r} is not a detector checkpoint (kind "
                 f"{ckpt.get('kind')!r}): a detector starts from a detector's weights"
             )
-        if dict(ckpt["hparams"]) != dict(self.model.hparams):
+        if dict(ckpt["hparams"]) == dict(self.model.hparams):
+            self.model.load_state_dict(ckpt["model"])
+            log.info("initialised the detector's weights from %s", path)
+            return
+        try:  # a deeper detector grown from it, starting as the same function
+            added = deepen_from(self.model, ckpt["model"], dict(ckpt["hparams"]))
+        except ValueError:
             raise DataError(
                 f"train.init_from={name!r} is a detector of {ckpt['hparams']}, this run builds "
                 f"{self.model.hparams}: set det.widths, det.depths, det.expand and det.inner "
-                "to the checkpoint's"
-            )
-        self.model.load_state_dict(ckpt["model"])
-        log.info("initialised the detector's weights from %s", path)
+                "to the checkpoint's (det.depths may be larger: the run grows it deeper)"
+            ) from None
+        log.info(
+            "initialised the detector's weights from %s, grown deeper to det.depths %s (%d "
+            "blocks added, each starting as the identity)",
+            path,
+            self.model.hparams["depths"],
+            added,
+        )
 
     # ---- checkpoints ----------------------------------------------------------------
 
@@ -303,6 +320,8 @@ class DetTrainer:
     # ---- the loop -------------------------------------------------------------------
 
     def train_step(self, batches: Any) -> tuple[float, int]:
+        for callback in self.step_callbacks:
+            callback(self.info.rank, self.state.step)
         accum = self.cfg.train.accum_steps
         loss_sum = torch.zeros((), device=self.device)
         n = 0

@@ -186,3 +186,35 @@ class DBNet(nn.Module):
 
 def build_detector(hparams: dict[str, Any] | None = None) -> DBNet:
     return DBNet(**(hparams or {}))
+
+
+def deepen_from(model: DBNet, state: dict[str, torch.Tensor], hparams: dict[str, Any]) -> int:
+    """Load the weights ``state`` of a shallower detector of ``hparams`` into ``model``,
+    which computes the same function: the same widths, expansion and neck, and in each
+    backbone stage the old blocks first and more blocks after them. An added block keeps
+    the stage's shape (stride 1, a shortcut), and its projection's BatchNorm starts at
+    zero scale and shift, so it starts as the identity and learns from there (a
+    zero-initialised residual). Returns how many blocks were added; ``ValueError``, naming
+    both shapes, where ``model`` is not such a deepening of ``hparams``."""
+    old = {"expand": 4, "inner": 64, **hparams}
+    new = model.hparams
+    same = all(old[k] == new[k] for k in ("widths", "expand", "inner"))
+    if not same or any(a > b for a, b in zip(old["depths"], new["depths"])):
+        raise ValueError(
+            f"a detector of {new} is not a deepening of one of {old}: the same widths, "
+            "expand and inner, and no fewer blocks in any stage"
+        )
+    ours = model.state_dict()
+    for name, value in state.items():
+        if name not in ours or ours[name].shape != value.shape:
+            raise ValueError(f"{name}: the weights do not fit a detector of {new}")
+        ours[name] = value
+    added = 0
+    for i, (was, now) in enumerate(zip(old["depths"], new["depths"])):
+        for j in range(was, now):
+            bn = model.backbone.stages[i][j].block[2][1]  # type: ignore[index]
+            ours[f"backbone.stages.{i}.{j}.block.2.1.weight"] = torch.zeros_like(bn.weight)
+            ours[f"backbone.stages.{i}.{j}.block.2.1.bias"] = torch.zeros_like(bn.bias)
+            added += 1
+    model.load_state_dict(ours)
+    return added
