@@ -7,7 +7,9 @@ the .onnx's SHA-256>``, with the post-processing chosen on its validation images
         --thresh 0.3 --box-thresh 0.4 --unclip-ratio 1.5 [--replace]
 
 ``--replace`` removes the other ``det_zh-*`` files from ``crnn/assets/models`` (the
-reader loads the one it finds).
+reader loads the one it finds). ``--out DIR`` writes the pair into ``DIR`` instead, a
+candidate to measure (``benchmarks/det_vs_peers.py --detector DIR/det_zh-*.onnx``)
+before it is bundled.
 
     python dev/release_detector.py crnn/assets/models/det_zh-0e071a53.pt --restamp \
         --thresh 0.3 --box-thresh 0.3 --unclip-ratio 1.5 --replace
@@ -20,6 +22,7 @@ name that its ``.onnx`` now hashes to.
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -42,6 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--box-thresh", type=float, required=True)
     p.add_argument("--unclip-ratio", type=float, required=True)
     p.add_argument("--replace", action="store_true")
+    p.add_argument("--out", type=Path, help="write into this folder, not the bundled models")
     p.add_argument(
         "--restamp",
         action="store_true",
@@ -68,20 +72,22 @@ def main(argv: list[str] | None = None) -> int:
         onnx = Path(tmp) / "det.onnx"
         if export_main([str(pt), "-o", str(onnx)]) != 0:
             return 1
-        name = install(onnx, pt, args.replace)
-    print(f"bundled {name}.onnx and {name}.pt")
+        name = install(onnx, pt, args.replace, args.out or MODELS)
+    print(f"wrote {name}.onnx and {name}.pt into {args.out or MODELS}")
     return 0
 
 
-def install(onnx: Path, pt: Path, replace: bool) -> str:
-    """Move a detector's ``.onnx`` and ``.pt`` into the bundled models under the name its
-    ``.onnx`` hashes to (``replace``: the other ``det_zh-*`` files removed first)."""
+def install(onnx: Path, pt: Path, replace: bool, folder: Path = MODELS) -> str:
+    """Move a detector's ``.onnx`` and ``.pt`` into ``folder`` (the bundled models) under
+    the name its ``.onnx`` hashes to (``replace``: the other ``det_zh-*`` files removed
+    first)."""
     name = f"det_zh-{sha256_file(onnx)[:8]}"
+    folder.mkdir(parents=True, exist_ok=True)
     if replace:
-        for old in MODELS.glob("det_zh-*"):
+        for old in folder.glob("det_zh-*"):
             old.unlink()
-    onnx.replace(MODELS / f"{name}.onnx")
-    pt.replace(MODELS / f"{name}.pt")
+    shutil.move(onnx, folder / f"{name}.onnx")
+    shutil.move(pt, folder / f"{name}.pt")
     return name
 
 
