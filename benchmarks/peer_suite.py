@@ -119,11 +119,14 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--files", type=Path, required=True, help="the peer's test_files folder")
     ap.add_argument("--model", default="zh")
+    ap.add_argument("--detector", help="crnn-predict's --detector (default: the bundled one)")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     paths = [str(args.files / f) for f, _, _ in CASES]
     t0 = time.perf_counter()
     cmd = [sys.executable, "-m", "crnn.cli.predict", "--model", args.model, "--json", *paths]
+    if args.detector:
+        cmd[5:5] = ["--detector", args.detector]
     out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
     secs = time.perf_counter() - t0
     results = {Path(r["path"]).name: r for r in json.loads(out.stdout)}
@@ -133,7 +136,12 @@ def main() -> int:
         rows.append({"input": f, "expects": want, "got": _texts(r), "pass": bool(check(r))})
     from crnn.reading.recognizer import Recognizer
 
-    rec = Recognizer.bundled(args.model)
+    if args.detector:
+        from crnn.detect.runtime import load_detector
+
+        rec = Recognizer.bundled(args.model, detector=load_detector(args.detector))
+    else:
+        rec = Recognizer.bundled(args.model)
     for name, want, arr, check in arrays(args.files):
         page = rec.read_page(arr).to_dict()
         rows.append(
