@@ -387,10 +387,12 @@ def test_a_detector_run_fits_its_schedule_into_a_time_budget(det_overrides, tmp_
     """``--time-budget`` (train.time_budget_min) decides a detector run's max_steps as it
     does a recognizer's (crnn.engine.budget), on a simulated clock, and the checkpoint
     keeps the decision for --resume."""
+    from test_trainer import SimClock
+
     from crnn.engine import budget
 
-    now = [0.0]
-    monkeypatch.setattr(budget, "clock", lambda: now[0])
+    clock = SimClock(step_s=0.1)
+    monkeypatch.setattr(budget, "clock", clock)
     t = _trainer(
         [
             *det_overrides,
@@ -400,11 +402,11 @@ def test_a_detector_run_fits_its_schedule_into_a_time_budget(det_overrides, tmp_
             "train.time_budget_min=0.1",
         ]
     )
-    t.step_callbacks.append(lambda rank, step: now.__setitem__(0, now[0] + 0.1))
+    t.step_callbacks.append(clock.tick)
     result = t.fit()
     decided = t.state.budget
     assert decided and decided["max_steps"] == result.step == t.cfg.train.max_steps < 200
-    assert 0.1 * 60 * 0.9 <= now[0] <= 0.1 * 60
+    assert 0.1 * 60 * 0.9 <= clock.now <= 0.1 * 60
     ckpt = torch.load(tmp_path / "run" / "last.pt", weights_only=True)
     assert ckpt["budget"] == decided and ckpt["config"]["train"]["max_steps"] == result.step
 

@@ -196,8 +196,7 @@ def deepen_from(model: DBNet, state: dict[str, torch.Tensor], hparams: dict[str,
     zero scale and shift, so it starts as the identity and learns from there (a
     zero-initialised residual). Returns how many blocks were added; ``ValueError``, naming
     both shapes, where ``model`` is not such a deepening of ``hparams``."""
-    old = {"expand": 4, "inner": 64, **hparams}
-    new = model.hparams
+    old, new = hparams, model.hparams
     same = all(old[k] == new[k] for k in ("widths", "expand", "inner"))
     if not same or any(a > b for a, b in zip(old["depths"], new["depths"])):
         raise ValueError(
