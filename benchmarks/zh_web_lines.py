@@ -13,6 +13,14 @@ that no image gives lines to two sides:
 
     python benchmarks/zh_web_lines.py --out /work/data/zh_web
 
+``--upright`` then turns the training lines that are cut upside down (a product photo's
+labels printed upside down: their quadrilaterals' corners say nothing of which way the
+text runs) so that a model never learns an upside-down line as its label: each training
+line is read both ways by the bundled Chinese model (greedy, one view, no turn of its
+own), and turned where the turned read is closer to the label and within half the
+label's length of it. The lines turned are listed in ``train/turned.txt``. The
+development and test sides stay as cut: an upside-down line there is what a reader meets.
+
 Each side is a folder of ``images/*.png`` and ``gt.txt`` that ``crnn-train``'s
 ``data.train``/``data.val``, ``crnn-eval`` and ``crnn-create-lmdb`` read. Never commit
 them: the images are research data.
@@ -23,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import unicodedata
 from pathlib import Path
 
 if __package__ in (None, ""):
@@ -45,11 +54,59 @@ def sides(data: Path = DATA) -> dict[str, list]:
     return {"train": train, "dev": dev, "test": test}
 
 
+def upright(folder: Path, batch: int = 64) -> list[str]:
+    """Turn ``folder``'s lines that read closer to their labels turned 180 degrees (in
+    place); returns their paths as ``gt.txt`` names them, also appended to ``turned.txt``."""
+    from PIL import Image
+    from rapidfuzz.distance import Levenshtein
+
+    from crnn.reading.recognizer import Recognizer
+
+    def norm(text: str) -> str:
+        return "".join(unicodedata.normalize("NFKC", text).split())
+
+    reader = Recognizer.bundled(
+        "zh", rotate="none", beam_width=0, lm="none", stretch=[1.0], zoom=[1.0]
+    )
+    rows = [
+        line.rstrip("\n").split("\t", 1)
+        for line in (folder / "gt.txt").read_text(encoding="utf-8").splitlines()
+    ]
+    turned = []
+    for i in range(0, len(rows), batch):
+        chunk = rows[i : i + batch]
+        images = [Image.open(folder / name).convert("RGB") for name, _ in chunk]
+        as_cut = reader.predict(images)
+        over = reader.predict([im.rotate(180) for im in images])
+        for (name, label), im, a, b in zip(chunk, images, as_cut, over):
+            truth = norm(label)
+            e_cut = Levenshtein.distance(norm(a.text), truth)
+            e_over = Levenshtein.distance(norm(b.text), truth)
+            if e_over < e_cut and e_over <= 0.5 * len(truth):
+                im.rotate(180).save(folder / name)
+                turned.append(name)
+    with open(folder / "turned.txt", "a", encoding="utf-8") as f:
+        f.writelines(f"{name}\n" for name in turned)
+    return turned
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--data", type=Path, default=DATA, help="the labelled web images")
     p.add_argument("--out", type=Path, required=True, help="folder for train/, dev/ and test/")
+    p.add_argument(
+        "--upright", action="store_true", help="then turn the training lines cut upside down"
+    )
+    p.add_argument(
+        "--upright-only",
+        action="store_true",
+        help="only turn the training lines cut upside down, in lines already cut in --out",
+    )
     args = p.parse_args()
+    if args.upright_only:
+        turned = upright(args.out / "train")
+        print(f"train: {len(turned)} lines turned upright ({args.out / 'train' / 'turned.txt'})")
+        return 0
     if not args.data.is_dir():
         print(f"no labelled images at {args.data}", file=sys.stderr)
         return 2
@@ -64,6 +121,9 @@ def main() -> int:
         print(
             f"{name}: {len(items)} images, {report.written} lines, left out {dict(report.skipped)}"
         )
+    if args.upright:
+        summary["train"]["turned upright"] = len(upright(args.out / "train"))
+        print(f"train: {summary['train']['turned upright']} lines turned upright")
     (args.out / "summary.json").write_text(json.dumps(summary, indent=1, ensure_ascii=False))
     return 0
 
