@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import unicodedata
 from pathlib import Path
 
 if __package__ in (None, ""):
@@ -60,30 +59,28 @@ def upright(folder: Path, batch: int = 64) -> list[str]:
     from PIL import Image
     from rapidfuzz.distance import Levenshtein
 
+    from benchmarks.zh_sets import folder_pairs
+    from benchmarks.zh_vs_peers import norm
     from crnn.reading.recognizer import Recognizer
 
-    def norm(text: str) -> str:
-        return "".join(unicodedata.normalize("NFKC", text).split())
-
+    rows = folder_pairs(folder)
+    if not rows:
+        raise SystemExit(f"no lines to turn: {folder / 'gt.txt'} is missing or empty")
     reader = Recognizer.bundled(
         "zh", rotate="none", beam_width=0, lm="none", stretch=[1.0], zoom=[1.0]
     )
-    rows = [
-        line.rstrip("\n").split("\t", 1)
-        for line in (folder / "gt.txt").read_text(encoding="utf-8").splitlines()
-    ]
     turned = []
     for i in range(0, len(rows), batch):
         chunk = rows[i : i + batch]
         images = [Image.open(folder / name).convert("RGB") for name, _ in chunk]
-        as_cut = reader.predict(images)
-        over = reader.predict([im.rotate(180) for im in images])
-        for (name, label), im, a, b in zip(chunk, images, as_cut, over):
+        overs = [im.rotate(180) for im in images]
+        as_cut, as_over = reader.predict(images), reader.predict(overs)
+        for (name, label), over, a, b in zip(chunk, overs, as_cut, as_over):
             truth = norm(label)
             e_cut = Levenshtein.distance(norm(a.text), truth)
             e_over = Levenshtein.distance(norm(b.text), truth)
             if e_over < e_cut and e_over <= 0.5 * len(truth):
-                im.rotate(180).save(folder / name)
+                over.save(folder / name)
                 turned.append(name)
     with open(folder / "turned.txt", "a", encoding="utf-8") as f:
         f.writelines(f"{name}\n" for name in turned)
