@@ -229,7 +229,9 @@ def prefix_beam_search(
         best = np.zeros((b, t_max, m), dtype=np.int64)
         for c in range(0, len(open_b), _PAIRS_AT_ONCE):
             pb, pt = open_b[c : c + _PAIRS_AT_ONCE], open_t[c : c + _PAIRS_AT_ONCE]
-            best[pb, pt] = np.argpartition(-lp[pb, pt, 1:], m - 1, axis=1)[:, :m] + 1
+            # The m largest, taken from the top end (no negated copy of the K classes).
+            top_m = np.argpartition(lp[pb, pt, 1:], k - 1 - m, axis=1)[:, k - 1 - m :]
+            best[pb, pt] = top_m + 1
     for t in range(t_max):
         x = lp[:, t, :].astype(np.float64)  # (B, K)
         if pad[:, t].any():
@@ -282,9 +284,16 @@ def prefix_beam_search(
         )
         new_last = np.where(alive, np.where(is_stay, last[rows, src], char), 0)
         new_parent = np.full((b, w), -1, dtype=np.int64)
+        # A sample whose beam kept every prefix where it was (each stays, in its own slot,
+        # alive exactly where it was) has the same prefixes and parents: no bookkeeping.
+        was_alive = np.isfinite(total)
+        same = np.all(is_stay & (src == np.arange(w)) & (alive == was_alive), axis=1)
+        new_parent[same] = parent[same]
         for i, (a_i, s_i, src_i, c_i) in enumerate(
             zip(alive.tolist(), is_stay.tolist(), src.tolist(), char.tolist())
         ):
+            if same[i]:
+                continue
             old = prefixes[i]
             new: list[tuple[int, ...] | None] = [
                 (old[o] if st else old[o] + (c,)) if a else None  # type: ignore[operator]
