@@ -147,6 +147,16 @@ SURE_BLANK = math.log(0.9999)
 _PAIRS_AT_ONCE = 256
 
 
+def _frame_at(
+    xt: np.ndarray, pad_t: np.ndarray | None, certain: np.ndarray, r: Any, c: Any
+) -> np.ndarray:
+    """One frame's log-probabilities ``xt`` (B, K) at samples ``r``, classes ``c``, in
+    float64: only these entries are cast, not the whole frame. Samples marked in
+    ``pad_t`` (past their length) read as ``certain`` (surely blank)."""
+    v = xt[r, c].astype(np.float64)
+    return v if pad_t is None else np.where(pad_t[r], certain[c], v)
+
+
 def prefix_beam_search(
     log_probs: Array,
     beam_width: int,
@@ -233,22 +243,22 @@ def prefix_beam_search(
             top_m = np.argpartition(lp[pb, pt, 1:], k - 1 - m, axis=1)[:, k - 1 - m :]
             best[pb, pt] = top_m + 1
     for t in range(t_max):
-        x = lp[:, t, :].astype(np.float64)  # (B, K)
-        if pad[:, t].any():
-            x[pad[:, t]] = certain
+        # The frame (B, K) as given; only the entries used are cast (_frame_at).
+        xt, pad_t = lp[:, t, :], (pad[:, t] if pad[:, t].any() else None)
         total = np.logaddexp(p_b, p_nb)
-        skip_nb = np.where(last > 0, p_nb + x[rows, last], _NEG_INF)
-        skip_b = total + x[:, BLANK : BLANK + 1]
+        x_blank = _frame_at(xt, pad_t, certain, rows, BLANK)  # (B, 1)
+        x_last = _frame_at(xt, pad_t, certain, rows, last)  # (B, W)
+        skip_nb = np.where(last > 0, p_nb + x_last, _NEG_INF)
+        skip_b = total + x_blank
         if sure[t]:
             p_nb, p_b = skip_nb, skip_b
             continue
         held = np.flatnonzero(sure_bt[:, t])  # these samples only carry their prefixes on
         kept = (last[held], parent[held], prior[held], [prefixes[i] for i in held])
         cls = best[:, t] if m < k - 1 else np.broadcast_to(np.arange(1, k), (b, k - 1))
-        xc = np.take_along_axis(x, cls, axis=1)  # (B, M)
-        x_last = x[rows, last]
+        xc = _frame_at(xt, pad_t, certain, rows, cls)  # (B, M)
         has_last = last > 0
-        stay_b = total + x[:, BLANK : BLANK + 1]
+        stay_b = skip_b
         stay_nb = np.where(has_last, p_nb + x_last, _NEG_INF)
         ext = total[:, :, None] + xc[:, None, :]  # (B, W, M)
         # Repeating the last character extends the prefix only across a blank.
@@ -258,7 +268,9 @@ def prefix_beam_search(
         bi, wi = np.nonzero(parent >= 0)
         if len(bi):
             pi, ci = parent[bi, wi], last[bi, wi]
-            merged = np.where(ci == last[bi, pi], p_b[bi, pi], total[bi, pi]) + x[bi, ci]
+            merged = np.where(ci == last[bi, pi], p_b[bi, pi], total[bi, pi]) + _frame_at(
+                xt, pad_t, certain, bi, ci
+            )
             stay_nb[bi, wi] = np.logaddexp(stay_nb[bi, wi], merged)
             # ...and leaves the candidates, where its class is among them.
             n, j = np.nonzero(cls[bi] == ci[:, None])
