@@ -584,25 +584,3 @@ def test_predict_cli_stretch(ckpt_path, word_folder, capsys, monkeypatch):
     with pytest.raises(SystemExit) as e:
         predict_cli.main(["-c", str(ckpt_path), "--deslant", "-3", *files])
     assert e.value.code == 2 and "between 0 and 90" in capsys.readouterr().err
-
-
-def test_lines_of_several_widths_decode_in_one_batch_and_read_as_alone(monkeypatch):
-    """Recognizer runs the model on one width at a time but decodes the lines of every
-    width together (the beam's per-frame work paid once): one decode for the 12 samples,
-    which span several widths, each read exactly as when it is read alone."""
-    from crnn.reading.decoder import Decoder
-
-    rec = Recognizer.bundled("word", beam_width=4, orientation=None)
-    samples = [Image.open(f) for f in sorted((ROOT / "data" / "samples").glob("word_*.png"))]
-    alone = [rec.predict([im])[0] for im in samples]
-    calls = []
-    real = Decoder.decode_scaled
-    monkeypatch.setattr(
-        Decoder, "decode_scaled", lambda self, *a, **k: calls.append(1) or real(self, *a, **k)
-    )
-    together = rec.predict(samples)
-    widths = {rec.preprocess(rec_im).shape[-1] for rec_im in samples}
-    assert len(widths) >= 3 and len(calls) == 1
-    assert [(p.text, p.confidence, p.char_confidences) for p in together] == [
-        (p.text, p.confidence, p.char_confidences) for p in alone
-    ]

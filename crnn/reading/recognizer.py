@@ -75,11 +75,6 @@ WIDE_FACTOR = 3
 # and reads as "" (the word model read a blank page as "t"). The real crops of
 # ../shared/data span 20 grey levels or more after preprocessing (29 or more but for SVT).
 BLANK_RANGE = 8
-# Frames (lines x the longest line's frames) decoded in one batch by Recognizer's reads:
-# the lines of several widths share the beam's per-frame work; this bounds the padded
-# (lines, frames, classes) arrays (4,096 x 5,531 classes: 90 MB in float32), unless one
-# model batch alone is larger.
-DECODE_FRAMES = 4096
 
 
 def is_blank(image: Any, width: int | None = None) -> bool:
@@ -551,58 +546,32 @@ class Recognizer:
     ) -> list[tuple[float, int, Prediction]]:
         """Each image's ``(score, frames, prediction)``: with ``score``, the CTC
         log-probability of its text (else 0) over its ``frames`` (the logits' columns it
-        was read from); ``widths``: the images' real widths (the rest is padding).
-
-        The model runs on images of one width at a time; their logits are then decoded
-        together, lines of every width in one batch padded to the longest (up to
-        :data:`DECODE_FRAMES` frames in all): the beam's work per frame is paid once for the
-        batch, not once per width, and a line's read never depends on its batch."""
+        was read from); ``widths``: the images' real widths (the rest is padding)."""
         groups: dict[int, list[int]] = defaultdict(list)
         for i, im in enumerate(images):
             groups[im.shape[-1]].append(i)
         out: list[tuple[float, int, Prediction] | None] = [None] * len(images)
-        # (index, its logits' valid frames, whether it is blank), not yet decoded
-        pending: list[tuple[int, np.ndarray, bool]] = []
-
-        def flush() -> None:
-            if not pending:
-                return
-            t_max = max(len(p[1]) for p in pending)
-            batch = np.zeros((len(pending), t_max, pending[0][1].shape[1]), pending[0][1].dtype)
-            for j, p in enumerate(pending):
-                batch[j, : len(p[1])] = p[1]
-            lengths = np.array([len(p[1]) for p in pending])
-            preds = self.decoder.decode_scaled(
-                batch, None if lengths.min() == t_max else lengths, [p[2] for p in pending]
-            )
-            for p, pred in zip(pending, preds):
-                sc = 0.0
-                if score:  # the text's probability summed over its alignments, in float64
-                    lp = log_softmax_np(p[1].astype(np.float64))
-                    sc = sequence_log_probs(lp, [self.charset.encode(pred.text)])[0]
-                out[p[0]] = (sc, len(p[1]), pred)
-            pending.clear()
-
-        for width in sorted(groups):  # similar widths decode together: little padding
-            idx = groups[width]
+        for idx in groups.values():
             for k in range(0, len(idx), self.batch_size):
                 chunk = idx[k : k + self.batch_size]
                 logits = self.backend(np.stack([np.asarray(images[i]) for i in chunk]))
-                logits = _numpy(self.decoder.scale(logits))
-                lengths = [logits.shape[1]] * len(chunk)
+                logits = self.decoder.scale(logits)
+                lengths = None
                 if widths is not None and any(widths[i] < images[i].shape[-1] for i in chunk):
                     lengths = np.minimum(
                         np.asarray(
                             self.backend.output_length(np.array([widths[i] for i in chunk]))
                         ),
                         logits.shape[1],
-                    ).tolist()
+                    )
                 blank = [is_blank(images[i], None if widths is None else widths[i]) for i in chunk]
-                if (len(pending) + len(chunk)) * logits.shape[1] > DECODE_FRAMES:
-                    flush()  # the batch so far, before it grows past the bound
-                for j, i in enumerate(chunk):
-                    pending.append((i, logits[j, : int(lengths[j])], blank[j]))
-        flush()
+                preds = self.decoder.decode_scaled(logits, lengths, blank)
+                lp = log_softmax_np(_numpy(logits).astype(np.float64)) if score else None
+                for j, (i, p) in enumerate(zip(chunk, preds)):
+                    frames = logits.shape[1] if lengths is None else int(lengths[j])
+                    text = [self.charset.encode(p.text)]
+                    s = sequence_log_probs(lp[j][:frames], text)[0] if score else 0.0
+                    out[i] = (s, frames, p)
         return out  # type: ignore[return-value]
 
     def predict(self, images: ImageSource | Sequence[ImageSource]) -> list[Prediction]:
