@@ -9,15 +9,15 @@ import pytest
 from conftest import ROOT
 from PIL import Image
 
+from benchmarks.zh_sets import folder_pairs
 from benchmarks.zh_web_lines import upright
 
 
 def test_upright_turns_the_lines_cut_upside_down_and_only_them(tmp_path):
     src = ROOT / "data" / "zh_lines"
-    rows = [line.split("\t") for line in (src / "gt.txt").read_text("utf-8").splitlines()]
-    for name, _ in rows:
+    rows = folder_pairs(src)
+    for name in [n for n, _ in rows] + ["gt.txt"]:
         shutil.copy(src / name, tmp_path / name)
-    (tmp_path / "gt.txt").write_text((src / "gt.txt").read_text("utf-8"), "utf-8")
     turned_name = rows[1][0]
     Image.open(src / turned_name).rotate(180).save(tmp_path / turned_name)
 
