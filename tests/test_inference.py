@@ -528,6 +528,40 @@ def test_a_leaning_crop_is_also_read_upright_and_its_boxes_land_on_the_image_as_
     assert Recognizer(_Says(hanzi, "中")).deslant == CJK_DESLANT
 
 
+class _Counts(_Says):
+    """Reads every image as ``text``, as surely as ``logits[its width]`` says, and records
+    the widths of the images it is given."""
+
+    def __init__(self, charset: Charset, text: str, logits: dict[int, float]) -> None:
+        super().__init__(charset, text)
+        self.logits, self.widths = logits, []
+
+    def sure(self, images):
+        self.widths += [np.shape(im)[-1] for im in images]
+        return [self.logits[np.shape(im)[-1]] for im in images]
+
+
+def test_a_sure_read_as_given_is_not_read_at_the_other_views():
+    """A line whose read as given is at least view_sure confident keeps it and is read at
+    no other view (the model never sees its wider read); a less sure one, or view_sure=1,
+    reads every view and keeps the most confident."""
+    cs = Charset.from_spec("alnum36")
+    img = Image.fromarray(_bars())
+
+    def read(as_given: float, **options):
+        backend = _Counts(cs, "abcd", {96: as_given, 144: 30.0})
+        rec = Recognizer(backend, rotate="none", stretch=(1.0, 1.5), **options)
+        (p,) = rec.predict(img)
+        return p.text, p.stretch, sorted(backend.widths)
+
+    assert read(18.0) == ("abcd", 1.0, [96])  # sure as given (0.99999...): read once
+    assert read(18.0, view_sure=1) == ("abcd", 1.5, [96, 144])  # every view, the surer kept
+    assert read(2.0) == ("abcd", 1.5, [96, 144])  # unsure as given: every view
+    assert read(2.0, view_sure=0) == ("abcd", 1.0, [96])  # 0: the read as given alone
+    with pytest.raises(ValueError, match="view_sure"):
+        Recognizer(_Says(cs, "ab"), view_sure=1.5)
+
+
 def test_a_zoomed_line_is_its_central_rows_enlarged():
     from crnn.data.image import stretch_line, zoom_rows
 

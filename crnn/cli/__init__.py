@@ -59,8 +59,9 @@ def _numbers(what: str, low: float, high: float, example: str, one: str) -> Any:
 
 
 def add_stretch_arg(p: Any) -> None:
-    """``--stretch``, ``--zoom`` and ``--deslant`` (predict and serve): the widths and
-    zooms each line is read at, and from what lean a crop is also read upright."""
+    """``--stretch``, ``--zoom``, ``--deslant`` and ``--view-sure`` (predict and serve): the
+    widths and zooms each line is read at, from what lean a crop is also read upright, and
+    from what confidence a line's read as given is kept without the others."""
     p.add_argument(
         "--stretch",
         type=_numbers("widths", 0.25, 4, "1.0,1.1", "reads a line as given"),
@@ -89,6 +90,28 @@ def add_stretch_arg(p: Any) -> None:
         "signs) sheared upright, keeping the most confident read; 0: never (default: 8 for a "
         "model that writes Chinese, where photographed signs read better; 0 for others)",
     )
+    p.add_argument(
+        "--view-sure",
+        type=_confidence,
+        default=None,
+        metavar="P",
+        help="a line whose read as given is at least P confident keeps it, and is not read at "
+        "its other widths, zooms and shear (default 0.9: on the Chinese development sets every "
+        "line read the same as with all views, and a fifth of them once; 1: read every view)",
+    )
+
+
+def _confidence(text: str) -> float:
+    """An argparse type: ``--view-sure``'s confidence, 0 to 1."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: expected a confidence between 0 and 1, e.g. 0.9 (1 reads every view)"
+        )
+    return value
 
 
 def _lean(text: str) -> float:

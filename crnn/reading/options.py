@@ -28,6 +28,7 @@ class ReadOptions:
     stretch: tuple[float, ...] | None = None
     zoom: tuple[float, ...] | None = None
     deslant: float | None = None
+    view_sure: float | None = None
     # layout and line finding
     layout: str = "auto"
     finder: str = "auto"
@@ -83,6 +84,7 @@ class ReadOptions:
             stretch=self.stretch,
             zoom=self.zoom,
             deslant=self.deslant,
+            view_sure=self.view_sure,
             lm=self.lm,
             lm_weight=self.lm_weight,
             detector=self.detector_object(),

@@ -61,6 +61,7 @@ from crnn.reading.views import (  # noqa: F401 (re-exported)
     QUARTER_MARGIN,
     ROTATE_MARGIN,
     ROTATIONS,
+    VIEW_SURE,
     Turns,
     View,
     factors,
@@ -145,6 +146,10 @@ class Recognizer:
             every view; the most confident read is kept (its ``lean`` says which). 0: never.
             None (the default): :data:`CJK_DESLANT` for a model that writes Chinese
             characters, else 0.
+        view_sure: a line whose read as given (the first view) is at least this
+            confident keeps it, and its other views (widths, zooms, shear) are not read;
+            1: every view is always read. None (the default): :data:`VIEW_SURE`. Images
+            read at more than one turn read every view.
         detector: the text line detector (``crnn.detect.runtime``) that finds the lines of
             photographs and web images for :meth:`read_pages`: ``"bundled"`` (the default;
             loaded on first use, none where none is bundled), a detector object, or None:
@@ -173,6 +178,7 @@ class Recognizer:
         deslant: float | None = None,
         detector: Any = "bundled",
         finder: str = "auto",
+        view_sure: float | None = None,
     ) -> None:
         if finder not in FINDERS:
             raise ValueError(f"finder must be one of {', '.join(FINDERS)}, got {finder!r}")
@@ -204,6 +210,13 @@ class Recognizer:
         if not 0 <= deslant <= 90:
             raise ValueError(f"deslant must be 0 (never) or degrees up to 90, got {deslant!r}")
         self.deslant = float(deslant)
+        view_sure = VIEW_SURE if view_sure is None else view_sure
+        if not 0 <= view_sure <= 1:
+            raise ValueError(
+                f"view_sure must be a confidence between 0 and 1 (1: read every view), "
+                f"got {view_sure!r}"
+            )
+        self.view_sure = float(view_sure)
         # Every read of a line, the one as given first (ties keep it; the sort is stable).
         views = [(s, z, 0.0) for z in self.zoom for s in self.stretch]
         self.views: tuple[View, ...] = tuple(sorted(views, key=lambda v: v != AS_GIVEN))
@@ -475,7 +488,15 @@ class Recognizer:
         # The most confident view of each turn of each image; a turn's scored by its text's
         # probability (only images with turns need it).
         chosen: dict[tuple[int, int], tuple[float, int, Prediction]] = {}
-        for score, batch in reads.items():
+        # An image read at one turn is read at its first view first, and at the others only
+        # where that read is less confident than view_sure (VIEW_SURE).
+        first: list[tuple[Any, int, tuple[int, int, View]]] = []
+        rest: list[tuple[Any, int, tuple[int, int, View]]] = []
+        for b in reads[False]:
+            (rest if first and first[-1][2][0] == b[2][0] else first).append(b)
+        for score, batch in ((True, reads[True]), (False, first), (False, rest)):
+            if batch is rest and self.view_sure < 1:
+                batch = [b for b in batch if chosen[b[2][:2]][2].confidence < self.view_sure]
             if not batch:
                 continue
             done = self._predict_flat(

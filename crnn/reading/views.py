@@ -60,6 +60,14 @@ CJK_DESLANT = 8.0
 # print of a web image measured as leaning (median 16 px high: 148 of 519 detected lines
 # on 30 validation web images, a fifth of them at the 20-degree edge of the range tried).
 DETECTED_LEAN_MIN_HEIGHT = 32
+# A line whose read as given (natural width, whole height, not sheared) is at least this
+# confident keeps it: its other views (the second width, the zoom, the shear upright) are
+# not read. On the 1,439 lines of the development sets (569 web-image lines, the 420 real
+# photographs of zh_real_dev, 150 each of Ming, Kai and photograph-like print), with the
+# bundled crnn_zh-e1c35400, every text read exactly as with every view at 0.9, and 309 of
+# the lines (21 %; 30 % of the web lines) were read once; at 0.8, 418 lines, and one Ming
+# line lost an edit; at 0.5, 634 lines and 10 more edits (docs/reading.md).
+VIEW_SURE = 0.9
 
 
 # A read's (stretch, zoom, lean): its width and zoom, and the lean (degrees) its crop was
