@@ -133,3 +133,36 @@ def test_crnn_fonts_install_without_apt_says_what_to_install(
     monkeypatch.setattr(shutil, "which", lambda name: None)
     assert fonts_main(["--install", "t"]) == 2
     assert "fonts-kai" in capsys.readouterr().err
+
+
+def test_the_regional_set_is_the_other_regions_of_the_allowed_noto_collections() -> None:
+    """zh_regional: the TC, HK, JP and KR faces of the Noto CJK collections (an allowed
+    package), Sans and Serif, regular and bold; and where they are installed, each is a
+    face of the same file as the SC face that draws the same character differently."""
+    import numpy as np
+    from PIL import Image, ImageDraw, ImageFont
+
+    faces = fontsets.FONT_SETS["zh_regional"]
+    assert {f.package for f in faces} == {"fonts-noto-cjk"}
+    assert {f.face.split()[3] for f in faces} == {"TC", "HK", "JP", "KR"}
+    assert len(faces) == 16 and {f.style for f in faces} == {"hei", "song"}
+    sc = resolve_font_set("zh").faces
+    serif_sc = next((p for f, p in sc if f.face == "Noto Serif CJK SC"), None)
+    found = dict((f.face, p) for f, p in resolve_font_set("zh_regional").faces)
+    serif_tc = found.get("Noto Serif CJK TC")
+    if serif_sc is None or serif_tc is None:
+        pytest.skip("fonts-noto-cjk is not installed")
+    assert serif_sc.split("#")[0] == serif_tc.split("#")[0] and serif_sc != serif_tc
+
+    def glyph(path: str) -> np.ndarray:
+        file, _, index = path.partition("#")
+        font = ImageFont.truetype(file, 64, index=int(index))
+        im = Image.new("L", (96, 96), 255)
+        ImageDraw.Draw(im).text((16, 8), "骨", font=font, fill=0)
+        ink = np.asarray(im) < 128
+        ys, xs = np.nonzero(ink)
+        return ink[ys.min() : ys.max() + 1, xs.min() : xs.max() + 1]
+
+    a, b = glyph(serif_sc), glyph(serif_tc)
+    h, w = min(a.shape[0], b.shape[0]), min(a.shape[1], b.shape[1])
+    assert (a[:h, :w] != b[:h, :w]).mean() > 0.05  # the inner box turns the other way

@@ -68,14 +68,14 @@ class SetFace:
         return self.face or Path(self.file).stem
 
 
-def _noto(kind: str, weights: Sequence[str], package: str) -> list[SetFace]:
+def _noto(kind: str, weights: Sequence[str], package: str, region: str = "SC") -> list[SetFace]:
     style = "hei" if kind == "Sans" else "song"
     return [
         SetFace(
             f"Noto{kind}CJK-{w}.ttc",
             package,
             style,
-            f"Noto {kind} CJK SC{'' if w == 'Regular' else ' ' + w}",
+            f"Noto {kind} CJK {region}{'' if w == 'Regular' else ' ' + w}",
         )
         for w in weights
     ]
@@ -100,6 +100,17 @@ FONT_SETS: dict[str, tuple[SetFace, ...]] = {
         SetFace("LXGWWenKai-Bold.ttf", "fonts-lxgw-wenkai", "kai"),
         SetFace("BabelStoneHan.ttf", "fonts-babelstone-han", "song"),
         SetFace("HanaMinA.ttf", "fonts-hanazono", "mincho"),
+    ),
+    # The same characters in the regional glyph forms of the Noto CJK collections: the
+    # Taiwan (TC), Hong Kong (HK), Japanese (JP) and Korean (KR) faces of the packages
+    # above, which draw many a character differently from the SC face (关's top strokes,
+    # 骨's inner box, 直's foot); printed Chinese text set in a face of another region
+    # carries them. Add it beside ``zh`` (``font_sets: [zh, zh_regional]``).
+    "zh_regional": tuple(
+        face
+        for region in ("TC", "HK", "JP", "KR")
+        for kind in ("Sans", "Serif")
+        for face in _noto(kind, ("Regular", "Bold"), "fonts-noto-cjk", region)
     ),
 }
 
