@@ -317,7 +317,8 @@ def main() -> int:
     ap.add_argument(
         "--model",
         action="append",
-        help="'zh' (bundled, the default) or a checkpoint/.onnx; repeatable",
+        help="'zh' (bundled, the default) or a checkpoint/.onnx, optionally followed by "
+        "crnn-predict options of its own, e.g. 'zh --view-sure 1'; repeatable",
     )
     ap.add_argument(
         "--predict-args",
@@ -370,7 +371,10 @@ def main() -> int:
         f"in {tmp}"
     )
     readers: list[tuple[str, object]] = [
-        (f"crnn-ocr {m}", lambda ps, m=m: _ours(m, ps, args.predict_args.split()))
+        (
+            f"crnn-ocr {m}",
+            lambda ps, m=m: _ours(m.split()[0], ps, [*m.split()[1:], *args.predict_args.split()]),
+        )
         for m in (args.model or ["zh"])
     ]
     if not args.no_tesseract and shutil.which("tesseract"):
