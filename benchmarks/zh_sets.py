@@ -338,6 +338,11 @@ def main() -> int:
         help="an interpreter with faster-paddle and rapidocr-onnxruntime "
         "(benchmarks/peer_read.py); without it the PP-OCR peers are left out",
     )
+    ap.add_argument(
+        "--peers",
+        default="ppocr-v4-rec,ppocr-v6-small,ppocr-v6-tiny",
+        help="with --peer-python, which PP-OCR readers (default: all three)",
+    )
     ap.add_argument("--no-tesseract", action="store_true")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--keep", type=Path, help="keep each row's images and gt.txt under this folder")
@@ -388,7 +393,7 @@ def main() -> int:
                 )
             )
     if args.peer_python:
-        for reader in ("ppocr-v4-rec", "ppocr-v6-small", "ppocr-v6-tiny"):
+        for reader in args.peers.split(","):
             readers.append((reader, lambda ps, r=reader: _peer(args.peer_python, r, ps)[0]))
     results = []
     for reader, read in readers:

@@ -214,3 +214,31 @@ def test_a_page_of_lines_on_its_side_is_not_taken_for_columns(turn) -> None:
     page = rec.read_page(grid_page(lines).rotate(turn, expand=True))  # anticlockwise
     assert (page.direction, page.rotation) == ("ltr", turn)  # turned back clockwise
     assert _edits(page, lines) <= 4, page.text
+
+
+def test_a_wide_line_crop_is_not_looked_at_as_a_page_of_columns(monkeypatch) -> None:
+    """An image the line finder reads as one line and LINE_CROP_ASPECT times as wide as
+    high or more is read as the line it is, without the page-of-columns check (the
+    photographed crops of zh_real_dev: 160 -> 100 ms a crop through read_pages, every
+    read the same); a narrower one is still checked."""
+    from crnn.reading import planner
+
+    font = ImageFont.truetype(CJK, 30)
+    text = "天气预报说明天有小雨"
+    img = Image.new("L", (420, 100), 240)
+    ImageDraw.Draw(img).text((210, 50), text, font=font, fill=20, anchor="mm")
+    looked: list[tuple[int, int]] = []
+    checked = planner.PagePlanner._vertical_page
+
+    def spy(self, img, grey, *a, **k):
+        looked.append(grey.shape)
+        return checked(self, img, grey, *a, **k)
+
+    monkeypatch.setattr(planner.PagePlanner, "_vertical_page", spy)
+    rec = Recognizer.bundled("zh")
+    page = rec.read_page(img)
+    assert page.text == text and looked == []
+    # The same line on a narrower image (under 3 times as wide as high): checked.
+    narrow = img.crop((40, 0, 380, 100)).resize((280, 100))
+    rec.read_page(narrow)
+    assert looked == [(100, 280)]

@@ -198,13 +198,17 @@ class PagePlanner:
         rows = found if choice == "page" else None
         vertical = None
         cjk_page = found is not None and self._writes_cjk and min(h, w) > 2 * found.char_height
-        if layout != "line" and cjk_page:
+        # A line crop (the finder's "line", LINE_CROP_ASPECT times as wide as high or more)
+        # is taken for neither a page of columns nor a page on its side: not looked at so.
+        line_crop = choice == "line" and w >= LINE_CROP_ASPECT * h
+        if layout != "line" and cjk_page and not line_crop:
             vertical = self._vertical_page(img, grey, reads, rows)
         # Columns may also be a page's lines on their side (their characters lying down read
         # as columns more probably than the rows across them): then it is tried on its side.
         others = []
         if (
             layout != "line"
+            and not line_crop
             and self.reader.rotate != "none"
             and found is not None
             and (_maybe_sideways(found, h, w) or vertical is not None)
@@ -711,6 +715,12 @@ def _maybe_sideways(found: Any, h: int, w: int) -> bool:
     if not found.lines or (len(found.lines) >= 3 and decide_layout(found, h)[0] == "line"):
         return True
     return float(np.median([b.width / max(1, b.height) for b in found.lines])) < SIDEWAYS_MAX_ASPECT
+
+
+# An image the line finder reads as one line and at least this many times as wide as high
+# is read as a line crop: it is not also looked at as a page of vertical columns or a page
+# on its side (docs/reading.md).
+LINE_CROP_ASPECT = 3.0
 
 
 # A page whose found lines are of median width under this many heights is also tried on
