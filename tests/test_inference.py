@@ -609,12 +609,16 @@ def test_predict_cli_stretch(ckpt_path, word_folder, capsys, monkeypatch):
     seen, init = [], Recognizer.__init__
 
     def spy(self, *a, **k):
-        seen.append(k["deslant"])
+        seen.append((k["deslant"], k["view_sure"]))
         init(self, *a, **k)
 
     monkeypatch.setattr(Recognizer, "__init__", spy)
-    assert predict_cli.main(["-c", str(ckpt_path), "--json", "--deslant", "10", *files]) == 0
-    assert seen == [10.0] and len(json.loads(capsys.readouterr().out)) == 3
+    args = ["--json", "--deslant", "10", "--view-sure", "0.8", *files]
+    assert predict_cli.main(["-c", str(ckpt_path), *args]) == 0
+    assert seen == [(10.0, 0.8)] and len(json.loads(capsys.readouterr().out)) == 3
     with pytest.raises(SystemExit) as e:
         predict_cli.main(["-c", str(ckpt_path), "--deslant", "-3", *files])
     assert e.value.code == 2 and "between 0 and 90" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:
+        predict_cli.main(["-c", str(ckpt_path), "--view-sure", "sure", *files])
+    assert e.value.code == 2 and "between 0 and 1" in capsys.readouterr().err

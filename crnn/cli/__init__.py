@@ -101,30 +101,25 @@ def add_stretch_arg(p: Any) -> None:
     )
 
 
-def _confidence(text: str) -> float:
-    """An argparse type: ``--view-sure``'s confidence, 0 to 1."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0 <= value <= 1:
-        raise argparse.ArgumentTypeError(
-            f"{text!r}: expected a confidence between 0 and 1, e.g. 0.9 (1 reads every view)"
-        )
-    return value
+def _bounded(low: float, high: float, expected: str) -> Any:
+    """An argparse type: a number from ``low`` to ``high``; else the error says
+    ``expected`` (what the option takes, with an example)."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = low - 1
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{text!r}: expected {expected}")
+        return value
+
+    return parse
 
 
-def _lean(text: str) -> float:
-    """An argparse type: ``--deslant``'s degrees, 0 to 90."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0 <= value <= 90:
-        raise argparse.ArgumentTypeError(
-            f"{text!r}: expected a lean in degrees between 0 and 90, e.g. 8 (0 reads as given)"
-        )
-    return value
+# --view-sure's confidence and --deslant's degrees.
+_confidence = _bounded(0, 1, "a confidence between 0 and 1, e.g. 0.9 (1 reads every view)")
+_lean = _bounded(0, 90, "a lean in degrees between 0 and 90, e.g. 8 (0 reads as given)")
 
 
 def add_scale_out_args(p: Any, what: str) -> None:
