@@ -66,7 +66,7 @@ DETECTED_LEAN_MIN_HEIGHT = 32
 # photographs of zh_real_dev, 150 each of Ming, Kai and photograph-like print), with the
 # bundled crnn_zh-e1c35400, every text read exactly as with every view at 0.9, and 309 of
 # the lines (21 %; 30 % of the web lines) were read once; at 0.8, 418 lines, and one Ming
-# line lost an edit; at 0.5, 634 lines and 10 more edits (docs/reading.md).
+# line lost an edit; at 0.5, 634 lines and 5 more edits in all (docs/reading.md).
 VIEW_SURE = 0.9
 
 
