@@ -720,7 +720,7 @@ def _maybe_sideways(found: Any, h: int, w: int) -> bool:
 # An image the line finder reads as one line and at least this many times as wide as high
 # is read as a line crop: it is not also looked at as a page of vertical columns or a page
 # on its side (docs/reading.md).
-LINE_CROP_ASPECT = 3.0
+LINE_CROP_ASPECT = 2.0
 
 
 # A page whose found lines are of median width under this many heights is also tried on
