@@ -489,13 +489,14 @@ class Recognizer:
         # probability (only images with turns need it).
         chosen: dict[tuple[int, int], tuple[float, int, Prediction]] = {}
         # An image read at one turn is read at its first view first, and at the others only
-        # where that read is less confident than view_sure (VIEW_SURE).
+        # where that read is less confident than view_sure (VIEW_SURE; 1: all in one pass).
         first: list[tuple[Any, int, tuple[int, int, View]]] = []
         rest: list[tuple[Any, int, tuple[int, int, View]]] = []
         for b in reads[False]:
-            (rest if first and first[-1][2][0] == b[2][0] else first).append(b)
+            later = self.view_sure < 1 and first and first[-1][2][0] == b[2][0]
+            (rest if later else first).append(b)
         for score, batch in ((True, reads[True]), (False, first), (False, rest)):
-            if batch is rest and self.view_sure < 1:
+            if batch is rest:
                 batch = [b for b in batch if chosen[b[2][:2]][2].confidence < self.view_sure]
             if not batch:
                 continue
