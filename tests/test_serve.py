@@ -249,6 +249,12 @@ def test_the_server_reads_images_in_request_order_and_describes_its_model(server
     assert all(len(x["char_confidences"]) == len(x["text"]) and "uncertain" in x for x in results)
 
 
+def _reads(item):
+    """What Recognizer.preprocess gave, as its reads: one array, or the reads of a Turns
+    (the first as given) where the orientation classifier asks for the turned read too."""
+    return tuple(item) if isinstance(item, tuple) else (item,)
+
+
 @pytest.mark.slow
 def test_concurrent_clients_get_every_answer_right_and_batches_form(server) -> None:
     url, log = server
@@ -280,10 +286,7 @@ def test_concurrent_clients_get_every_answer_right_and_batches_form(server) -> N
     from crnn.reading.recognizer import Recognizer
 
     rec = Recognizer.bundled("word")
-    reads = {
-        n: len(x) if isinstance(x, tuple) else 1
-        for n, x in zip(names, map(rec.preprocess, data.values()))
-    }
+    reads = {n: len(_reads(rec.preprocess(x))) for n, x in zip(names, data.values())}
     sent = sum(reads[names[(k + j) % len(names)]] for k in range(16) for j in range(10))
     assert images == sent and passes < images * 0.8 and after["largest_batch"] > 1, (
         images,
@@ -544,10 +547,8 @@ def test_a_served_crop_reads_exactly_as_predict_at_any_width() -> None:
 
     rec = Recognizer.bundled("word")
     paths = [WORD.parent / name for name in SAMPLES]
-    # preprocess gives one array, or its reads (Turns, the first as given) where the
-    # orientation classifier asks for the turned read too (word_03 with orient-56b88e8f)
-    given = {p.name: rec.preprocess(p.read_bytes()) for p in paths}
-    widths = {n: (x[0] if isinstance(x, tuple) else x).shape[-1] for n, x in given.items()}
+    # The read as given (word_03 with orient-56b88e8f is read turned too).
+    widths = {p.name: _reads(rec.preprocess(p.read_bytes()))[0].shape[-1] for p in paths}
     assert any(w % 16 for w in widths.values()), widths  # the case that differed
     for path in paths:
         (p,) = rec.predict([path.read_bytes()])
