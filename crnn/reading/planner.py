@@ -127,8 +127,7 @@ class PagePlanner:
         line padded to a multiple of :data:`PAGE_WIDTH_STEP` px (width None: an image
         read whole, as :meth:`preprocess` gives it). Raises ``ImageDecodeError``."""
         from crnn.layout import Page, choose_layout, find_lines
-        from crnn.layout.chars import Placement
-        from crnn.layout.page import LINE_MAX_HEIGHT
+        from crnn.layout.page import LINE_MAX_HEIGHT, lone_line
 
         if layout not in ("auto", "page", "line"):
             raise ValueError(f"layout={layout!r}: expected 'auto', 'page' or 'line'")
@@ -192,6 +191,13 @@ class PagePlanner:
             column = self._vertical(img, grey)
             if column is not None:
                 return column
+        if laid_out is None and layout == "auto" and LINE_HALF_LOOK and _line_shaped(grey):
+            # A line crop, large enough that the classical finder can judge it halved: where
+            # it finds one line there (no page, no lone line on a larger ground), read whole.
+            half = _half_look(grey)
+            if half is not None and half[0] == "line" and lone_line(half[2], h // 2) is None:
+                _say(image, half[1])
+                return self._whole(img, grey, half[1])
         choice, note, found = laid_out or choose_layout(grey, layout)
         # Other ways to read a page, each kept only when it reads more probably than the
         # rows as given: on its side, and (Chinese) in columns; both: the more probable.
@@ -221,9 +227,7 @@ class PagePlanner:
                 if len(others) == 1 or self._reads_better(others[0][1], others[1][1], reads)
                 else others[1]
             )
-        if note:
-            name = image if isinstance(image, (str, os.PathLike)) else "an image"
-            log.warning("%s: %s", name, note)
+        _say(image, note)
         lines, turn, places = [], 0, []
         if choice == "page" and found is not None:
             lines, places = self._page_lines(found, (w, h))
@@ -260,8 +264,6 @@ class PagePlanner:
                 if planned is not None:
                     return planned
         if not lines and layout == "auto" and found is not None and choice == "line":
-            from crnn.layout.page import lone_line
-
             # One small line on a larger image: cut out and read, if it reads better so.
             lone = lone_line(found, h)
             if lone is not None:
@@ -281,16 +283,26 @@ class PagePlanner:
                     and self._reads_better_as_page(img, planned[1], reads)
                 ):
                     return planned
-        if not lines:  # as predict() reads it, rotations included; flat margins trimmed
-            from crnn.layout.page import flat_margins_trimmed
-
-            box = flat_margins_trimmed(grey) or (0, 0, w, h)
-            cut = img if box == (0, 0, w, h) else img.crop(box)
-            whole = [Placement(tuple(float(v) for v in box), (w, h))]
-            return Page([], "line", 0.0, note, placements=whole), [
-                (self.reader.preprocess(cut), None, list(box))
-            ]
+        if not lines:
+            return self._whole(img, grey, note)
         return Page([], "page", found.angle, note, rotation=turn, placements=places), lines
+
+    def _whole(
+        self, img: Any, grey: np.ndarray, note: str
+    ) -> tuple[Page, list[tuple[Any, int | None, list[int]]]]:
+        """The image read whole, as :meth:`predict` reads it (rotations included), its flat
+        margins trimmed; ``note``: why no line was found, if none was."""
+        from crnn.layout import Page
+        from crnn.layout.chars import Placement
+        from crnn.layout.page import flat_margins_trimmed
+
+        h, w = grey.shape
+        box = flat_margins_trimmed(grey) or (0, 0, w, h)
+        cut = img if box == (0, 0, w, h) else img.crop(box)
+        whole = [Placement(tuple(float(v) for v in box), (w, h))]
+        return Page([], "line", 0.0, note, placements=whole), [
+            (self.reader.preprocess(cut), None, list(box))
+        ]
 
     def _detected(
         self, img: Any, detector: Any
@@ -726,6 +738,25 @@ LINE_CROP_ASPECT = 2.0
 # A page whose found lines are of median width under this many heights is also tried on
 # its side (the 48 benchmark pages: 14-32 upright, 0.5-9.9 turned a quarter).
 SIDEWAYS_MAX_ASPECT = 8.0
+
+
+# The classical finder's look at a line crop (LINE_CROP_ASPECT times as wide as high or
+# more, over twice LINE_MAX_HEIGHT px high) is made on it halved first, as a picture's is.
+LINE_HALF_LOOK = True
+
+
+def _line_shaped(grey: np.ndarray) -> bool:
+    from crnn.layout.page import LINE_MAX_HEIGHT
+
+    h, w = grey.shape
+    return w >= LINE_CROP_ASPECT * h and h // 2 > LINE_MAX_HEIGHT
+
+
+def _say(image: ImageSource, note: str) -> None:
+    """Log ``note`` (why an image's lines were not found) with the image's name."""
+    if note:
+        name = image if isinstance(image, (str, os.PathLike)) else "an image"
+        log.warning("%s: %s", name, note)
 
 
 def _picture_shaped(grey: np.ndarray) -> bool:
