@@ -17,7 +17,12 @@ development figures, never test figures):
 * ``dev-vertical``: the ``dev-ming`` lines set top to bottom in AR PL UMing, one
   character upright in each cell, spaces dropped (``zh_vs_peers.render_vertical``);
   ``dev-vertical-kai`` the same columns in AR PL UKai (added 2026-11-27: whether the
-  column reading holds in a second face).
+  column reading holds in a second face);
+* ``dev-regional``: the ``dev-ming`` lines in the regional glyph forms, each in one of
+  Noto Sans CJK and Noto Serif CJK Medium TC, HK, JP and KR in turn (``fonts-noto-cjk-extra``;
+  added 2026-12-07): the designs of font set ``zh_regional`` at a weight it does not
+  train on (the SC faces of that weight are in set ``zh``). Where the package is missing
+  the row is left out.
 
 **Frozen test** (``--set test``: run once per release candidate, after every choice is
 made, and reported as the test figure; nothing is chosen on it):
@@ -102,6 +107,17 @@ DEV_FACES = {
     "dev-ming": SetFace("uming.ttc", "fonts-arphic-uming", "Ming", "AR PL UMing CN"),
     "dev-kai": SetFace("ukai.ttc", "fonts-arphic-ukai", "Kai", "AR PL UKai CN"),
 }
+# dev-regional's faces: the regional forms at a weight font set zh_regional leaves out.
+REGIONAL_FACES = tuple(
+    SetFace(
+        f"Noto{kind}CJK-Medium.ttc",
+        "fonts-noto-cjk-extra",
+        kind,
+        f"Noto {kind} CJK {region} Medium",
+    )
+    for region in ("TC", "HK", "JP", "KR")
+    for kind in ("Sans", "Serif")
+)
 TEST_FACES = {
     "test-song": SetFace("gbsn00lp.ttf", "fonts-arphic-gbsn00lp", "Song"),
     "test-kai": SetFace("gkai00mp.ttf", "fonts-arphic-gkai00mp", "Kai"),
@@ -219,6 +235,19 @@ def _rows(which: str, count: int, seed: int) -> list[tuple[str, list[Image.Image
     rows.append(
         (f"{which}-vertical", [zb.render_vertical(t, face_list[0], r) for t in column], column)
     )  # type: ignore[arg-type]
+    regional = [locate(face) for face in REGIONAL_FACES]
+    if which == "dev" and all(regional):
+        # The same lines in the regional glyph forms, a face a line in turn.
+        ok = set.intersection(*(zb.cmap(p) for p in regional))  # type: ignore[arg-type]
+        kept = [t for t in labels if all(ord(c) in ok for c in t if c != " ")]
+        r = random.Random(f"{seed}:dev-regional")
+        rows.append(
+            (
+                "dev-regional",
+                [zb.render_print(t, regional[i % len(regional)], r) for i, t in enumerate(kept)],  # type: ignore[arg-type]
+                kept,
+            )
+        )
     if which == "dev":  # the same columns in the Kai face: is the cell cutting a face's?
         r = random.Random(f"{seed}:{which}-vertical-kai")
         rows.append(
