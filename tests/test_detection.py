@@ -246,6 +246,31 @@ def test_a_headline_in_weak_pieces_gives_way_to_the_surer_coarse_line():
     assert len(detect(image, network(0.9, 0.8), opts, 640, pyramid=READ_PYRAMID)) == 2
 
 
+def test_two_rows_the_map_joins_weakly_are_parted():
+    """Two stacked rows that the probability map joins above 0.3 (a bridge at 0.38) but
+    holds apart above ``split_thresh`` come back as two lines; a row whose weak middle
+    leaves one piece too small (under ``split_share`` of the region) stays one."""
+    from crnn.detect.postprocess import DetOptions
+
+    prob = np.zeros((120, 200), np.float32)
+    prob[20:45, 20:180] = 0.9
+    prob[45:60, 20:180] = 0.38  # the bridge between the rows
+    prob[60:85, 20:180] = 0.9
+    opts = DetOptions(box_thresh=0.3)
+    rows = boxes_from_map(prob, (1.0, 1.0), (200, 120), opts)
+    assert len(rows) == 2
+    assert sorted(round(float(d.quad[:, 1].mean())) for d in rows) == [32, 72]
+    assert (
+        len(
+            boxes_from_map(prob, (1.0, 1.0), (200, 120), DetOptions(box_thresh=0.3, split_thresh=0))
+        )
+        == 1
+    )
+    prob[60:85, 20:180] = 0.38
+    prob[60:85, 20:40] = 0.9  # a piece of 500 px against a region of 10,400
+    assert len(boxes_from_map(prob, (1.0, 1.0), (200, 120), opts)) == 1
+
+
 def test_the_coarse_look_keeps_a_line_only_from_its_own_box_score():
     """A weak region seen only at the half scale (a large crop's characters in pieces,
     more often than a headline) is no line under ``COARSE_BOX_THRESH``, though the first
