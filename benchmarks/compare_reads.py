@@ -14,8 +14,10 @@ several checkpoints for that: ``docs/training/crnn_zh.md``, stages 26 and 27).
 
 Both files must come from the same rows (the same ``--seed`` and ``--count``: their
 labels digests agree). The real photographs' labels stay beside the data
-(``../shared/data/zh_real_dev/gt.txt``), so ``dev-real`` is compared only where that
-file is present. Exit status 0, or 2 for files that cannot be compared, with the reason.
+(``../shared/data/zh_real_dev/gt.txt``) and the web lines' with their crops
+(``data/zh_web/dev/gt.txt``), so ``dev-real`` and ``dev-web`` are compared only where
+those files are present. Exit status 0, or 2 for files that cannot be compared, with the
+reason.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.zh_sets import real_dev_pairs  # noqa: E402
+from benchmarks.zh_sets import WEB_LINES, folder_pairs, real_dev_pairs  # noqa: E402
 from benchmarks.zh_vs_peers import line_edits as peer_line_edits  # noqa: E402
 
 
@@ -72,6 +74,8 @@ def _rows(path: Path) -> tuple[dict, dict[str, list[str]], dict[str, list[str]]]
     labels = dict(meta.get("labels", {}))
     if "dev-real" in reads and (pairs := real_dev_pairs()):
         labels["dev-real"] = [t for _, t in pairs]
+    if "dev-web" in reads and (pairs := folder_pairs(WEB_LINES / "dev")):
+        labels["dev-web"] = [t for _, t in pairs]
     return meta, reads, labels
 
 

@@ -70,3 +70,25 @@ def test_compare_reads_tells_a_real_gain_from_the_rows_noise(tmp_path, capsys) -
     other = _dev_json(tmp_path / "o.json", {"dev-kai": labels}, {"dev-kai": labels}, digest="d2")
     assert compare_reads.main([str(a), str(other)]) == 2
     assert "same --seed and --count" in capsys.readouterr().err
+
+
+def test_compare_reads_finds_the_web_lines_labels_beside_their_crops(
+    tmp_path, monkeypatch, capsys
+) -> None:
+    """The web lines' labels are not in a run's JSON (they stay with the crops, which no
+    user's clone has): compare_reads reads them from data/zh_web/dev/gt.txt, as it reads
+    the photographs' from zh_real_dev."""
+    from benchmarks import compare_reads
+
+    labels = [f"第{i}行网页文字" for i in range(100)]
+    (tmp_path / "dev").mkdir()
+    (tmp_path / "dev" / "gt.txt").write_text(
+        "".join(f"images/{i:04d}.png\t{t}\n" for i, t in enumerate(labels)), encoding="utf-8"
+    )
+    monkeypatch.setattr(compare_reads, "WEB_LINES", tmp_path)
+    worse = [t[:-1] + "误" if i % 4 == 0 else t for i, t in enumerate(labels)]
+    a = _dev_json(tmp_path / "a.json", {"dev-web": labels}, {})
+    b = _dev_json(tmp_path / "b.json", {"dev-web": worse}, {})
+    assert compare_reads.main([str(a), str(b), "--resamples", "2000"]) == 0
+    out = capsys.readouterr().out
+    assert "dev-web" in out and "A better" in out
