@@ -75,6 +75,7 @@ import json
 import platform
 import random
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -272,6 +273,15 @@ def _rows(which: str, count: int, seed: int) -> list[tuple[str, list[Image.Image
     return rows
 
 
+def model_spec(text: str) -> tuple[str, list[str]]:
+    """A ``--model`` value: the model (``zh`` or a checkpoint path) and the crnn-predict
+    options that follow it, split as a shell splits them (a path with spaces quoted)."""
+    words = shlex.split(text)
+    if not words:
+        raise ValueError("an empty --model: give 'zh' or a checkpoint path")
+    return words[0], words[1:]
+
+
 def real_dev_pairs() -> list[tuple[str, str]]:
     """``(image path, label)`` of each line of ``REAL_DEV/gt.txt``; empty where it is absent."""
     return folder_pairs(REAL_DEV)
@@ -347,7 +357,8 @@ def main() -> int:
         "--model",
         action="append",
         help="'zh' (bundled, the default) or a checkpoint/.onnx, optionally followed by "
-        "crnn-predict options of its own, e.g. 'zh --view-sure 1'; repeatable",
+        "crnn-predict options of its own, e.g. 'zh --view-sure 1' (a path with spaces "
+        "quoted); repeatable",
     )
     ap.add_argument(
         "--predict-args",
@@ -407,7 +418,9 @@ def main() -> int:
     readers: list[tuple[str, object]] = [
         (
             f"crnn-ocr {m}",
-            lambda ps, m=m: _ours(m.split()[0], ps, [*m.split()[1:], *args.predict_args.split()]),
+            lambda ps, m=m: _ours(
+                model_spec(m)[0], ps, [*model_spec(m)[1], *shlex.split(args.predict_args)]
+            ),
         )
         for m in (args.model or ["zh"])
     ]

@@ -92,3 +92,10 @@ def test_compare_reads_finds_the_web_lines_labels_beside_their_crops(
     assert compare_reads.main([str(a), str(b), "--resamples", "2000"]) == 0
     out = capsys.readouterr().out
     assert "dev-web" in out and "A better" in out
+
+
+def test_a_model_given_with_options_keeps_a_quoted_path_with_spaces_whole() -> None:
+    assert zh_sets.model_spec("zh --view-sure 1") == ("zh", ["--view-sure", "1"])
+    assert zh_sets.model_spec("'my runs/best.pt' --beam 4") == ("my runs/best.pt", ["--beam", "4"])
+    with pytest.raises(ValueError, match="empty --model"):
+        zh_sets.model_spec("  ")
