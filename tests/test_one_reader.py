@@ -100,3 +100,38 @@ def test_predict_eval_and_serve_parse_one_set_of_reading_options():
     assert defaults == ReadOptions()
     with pytest.raises(ValueError, match="must be >= 0"):
         ReadOptions(beam=-1)
+
+
+def test_a_folder_of_crops_is_read_in_rounds_of_lines_not_of_16_pages(tmp_path, monkeypatch):
+    """``read_inputs`` (what crnn-predict reads a folder with) plans images until their
+    lines reach ``ROUND_LINES`` and reads them in one round, batched by width: 40 word
+    crops are one round (three at 16 pages a round, as before: web lines 44-50 -> 38 ms a
+    line), a bad file among them still comes back in its place, and smaller rounds read
+    the same texts."""
+    from crnn.data.image import ImageDecodeError
+    from crnn.reading import inputs
+    from crnn.reading.planner import PagePlanner
+    from crnn.reading.recognizer import Recognizer
+
+    write_folder(tmp_path, word_labels(40, seed=5), seed=300)
+    files = sorted(str(p) for p in (tmp_path / "images").glob("*.png"))
+    (tmp_path / "images" / "0007.png").write_bytes(b"not an image")
+    rounds: list[int] = []
+    read_planned = PagePlanner.read_planned
+
+    def spy(self, pages, jobs):
+        rounds.append(len(jobs))
+        return read_planned(self, pages, jobs)
+
+    monkeypatch.setattr(PagePlanner, "read_planned", spy)
+    rec = Recognizer.bundled("word")
+    got = list(inputs.read_inputs(rec, files))
+    assert [f for f, _ in got] == files and rounds == [39]
+    assert isinstance(got[7][1], ImageDecodeError)
+    rounds.clear()
+    monkeypatch.setattr(inputs, "ROUND_LINES", 16)
+    again = list(inputs.read_inputs(rec, files))
+    assert rounds == [16, 16, 7]
+    assert [p.text for _, p in again if not isinstance(p, Exception)] == [
+        p.text for _, p in got if not isinstance(p, Exception)
+    ]
