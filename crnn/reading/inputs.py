@@ -120,9 +120,9 @@ def read_inputs(
 ) -> Iterator[tuple[str, Any]]:
     """``(path, Page or ImageDecodeError)`` for each file (an image, or a PDF's page as
     :func:`expand_inputs` names it), in order, read by ``rec`` as ``layout`` says: pages'
-    lines are batched together, a few pages at a time; with ``layout="line"`` each image
-    is read whole, decoded on threads. ``pdf_text``: a PDF page's text layer, where it has
-    one, stands for its read (layout ``"text"``)."""
+    lines are batched together, in rounds of about :data:`ROUND_LINES` lines; with
+    ``layout="line"`` each image is read whole, decoded on threads. ``pdf_text``: a PDF
+    page's text layer, where it has one, stands for its read (layout ``"text"``)."""
     from crnn.data.image import ImageDecodeError
     from crnn.layout import Line, Page
 
