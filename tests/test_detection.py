@@ -249,7 +249,8 @@ def test_a_headline_in_weak_pieces_gives_way_to_the_surer_coarse_line():
 def test_two_rows_the_map_joins_weakly_are_parted():
     """Two stacked rows that the probability map joins above 0.3 (a bridge at 0.38) but
     holds apart above ``split_thresh`` come back as two lines; a row whose weak middle
-    leaves one piece too small (under ``split_share`` of the region) stays one."""
+    leaves one piece too small (under ``split_share`` of the region) stays one, and so
+    does a line parted along itself by less than its thickness (a thin character)."""
     from crnn.detect.postprocess import DetOptions
 
     prob = np.zeros((120, 200), np.float32)
@@ -269,6 +270,15 @@ def test_two_rows_the_map_joins_weakly_are_parted():
     prob[60:85, 20:180] = 0.38
     prob[60:85, 20:40] = 0.9  # a piece of 500 px against a region of 10,400
     assert len(boxes_from_map(prob, (1.0, 1.0), (200, 120), opts)) == 1
+    # One line, weak over a thin character (a gap under the line's thickness): one line;
+    # two groups of it set apart by more than its thickness: two.
+    line = np.zeros((120, 300), np.float32)
+    line[40:70, 20:130] = 0.9
+    line[40:70, 130:150] = 0.38
+    line[40:70, 150:280] = 0.9
+    assert len(boxes_from_map(line, (1.0, 1.0), (300, 120), opts)) == 1
+    line[40:70, 150:175] = 0.38
+    assert len(boxes_from_map(line, (1.0, 1.0), (300, 120), opts)) == 2
 
 
 def test_the_coarse_look_keeps_a_line_only_from_its_own_box_score():
