@@ -9,9 +9,10 @@ Rotated lines come back rotated, columns upright.
 
 One step of its own before the rectangles: a region that the map, binarized again at the
 higher ``split_thresh``, parts into two or more pieces of at least ``split_share`` of its
-area each, lying one beside the next across the line's direction, is taken as those
-pieces (two stacked rows of a poster's block that the map joins at 0.3 but holds apart at
-0.45; the words of one line, which it may part too, stay one line).
+area each is taken as those pieces where they lie one beside the next across the line's
+direction (two stacked rows of a poster's block that the map joins at 0.3 but holds apart
+at 0.45) or along it with gaps of at least their thickness (text groups set apart); a
+line the map weakens at a thin character stays one line.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ MIN_SIZE = 3
 MAX_CANDIDATES = 1000
 # A region parts where the map binarized at SPLIT_THRESH falls into pieces of at least
 # SPLIT_SHARE of its area each (0: never), lying across the line or apart along it
-# (_stacked). Chosen on the detector's 82 validation web images (a development set), end
+# (_separate). Chosen on the detector's 82 validation web images (a development set), end
 # to end, every parting taken: char F1 74.91 % unparted; 0.45 with 0.2 75.78 %, with 0.15
 # 75.66 %; 0.4 and 0.5 with 0.15 75.43 and 75.31 %; 0.7 74.31 %; a share of 0.08-0.1
 # 74.41-74.74 %. At 0.45 and 0.2, stacked pieces alone 75.00 %, with GAP_PARTS 1 75.37 %.
@@ -130,7 +131,8 @@ def parted(
 ) -> list[np.ndarray]:
     """``contours`` (of ``bitmap``'s regions) with each region that ``prob`` binarized at
     ``opts.split_thresh`` parts into two or more pieces of at least ``opts.split_share``
-    of its area replaced by those pieces' outlines."""
+    of its area, set apart as lines are (:func:`_separate`), replaced by those pieces'
+    outlines."""
     if not opts.split_thresh or not contours:
         return contours
     n, labels, stats, _ = cv2.connectedComponentsWithStats(bitmap, connectivity=8)
@@ -138,17 +140,20 @@ def parted(
     pieces: dict[int, list[np.ndarray]] = {}
     for i in range(1, n):
         x, y, w, h, area = stats[i]
-        inside = (labels[y : y + h, x : x + w] == i) & high[y : y + h, x : x + w]
+        region = labels[y : y + h, x : x + w] == i
         m, part, part_stats, _ = cv2.connectedComponentsWithStats(
-            inside.astype(np.uint8), connectivity=8
+            (region & high[y : y + h, x : x + w]).astype(np.uint8), connectivity=8
         )
         big = [j for j in range(1, m) if part_stats[j, cv2.CC_STAT_AREA] >= opts.split_share * area]
-        if len(big) >= 2 and _stacked(labels[y : y + h, x : x + w] == i, [part == j for j in big]):
+        if len(big) < 2:
+            continue
+        masks = [part == j for j in big]
+        if _separate(region, masks):
             pieces[i] = [
                 c + np.array([[[x, y]]], np.int32)
-                for j in big
+                for mask in masks
                 for c in cv2.findContours(
-                    (part == j).astype(np.uint8), cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_SIMPLE
+                    mask.astype(np.uint8), cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_SIMPLE
                 )[0]
             ]
     if not pieces:
@@ -158,10 +163,15 @@ def parted(
     return kept + [c for outlines in pieces.values() for c in outlines]
 
 
-def _long_axis(mask: np.ndarray) -> np.ndarray:
-    """The unit direction of the longer side of ``mask``'s minimum-area rectangle."""
+def _min_rect(mask: np.ndarray) -> tuple:
+    """The minimum-area rectangle (``cv2.minAreaRect``) of ``mask``'s pixels."""
     ys, xs = np.nonzero(mask)
-    corners = cv2.boxPoints(cv2.minAreaRect(np.stack([xs, ys], 1).astype(np.float32)))
+    return cv2.minAreaRect(np.stack([xs, ys], 1).astype(np.float32))
+
+
+def _long_axis(rect: tuple) -> np.ndarray:
+    """The unit direction of the longer side of the rectangle ``rect``."""
+    corners = cv2.boxPoints(rect)
     a, b = corners[1] - corners[0], corners[2] - corners[1]
     side = a if np.hypot(*a) >= np.hypot(*b) else b
     return side / max(float(np.hypot(*side)), 1e-6)
@@ -172,14 +182,16 @@ def _long_axis(mask: np.ndarray) -> np.ndarray:
 STACK_ASPECT = 1.5
 
 
-def _stacked(region: np.ndarray, pieces: list[np.ndarray]) -> bool:
-    """Whether ``pieces`` (masks within ``region``) lie one beside the next across the
-    line's direction (rows stacked, or columns side by side), each pair overlapping there
-    by under half the thinner: not words of one line, which lie along it."""
-    ys, xs = np.nonzero(region)
-    (_, _), (rw, rh), _ = cv2.minAreaRect(np.stack([xs, ys], 1).astype(np.float32))
+def _separate(region: np.ndarray, pieces: list[np.ndarray]) -> bool:
+    """Whether ``pieces`` (masks within ``region``) are lines of their own: along the line's
+    direction with gaps of at least :data:`GAP_PARTS` of their thickness (text groups set
+    apart), or one beside the next across it (rows stacked, or columns side by side), each
+    pair overlapping there by under half the thinner. Not the halves of one line that the
+    map weakens at a thin character."""
+    rect = _min_rect(region)
+    rw, rh = rect[1]
     elongated = max(rw, rh) >= STACK_ASPECT * max(min(rw, rh), 1.0)
-    along = _long_axis(region if elongated else max(pieces, key=lambda p: int(p.sum())))
+    along = _long_axis(rect if elongated else _min_rect(max(pieces, key=lambda p: int(p.sum()))))
     normal = np.array([-along[1], along[0]])
     spans, runs = [], []
     for piece in pieces:
