@@ -236,8 +236,8 @@ def _rows(which: str, count: int, seed: int) -> list[tuple[str, list[Image.Image
     rows.append(
         (f"{which}-vertical", [zb.render_vertical(t, face_list[0], r) for t in column], column)
     )  # type: ignore[arg-type]
-    regional = [locate(face) for face in REGIONAL_FACES]
-    if which == "dev" and all(regional):
+    regional = [locate(face) for face in REGIONAL_FACES] if which == "dev" else []
+    if regional and all(regional):
         # The same lines in the regional glyph forms, a face a line in turn.
         ok = set.intersection(*(zb.cmap(p) for p in regional))  # type: ignore[arg-type]
         kept = [t for t in labels if all(ord(c) in ok for c in t if c != " ")]
@@ -415,14 +415,11 @@ def main() -> int:
         f"{args.set} set, rows {', '.join(r[0] for r in rows)}; labels digest {digest}; images "
         f"in {tmp}"
     )
+    extra = shlex.split(args.predict_args)
     readers: list[tuple[str, object]] = [
-        (
-            f"crnn-ocr {m}",
-            lambda ps, m=m: _ours(
-                model_spec(m)[0], ps, [*model_spec(m)[1], *shlex.split(args.predict_args)]
-            ),
-        )
+        (f"crnn-ocr {m}", lambda ps, model=model, own=own: _ours(model, ps, [*own, *extra]))
         for m in (args.model or ["zh"])
+        for model, own in [model_spec(m)]
     ]
     if not args.no_tesseract and shutil.which("tesseract"):
         for scale in (1, 3):
