@@ -149,34 +149,15 @@ def read_inputs(
                     ),
                 )
         return
-    planner = rec.planner
-    held: list[tuple[str, Any]] = []  # (file, its page, error, or None: planned, not read)
-    pages: list[Any] = []
-    jobs: list[tuple[int, Any, int | None, list[int]]] = []
 
-    def round_read() -> Iterator[tuple[str, Any]]:
-        read = iter(planner.read_planned(pages, jobs) if pages else [])
-        yield from ((f, next(read) if got is None else got) for f, got in held)
-        held.clear()
-        pages.clear()
-        jobs.clear()
-
-    for f in files:
+    def source(f: str) -> Any:  # what the planner reads for f, or why it cannot
         try:
-            source = texts[f] if f in texts else open_input(f, rec.spec.rgb, dpi, password)
-            if isinstance(source, Page):
-                held.append((f, source))
-                continue
-            page, lines = planner.plan_page(source, layout)
+            return texts[f] if f in texts else open_input(f, rec.spec.rgb, dpi, password)
         except ImageDecodeError as e:
-            held.append((f, e))
-            continue
-        jobs.extend((len(pages), *job) for job in lines)
-        pages.append(page)
-        held.append((f, None))
-        if len(jobs) >= ROUND_LINES or len(pages) >= ROUND_PAGES:
-            yield from round_read()
-    yield from round_read()
+            return e
+
+    pages = rec.planner.read_rounds(map(source, files), layout, "return", ROUND_LINES, ROUND_PAGES)
+    yield from zip(files, pages)
 
 
 def text_layers(files: list[str], password: str | None = None) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import cv2
@@ -66,11 +66,31 @@ class PagePlanner:
         warning and a ``note``). The lines of all the images are batched together by
         width. An image that is not readable raises ``ImageDecodeError``, or with
         ``errors="return"`` is given that error in place of its page."""
+        return list(self.read_rounds(images, layout, errors))
+
+    def read_rounds(
+        self,
+        images: Iterable[Any],
+        layout: str = "auto",
+        errors: str = "raise",
+        round_lines: int = 0,
+        round_pages: int = 0,
+    ) -> Iterator[Any]:
+        """:meth:`read_pages`, in rounds, lazily: each image's page in order, the images
+        planned until their lines reach ``round_lines`` (or ``round_pages`` images are
+        planned; 0: no bound), then those lines read together, batched by width. An
+        exception or a :class:`~crnn.layout.Page` given in place of an image (a file that
+        could not be opened, a PDF page's text layer) is passed through as its page."""
         from crnn.data.image import ImageDecodeError
+        from crnn.layout import Page
 
         pages: list[Any] = []
         jobs: list[tuple[int, Any, int | None, list[int]]] = []  # (page, pixels, width, box)
-        for k, image in enumerate(images):
+        planned = 0
+        for image in images:
+            if isinstance(image, (Exception, Page)):
+                pages.append(image)
+                continue
             try:
                 page, lines = self.plan_page(image, layout)
             except ImageDecodeError as e:
@@ -78,9 +98,15 @@ class PagePlanner:
                     raise
                 pages.append(e)
                 continue
+            jobs.extend((len(pages), *job) for job in lines)
             pages.append(page)
-            jobs.extend((k, *job) for job in lines)
-        return self.read_planned(pages, jobs)
+            planned += 1
+            if (round_lines and len(jobs) >= round_lines) or (
+                round_pages and planned >= round_pages
+            ):
+                yield from self.read_planned(pages, jobs)
+                pages, jobs, planned = [], [], 0
+        yield from self.read_planned(pages, jobs)
 
     def read_planned(
         self, pages: list[Any], jobs: list[tuple[int, Any, int | None, list[int]]]
