@@ -315,3 +315,17 @@ def test_beam_search_holds_a_few_copies_of_the_logits_not_seven():
     finally:
         tracemalloc.stop()
     assert peak < 3 * logits.nbytes, peak / logits.nbytes
+
+
+@pytest.mark.parametrize("shape", [(5,), (3, 7), (2, 70, 11), (1, 200, 5531)])
+def test_log_softmax_np_in_blocks_of_rows_equals_the_whole(shape) -> None:
+    """log_softmax_np normalises the frames in blocks of rows (to stay in the cache):
+    every row over all its classes, whatever the shape, in the input's float dtype."""
+    from crnn.ctc.decode import log_softmax_np
+
+    x = np.random.default_rng(0).normal(0, 5, shape).astype(np.float32)
+    got = log_softmax_np(x)
+    ref = x.astype(np.float64) - np.log(np.exp(x.astype(np.float64)).sum(-1, keepdims=True))
+    assert got.dtype == np.float32 and got.shape == x.shape
+    np.testing.assert_allclose(got, ref, atol=2e-5)
+    np.testing.assert_allclose(log_softmax_np(x.astype(np.float64)), ref, atol=1e-12)

