@@ -401,27 +401,36 @@ class _Ink(_Says):
         return np.asarray(widths) // 4
 
 
-def test_crops_decoded_by_a_beam_share_a_batch_and_their_padding_is_never_read():
-    """Crops of near widths read with a beam are padded (the last column repeated) to a
-    multiple of PAGE_WIDTH_STEP and read in one batch, the padding never decoded; with
-    greedy decoding each width is a batch of its own, as given."""
-    from crnn.reading.planner import PAGE_WIDTH_STEP
+def test_crops_of_several_widths_are_decoded_in_one_batch_each_as_alone(monkeypatch):
+    """The network reads each width apart (a crop read whole is a width of its own), the
+    beam decodes their logits pooled in one batch, each padded to the longest, and every
+    read is the one it has alone (frames past a read's length are never decoded: the
+    padding's flat logits would read as letters)."""
+    from crnn.reading.decoder import Decoder
 
     crops = []
-    for w in (100, 108, 120):
+    for w, xs in ((100, 1), (108, 2), (120, 3)):
         a = np.full((1, 32, w), 250, np.uint8)
-        a[..., -1] = 0  # the last column dark: repeated, the padding is dark throughout
-        a[..., 40:48] = 0  # two dark frames: one x
+        for k in range(xs):
+            a[..., 16 + 24 * k : 24 + 24 * k] = 0  # two dark frames: one x
         crops.append(a)
-    beam = _Ink(Charset.from_spec("alnum36"))
-    rec = Recognizer(beam, beam_width=4, rotate="none", orientation=None, detector=None)
-    reads = rec.predict_preprocessed(crops)
-    assert beam.batches == [(3, 1, 32, 2 * PAGE_WIDTH_STEP)]
-    assert [p.text for p in reads] == ["x", "x", "x"]  # the dark padding would read x
-    greedy = _Ink(Charset.from_spec("alnum36"))
-    rec = Recognizer(greedy, beam_width=0, rotate="none", orientation=None, detector=None)
-    assert [p.text for p in rec.predict_preprocessed(crops)] == ["x", "x", "x"]
-    assert sorted(b[-1] for b in greedy.batches) == [100, 108, 120]
+    net = _Ink(Charset.from_spec("alnum36"))
+    rec = Recognizer(net, beam_width=4, rotate="none", orientation=None, detector=None)
+    decoded: list[int] = []
+    decode = Decoder.decode_scaled
+    monkeypatch.setattr(
+        Decoder,
+        "decode_scaled",
+        lambda self, x, *a, **k: decoded.append(len(x)) or decode(self, x, *a, **k),
+    )
+    pooled = rec.predict_preprocessed(crops)
+    assert net.batches == [(1, 1, 32, 100), (1, 1, 32, 108), (1, 1, 32, 120)]
+    assert decoded == [3]
+    assert [p.text for p in pooled] == ["x", "xx", "xxx"]
+    alone = [rec.predict_preprocessed([c])[0] for c in crops]
+    assert [(p.text, p.confidence, p.char_confidences) for p in pooled] == [
+        (p.text, p.confidence, p.char_confidences) for p in alone
+    ]
 
 
 class _Wider(_Says):

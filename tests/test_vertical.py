@@ -246,10 +246,10 @@ def test_a_wide_line_crop_is_not_looked_at_as_a_page_of_columns(monkeypatch) -> 
 
 def test_a_large_line_crop_is_looked_at_halved(monkeypatch) -> None:
     """The classical finder looks at a line crop (twice as wide as high or more, over
-    96 px high) halved first, or smaller, at most 96 px high (LINE_LOOK_HEIGHT), as at a
+    96 px high) halved first, or smaller, at most 100 px high (LINE_LOOK_HEIGHT), as at a
     picture: where it finds one line of print there, the crop is read whole without a
     look at full size (zh_real_dev's photographed crops: 86 -> 61 ms planning a crop
-    halved, 419 of 420 plans the same; 33.5 -> 27.6 ms at 96 px, all 420 the same); two
+    halved, 419 of 420 plans the same; 33.5 -> 27.6 ms at 100 px, all 420 the same); two
     rows of print so, a page candidate, are looked at whole as before."""
     import crnn.layout
 
@@ -268,7 +268,7 @@ def test_a_large_line_crop_is_looked_at_halved(monkeypatch) -> None:
     )
     rec = Recognizer.bundled("zh")
     assert rec.read_page(img).text == text
-    assert seen == [(96, 560)]  # made 96 px high only
+    assert seen == [(100, 583)]  # made 100 px high only
     seen.clear()
     two = Image.new("L", (1400, 240), 235)
     draw = ImageDraw.Draw(two)
@@ -276,4 +276,4 @@ def test_a_large_line_crop_is_looked_at_halved(monkeypatch) -> None:
     for k, row in enumerate(("天气预报说明天有小雨，出门记得带伞", "明天上午多云转晴，下午有小雨")):
         draw.text((60, 50 + 90 * k), row, font=font, fill=25)
     page = rec.read_page(two)
-    assert seen == [(96, 560), (240, 1400)] and len(page.lines) == 2
+    assert seen == [(100, 583), (240, 1400)] and len(page.lines) == 2

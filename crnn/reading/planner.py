@@ -812,9 +812,10 @@ FIRST_LOOK_MIN_CHAR = 8.0
 
 # A line crop's look (LINE_HALF_LOOK) is made at half its size or smaller, at most this
 # many px high: on the 216 such crops of the development photographs (zh_real_dev) every
-# plan was the same at 50, 64, 80 and 100 px as halved, and the plans cost 33.5 -> 27.6 ms
-# a crop over the 420 (at 100 px; halved, a 1,849 x 379 crop is still 925 x 190).
-LINE_LOOK_HEIGHT = 2 * 48
+# plan was the same at 50, 64, 80 and 100 px as halved (at 96, one crop of 1,135 x 255
+# was planned otherwise), and the plans cost 33.5 -> 27.6 ms a crop over the 420 at 100
+# px (halved, a 1,849 x 379 crop is still 925 x 190).
+LINE_LOOK_HEIGHT = 100
 
 
 def _look_scale(h: int, at_most: int | None) -> float:

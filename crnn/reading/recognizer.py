@@ -71,6 +71,10 @@ log = logging.getLogger(__name__)
 
 # Warn (once) about inputs this many times wider than the model's training width.
 WIDE_FACTOR = 3
+# Reads decoded in one batch (Recognizer._decode_pool) hold at most this many frames, each
+# padded to the longest: 4,096 frames of the Chinese model's 5,531 classes are 90 MB of
+# float32 logits (and as much again of log-probabilities where the reads are scored).
+DECODE_FRAMES = 4096
 
 # An image whose pixels all lie within this many grey levels of each other holds no text
 # and reads as "" (the word model read a blank page as "t"). The real crops of
@@ -573,46 +577,58 @@ class Recognizer:
             im.shape[-1] if widths is None or widths[i] is None else int(widths[i])
             for i, im in enumerate(images)
         ]
-        if self.decoder.beam_width > 0:
-            # Decoded by a beam, every read is padded as a page's lines are (its last
-            # column repeated, to a multiple of PAGE_WIDTH_STEP, the padding never
-            # decoded): reads of near widths share a batch, and the beam's per-frame work
-            # with it (a crop read whole had a batch of its own), and a crop cut tight
-            # reads its last characters away from the network's zero border. The bundled
-            # Chinese model on the development rows, --layout line, in process: Kai 1.47 ->
-            # 1.35 % CER and 66 -> 48 ms a line, web lines 21.48 -> 21.34 % and 23 -> 22
-            # ms, real photographs 18.32 -> 17.35 % and 26 -> 25 ms. (The English word
-            # model, greedy, reads whole crops as before: padded, it read IC13 and SVT
-            # 2 and 5 words worse and 10-25 % slower.)
-            images = [_pad_to(np.asarray(im), PAGE_WIDTH_STEP) for im in images]
+        # The network reads images of one width together; the decoder reads its logits
+        # pooled over widths (_decode_pool): a crop read whole is a width of its own, and
+        # the beam's per-frame work is then shared by a pool of reads instead of one. The
+        # reads are those of each alone (frames past a read's length are surely blank).
         groups: dict[int, list[int]] = defaultdict(list)
         for i, im in enumerate(images):
             groups[im.shape[-1]].append(i)
         out: list[tuple[float, int, Prediction] | None] = [None] * len(images)
-        for idx in groups.values():
+        pool: list[tuple[int, np.ndarray, int, bool]] = []  # (image, logits, frames, blank)
+        for width in sorted(groups):
+            idx = groups[width]
             for k in range(0, len(idx), self.batch_size):
                 chunk = idx[k : k + self.batch_size]
                 logits = self.backend(np.stack([np.asarray(images[i]) for i in chunk]))
-                logits = self.decoder.scale(logits)
-                lengths = None
-                if any(widths[i] < images[i].shape[-1] for i in chunk):
-                    lengths = np.minimum(
-                        np.asarray(
-                            self.backend.output_length(np.array([widths[i] for i in chunk]))
-                        ),
-                        logits.shape[1],
-                    )
-                blank = [is_blank(images[i], widths[i]) for i in chunk]
-                # Scored reads' log-probabilities, computed once for the decoder and the
-                # scores (in float32; the scores' sums in float64).
-                lp = log_softmax_np(np.asarray(_numpy(logits), np.float32)) if score else None
-                preds = self.decoder.decode_scaled(logits, lengths, blank, lp)
-                for j, (i, p) in enumerate(zip(chunk, preds)):
-                    frames = logits.shape[1] if lengths is None else int(lengths[j])
-                    text = [self.charset.encode(p.text)]
-                    s = sequence_log_probs(lp[j][:frames], text)[0] if score else 0.0
-                    out[i] = (s, frames, p)
+                logits = np.asarray(_numpy(self.decoder.scale(logits)), np.float32)
+                frames = np.minimum(
+                    np.asarray(self.backend.output_length(np.array([widths[i] for i in chunk]))),
+                    logits.shape[1],
+                )
+                for j, i in enumerate(chunk):
+                    n = int(frames[j]) if widths[i] < images[i].shape[-1] else logits.shape[1]
+                    longest = max([n, *(m for _, _, m, _ in pool)])
+                    if len(pool) >= self.batch_size or (len(pool) + 1) * longest > DECODE_FRAMES:
+                        self._decode_pool(pool, score, out)
+                    pool.append((i, logits[j, :n], n, is_blank(images[i], widths[i])))
+        self._decode_pool(pool, score, out)
         return out  # type: ignore[return-value]
+
+    def _decode_pool(
+        self,
+        pool: list[tuple[int, np.ndarray, int, bool]],
+        score: bool,
+        out: list[tuple[float, int, Prediction] | None],
+    ) -> None:
+        """Decode the pooled reads ``(image, its logits (frames, K), frames, blank)`` in
+        one batch, padded to the longest, into ``out[image]`` as ``(score, frames,
+        prediction)`` (see :meth:`_predict_flat`); empties ``pool``."""
+        if not pool:
+            return
+        t_max = max(n for _, _, n, _ in pool)
+        logits = np.zeros((len(pool), t_max, pool[0][1].shape[-1]), np.float32)
+        for j, (_, row, n, _) in enumerate(pool):
+            logits[j, :n] = row
+        lengths = np.array([n for _, _, n, _ in pool])
+        # Scored reads' log-probabilities, computed once for the decoder and the scores
+        # (in float32; the scores' sums in float64).
+        lp = log_softmax_np(logits) if score else None
+        preds = self.decoder.decode_scaled(logits, lengths, [b for *_, b in pool], lp)
+        for j, ((i, _, n, _), p) in enumerate(zip(pool, preds)):
+            s = sequence_log_probs(lp[j][:n], [self.charset.encode(p.text)])[0] if score else 0.0
+            out[i] = (s, n, p)
+        pool.clear()
 
     def predict(self, images: ImageSource | Sequence[ImageSource]) -> list[Prediction]:
         """Paths, encoded bytes, PIL images or arrays -> one :class:`Prediction` each
