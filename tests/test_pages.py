@@ -358,3 +358,20 @@ def test_a_two_line_screenshot_strip_is_read_as_its_two_lines(line_model) -> Non
     page = line_model.read_page(img)
     assert page.layout == "page" and len(page.lines) == 2
     assert cer(page.text, "\n".join(lines)) < 0.03, page.text
+
+
+def test_grey_percentiles_equal_numpys() -> None:
+    """The light-on-dark check's percentiles come from the histogram of a uint8 image:
+    the same values as np.percentile's, on noise, few grey levels and a flat image."""
+    from crnn.layout.lines import grey_percentiles
+
+    rng = np.random.default_rng(0)
+    qs = (0.1, 50, 99.9, 80)
+    for k in range(300):
+        h, w = rng.integers(1, 120, 2)
+        a = rng.integers(0, 256, (h, w), dtype=np.uint8)
+        if k % 3 == 0:
+            a = (a // 64 * 60).astype(np.uint8)
+        if k % 5 == 0:
+            a[:] = 7
+        assert grey_percentiles(a, qs) == list(np.percentile(a, qs))
