@@ -221,8 +221,13 @@ class PagePlanner:
             # A line crop, large enough that the classical finder can judge it halved: where
             # it finds one line there (no page, no lone line on a larger ground), read whole.
             half = _half_look(grey, LINE_LOOK_HEIGHT)
-            seen_h = int(h / _look_scale(h, LINE_LOOK_HEIGHT))
-            if half is not None and half[0] == "line" and lone_line(half[2], seen_h) is None:
+            # (lone_line against the height looked at: the finder's page is the image it
+            # was given, at its size.)
+            if (
+                half is not None
+                and half[0] == "line"
+                and lone_line(half[2], half[2].page.shape[0]) is None
+            ):
                 _say(image, half[1])
                 return self._whole(img, grey, half[1])
         choice, note, found = laid_out or choose_layout(grey, layout)
@@ -818,11 +823,6 @@ FIRST_LOOK_MIN_CHAR = 8.0
 LINE_LOOK_HEIGHT = 100
 
 
-def _look_scale(h: int, at_most: int | None) -> float:
-    """How many times smaller :func:`_half_look` looks at an image ``h`` px high."""
-    return max(2.0, h / at_most) if at_most else 2.0
-
-
 def _half_look(grey: np.ndarray, at_most: int | None = None) -> tuple[str, str, Any] | None:
     """``choose_layout`` of ``grey`` halved (or made ``at_most`` px high, where that is
     smaller), where the print it finds there is large enough to judge
@@ -830,7 +830,7 @@ def _half_look(grey: np.ndarray, at_most: int | None = None) -> tuple[str, str, 
     from crnn.layout import choose_layout
 
     h, w = grey.shape
-    f = _look_scale(h, at_most)
+    f = max(2.0, h / at_most) if at_most else 2.0
     half = cv2.resize(grey, (max(1, int(w / f)), max(1, int(h / f))), interpolation=cv2.INTER_AREA)
     look = choose_layout(half, "auto")
     found = look[2]

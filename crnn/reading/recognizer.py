@@ -586,22 +586,27 @@ class Recognizer:
             groups[im.shape[-1]].append(i)
         out: list[tuple[float, int, Prediction] | None] = [None] * len(images)
         pool: list[tuple[int, np.ndarray, int, bool]] = []  # (image, logits, frames, blank)
+        longest = 0  # the pool's most frames
         for width in sorted(groups):
             idx = groups[width]
             for k in range(0, len(idx), self.batch_size):
                 chunk = idx[k : k + self.batch_size]
                 logits = self.backend(np.stack([np.asarray(images[i]) for i in chunk]))
                 logits = np.asarray(_numpy(self.decoder.scale(logits)), np.float32)
-                frames = np.minimum(
-                    np.asarray(self.backend.output_length(np.array([widths[i] for i in chunk]))),
-                    logits.shape[1],
-                )
+                frames = np.full(len(chunk), logits.shape[1])
+                if any(widths[i] < width for i in chunk):  # padded: its real frames only
+                    real = self.backend.output_length(np.array([widths[i] for i in chunk]))
+                    frames = np.minimum(np.asarray(real), logits.shape[1])
                 for j, i in enumerate(chunk):
-                    n = int(frames[j]) if widths[i] < images[i].shape[-1] else logits.shape[1]
-                    longest = max([n, *(m for _, _, m, _ in pool)])
-                    if len(pool) >= self.batch_size or (len(pool) + 1) * longest > DECODE_FRAMES:
+                    n = int(frames[j])
+                    if (
+                        len(pool) >= self.batch_size
+                        or (len(pool) + 1) * max(n, longest) > DECODE_FRAMES
+                    ):
                         self._decode_pool(pool, score, out)
+                        longest = 0
                     pool.append((i, logits[j, :n], n, is_blank(images[i], widths[i])))
+                    longest = max(longest, n)
         self._decode_pool(pool, score, out)
         return out  # type: ignore[return-value]
 
